@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mcp-sandboxd: parses flags and the configuration, wires the modules
+ * together, and waits for a signal. SIGTERM and SIGINT drain: new tool calls
+ * are refused, running ones finish (or reach their deadline), then the
+ * daemon exits.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "build_config.h"
+#include "config.h"
+#include "http.h"
+#include "log.h"
+#include "mcp.h"
+
+#if MCPSD_FIXTURES
+#include "fixtures.h"
+#endif
+
+#define EXIT_CONFIG 2
+
+static void usage(FILE *out)
+{
+	fprintf(
+	    out,
+	    "Usage: mcp-sandboxd [--env-file PATH] [--check-config]\n"
+	    "       mcp-sandboxd --help | --version\n"
+	    "\n"
+	    "A remote MCP server that runs Python, TypeScript and Bash in\n"
+	    "Docker sandboxes. Settings come from the environment and from\n"
+	    "a .env file in the working directory (the environment wins).\n"
+	    "\n"
+	    "Options:\n"
+	    "  --env-file PATH   read settings from PATH instead of ./.env\n"
+	    "  --check-config    validate, print the effective settings\n"
+	    "                    (secrets masked) and exit\n"
+	    "  --help            show this help\n"
+	    "  --version         print the version\n"
+	    "\n"
+	    "Settings:\n");
+	config_print_help(out);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},
+	    {"check-config", no_argument, NULL, 'c'},
+	    {"env-file", required_argument, NULL, 'e'},
+	    {NULL, 0, NULL, 0},
+	};
+	const char *env_file = ".env";
+	bool check = false;
+	struct config cfg;
+	char err[1024];
+	struct mcp_server *mcp = NULL;
+	struct http_server *http = NULL;
+	sigset_t sigs;
+	int sig = 0, opt, rc = 0;
+
+	while ((opt = getopt_long(argc, argv, "hVce:", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'V':
+			printf("mcp-sandboxd %s\n", MCPSD_VERSION);
+			return 0;
+		case 'c':
+			check = true;
+			break;
+		case 'e':
+			env_file = optarg;
+			break;
+		default:
+			usage(stderr);
+			return EXIT_CONFIG;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "mcp-sandboxd: unexpected argument '%s'\n",
+		        argv[optind]);
+		usage(stderr);
+		return EXIT_CONFIG;
+	}
+
+	if (config_load(&cfg, env_file, err, sizeof(err)) < 0) {
+		fprintf(stderr, "mcp-sandboxd: configuration error: %s\n", err);
+		config_finish(&cfg);
+		return EXIT_CONFIG;
+	}
+	log_set_level(cfg.log_level);
+	if (check) {
+		config_print(&cfg, stdout);
+		config_finish(&cfg);
+		return 0;
+	}
+
+	/* Signals go to this thread only, through sigwait below. */
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+
+	if (cfg.auth_none)
+		log_warnx("AUTHENTICATION IS DISABLED (MCP_AUTH=none): anyone "
+		          "who reaches %s:%u can run code. Listening on "
+		          "loopback only. Never use this in production.",
+		          cfg.listen_host, cfg.listen_port);
+	if (cfg.file_secret_ephemeral)
+		log_warnx("FILE_SECRET is not set: workspace names and file "
+		          "links change at every restart");
+
+	mcp = mcp_server_create(&cfg);
+	if (!mcp) {
+		log_errorx("cannot create the MCP server: out of memory");
+		rc = 1;
+		goto out;
+	}
+	mcp_server_set_instructions(
+	    mcp, "Runs code in isolated sandboxes. Pass the same "
+	         "conversationId on every call of one conversation: files "
+	         "written to /data persist between calls and come back "
+	         "as links.");
+#if MCPSD_FIXTURES
+	fixtures_register(mcp);
+	log_warnx("conformance fixtures are compiled in: this is a test "
+	          "build");
+#endif
+
+	if (http_server_create(&cfg, mcp, &http, err, sizeof(err)) < 0) {
+		log_errorx("%s", err);
+		rc = 1;
+		goto out;
+	}
+	log_info("mcp-sandboxd %s listening on %s:%u; MCP endpoint %s/mcp, "
+	         "%zu token(s) configured",
+	         MCPSD_VERSION, cfg.listen_host[0] ? cfg.listen_host : "*",
+	         http_server_port(http), cfg.public_base_url, cfg.n_tokens);
+
+	while (sigwait(&sigs, &sig) != 0)
+		;
+	log_info("received %s; draining (new calls are refused, running "
+	         "ones may take up to %u s)",
+	         sig == SIGTERM ? "SIGTERM" : "SIGINT", cfg.max_timeout_s);
+	{
+		unsigned left =
+		    mcp_server_drain(mcp, (cfg.max_timeout_s + 15) * 1000);
+
+		if (left)
+			log_warnx("%u call(s) still running at shutdown", left);
+	}
+	mcp_server_close_sessions(mcp);
+out:
+	http_server_destroy(http);
+	mcp_server_destroy(mcp);
+	log_info("stopped");
+	config_finish(&cfg);
+	return rc;
+}

@@ -1,0 +1,1261 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * config: one table describes every setting (name, type, default, limits,
+ * an example and a sentence of help). Loading walks the table, then derives
+ * the settings that depend on others (URLs, allow-lists, tokens). Messages
+ * name the variable, say what is wrong and give a good example, because the
+ * person reading them is setting up a server, not debugging this file.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
+#include "buf.h"
+
+enum setting_type {
+	SET_STR,
+	SET_SECRET,
+	SET_BOOL,
+	SET_UINT,
+	SET_BYTES,
+	SET_DOUBLE,
+};
+
+struct setting {
+	const char *name;
+	enum setting_type type;
+	const char *def;
+	size_t off; /* SIZE_MAX: derived, handled after the table */
+	double min, max;
+	const char *example;
+	const char *help;
+};
+
+#define OFF(f) offsetof(struct config, f)
+#define DERIVED SIZE_MAX
+
+static const struct setting settings[] = {
+    /* HTTP front */
+    {"MCP_HTTP_ADDR", SET_STR, ":8080", OFF(http_addr), 0, 0, "127.0.0.1:8080",
+     "Address to listen on: host:port; ':8080' means every interface"},
+    {"PUBLIC_BASE_URL", SET_STR, "", DERIVED, 0, 0,
+     "https://sandbox.example.com",
+     "URL clients reach this server at; file links are built from it "
+     "(default http://127.0.0.1:<port>)"},
+    {"FILES_BASE_URL", SET_STR, "", DERIVED, 0, 0, "https://files.example.com",
+     "Separate origin for /files/ links (default: PUBLIC_BASE_URL)"},
+    {"MCP_AUTH", SET_STR, "bearer", DERIVED, 0, 0, "bearer",
+     "'bearer' (tokens required) or 'none' (local testing only; binds to "
+     "loopback)"},
+    {"MCP_API_TOKEN", SET_SECRET, "", DERIVED, 0, 0, "$(openssl rand -hex 32)",
+     "Bearer token of the tenant named 'default' (at least 16 "
+     "characters)"},
+    {"MCP_API_TOKENS", SET_SECRET, "", DERIVED, 0, 0,
+     "alice:<token>,bob:<token>",
+     "More tokens, each with the tenant name that keeps its conversations "
+     "apart"},
+    {"MCP_ALLOWED_ORIGINS", SET_STR, "", DERIVED, 0, 0,
+     "https://claude.ai,http://localhost:6274",
+     "Browser origins allowed to call the endpoint ('*' for any); "
+     "requests without Origin are always allowed (default: the public "
+     "URLs' origins, plus localhost when bound to loopback)"},
+    {"MCP_ALLOWED_HOSTS", SET_STR, "", DERIVED, 0, 0,
+     "sandbox.example.com,localhost",
+     "Host header values accepted (default: checked only when bound to "
+     "loopback: localhost, 127.0.0.1, [::1] and the public URL's host)"},
+    {"MCP_MAX_BODY_BYTES", SET_BYTES, "16m", OFF(max_body_bytes), 1024,
+     1024.0 * 1024 * 1024, "16m", "Largest request body accepted"},
+    {"MCP_MAX_HEADER_BYTES", SET_BYTES, "16k", OFF(max_header_bytes), 2048,
+     1024 * 1024, "16k", "Largest total size of request headers"},
+    {"MCP_MAX_JSON_DEPTH", SET_UINT, "64", OFF(max_json_depth), 4, 1000, "64",
+     "Deepest JSON nesting accepted in a request"},
+    {"MCP_MAX_CONNECTIONS", SET_UINT, "512", OFF(max_connections), 8, 65536,
+     "512", "Simultaneous HTTP connections"},
+    {"MCP_HEADER_TIMEOUT_SECONDS", SET_UINT, "10", OFF(header_timeout_s), 1,
+     3600, "10",
+     "Time a client has to send a request's headers (slowloris guard; "
+     "also the idle keep-alive limit)"},
+    {"MCP_BODY_TIMEOUT_SECONDS", SET_UINT, "60", OFF(body_timeout_s), 1, 3600,
+     "60", "Time a client has to send a request body"},
+    {"MCP_IDLE_TIMEOUT_SECONDS", SET_UINT, "120", OFF(idle_timeout_s), 5, 86400,
+     "120",
+     "A connection that moves no byte for this long is closed (streams "
+     "send keep-alives well within it)"},
+    {"MCP_SESSION_IDLE_SECONDS", SET_UINT, "3600", OFF(session_idle_s), 10,
+     7 * 86400, "3600",
+     "An MCP session with no request and no open stream for this long is "
+     "forgotten (clients then re-initialize)"},
+    {"MCP_MAX_SESSIONS_PER_TENANT", SET_UINT, "256",
+     OFF(max_sessions_per_tenant), 1, 1000000, "256",
+     "Live MCP sessions one tenant may hold"},
+    {"MCP_MAX_INFLIGHT_PER_SESSION", SET_UINT, "32",
+     OFF(max_inflight_per_session), 1, 10000, "32",
+     "Requests one session may have running at once"},
+    {"MCP_KEEPALIVE_SECONDS", SET_UINT, "15", OFF(keepalive_s), 1, 300, "15",
+     "Interval of ': keepalive' comments on quiet event streams"},
+    {"MCP_INSTANCE_NAME", SET_STR, "", DERIVED, 0, 0, "sandbox-1",
+     "Name of this daemon on the Docker engine; its containers carry it "
+     "(default: the host name)"},
+    {"MCP_LOG_LEVEL", SET_STR, "info", DERIVED, 0, 0, "info",
+     "debug, info, warn or error"},
+    {"MCP_LOG_FORMAT", SET_STR, "text", OFF(log_format), 0, 0, "json",
+     "Log line format: text or json"},
+
+    /* Docker engine */
+    {"DOCKER_HOST", SET_STR, "unix:///var/run/docker.sock", OFF(docker_host), 0,
+     0, "unix:///var/run/docker.sock",
+     "Docker Engine API socket (unix:// only)"},
+    {"DOCKER_TIMEOUT_SECONDS", SET_UINT, "30", OFF(docker_timeout_s), 1, 600,
+     "30", "Limit for one Docker API call (runs are limited separately)"},
+    {"SANDBOX_RUNTIME", SET_STR, "", OFF(runtime), 0, 0, "runsc",
+     "OCI runtime for sandboxes (empty: the engine's default, runc)"},
+
+    /* one run */
+    {"SANDBOX_MEMORY_MB", SET_UINT, "256", OFF(memory_mb), 16, 65536, "256",
+     "Memory limit of a run, swap included"},
+    {"SANDBOX_CPUS", SET_DOUBLE, "0.5", OFF(cpus), 0.01, 64, "0.5",
+     "CPU limit of a run, in cores"},
+    {"SANDBOX_TIMEOUT_SECONDS", SET_UINT, "30", OFF(timeout_s), 1, 86400, "30",
+     "Time limit of a run when the caller gives none"},
+    {"SANDBOX_MAX_TIMEOUT_SECONDS", SET_UINT, "300", OFF(max_timeout_s), 1,
+     86400, "300", "Largest time limit a caller may ask for"},
+    {"SANDBOX_PIDS_LIMIT", SET_UINT, "128", OFF(pids_limit), 8, 100000, "128",
+     "Processes and threads a run may have at once"},
+    {"SANDBOX_TMP_MB", SET_UINT, "64", OFF(tmp_mb), 1, 65536, "64",
+     "Size of the writable /tmp of a run (counts against its memory)"},
+    {"SANDBOX_NOFILE", SET_UINT, "1024", OFF(nofile), 16, 1048576, "1024",
+     "Open files a process of a run may have"},
+    {"SANDBOX_FSIZE_MB", SET_UINT, "128", OFF(fsize_mb), 1, 1048576, "128",
+     "Largest single file a run may write"},
+    {"SANDBOX_UID", SET_UINT, "64321", OFF(sandbox_uid), 1, 4294967294.0,
+     "64321", "User id code runs as; choose one no host user has"},
+    {"SANDBOX_GID", SET_UINT, "64321", OFF(sandbox_gid), 1, 4294967294.0,
+     "64321", "Group id code runs as"},
+    {"SANDBOX_ALLOW_NETWORK", SET_BOOL, "false", OFF(allow_network), 0, 0,
+     "false", "Whether a caller may ask for network access in a run"},
+    {"SANDBOX_MAX_CODE_BYTES", SET_BYTES, "512k", OFF(code_max_bytes), 1024,
+     64.0 * 1024 * 1024, "512k", "Largest code a run accepts"},
+    {"SANDBOX_MAX_STDIN_BYTES", SET_BYTES, "1m", OFF(stdin_max_bytes), 0,
+     1024.0 * 1024 * 1024, "1m", "Largest stdin a run accepts"},
+    {"SANDBOX_MAX_ENV_BYTES", SET_BYTES, "64k", OFF(env_max_bytes), 0,
+     16.0 * 1024 * 1024, "64k",
+     "Largest total size of the environment a caller passes"},
+    {"SANDBOX_OUTPUT_INLINE_BYTES", SET_BYTES, "32k", OFF(output_inline_bytes),
+     256, 16.0 * 1024 * 1024, "32k",
+     "Output returned inline per stream; longer output keeps head and tail "
+     "and is saved whole to the workspace"},
+    {"SANDBOX_OUTPUT_MAX_BYTES", SET_BYTES, "16m", OFF(output_max_bytes), 1024,
+     4096.0 * 1024 * 1024, "16m",
+     "Output past which a run is stopped (status output_limit)"},
+
+    /* many runs */
+    {"SANDBOX_MAX_CONCURRENT", SET_UINT, "0", OFF(max_concurrent), 0, 4096, "4",
+     "Runs at once (0: two per CPU core)"},
+    {"SANDBOX_QUEUE_LENGTH", SET_UINT, "32", OFF(queue_length), 0, 100000, "32",
+     "Runs that may wait for a slot; past it callers are told to retry"},
+    {"SANDBOX_REAP_INTERVAL_SECONDS", SET_UINT, "30", OFF(reap_interval_s), 1,
+     3600, "30", "How often leftover containers are looked for"},
+    {"SANDBOX_DISCOVERY_INTERVAL_SECONDS", SET_UINT, "30",
+     OFF(discovery_interval_s), 1, 3600, "30",
+     "How often runner images are rediscovered"},
+
+    /* workspaces and files */
+    {"SANDBOX_ROOT", SET_STR, "/var/lib/mcp-sandboxd", OFF(sandbox_root), 0, 0,
+     "/var/lib/mcp-sandboxd",
+     "Directory holding workspaces, as this daemon sees it"},
+    {"SANDBOX_HOST_PATH", SET_STR, "", DERIVED, 0, 0, "/srv/mcp-sandboxd",
+     "The same directory as the Docker host sees it (differs when the "
+     "daemon runs in a container; default: SANDBOX_ROOT)"},
+    {"FILE_SECRET", SET_SECRET, "", DERIVED, 0, 0, "$(openssl rand -hex 32)",
+     "Key for workspace names and file URLs (at least 32 characters); "
+     "changing it orphans existing workspaces and links"},
+    {"WORKSPACE_QUOTA_MODE", SET_STR, "auto", OFF(quota_mode), 0, 0, "loop",
+     "loop (a filesystem image per workspace: hard quota), none (checked "
+     "after each run only), auto (loop when possible)"},
+    {"WORKSPACE_QUOTA_MB", SET_UINT, "100", DERIVED, 1, 1048576, "100",
+     "Bytes one conversation's workspace may hold"},
+    {"WORKSPACE_MAX_FILES", SET_UINT, "10000", OFF(workspace_max_files), 16,
+     100000000, "10000", "Files one conversation's workspace may hold"},
+    {"WORKSPACE_MAX_COUNT", SET_UINT, "1000", OFF(max_workspaces), 1, 10000000,
+     "1000", "Workspaces kept at once"},
+    {"WORKSPACE_RETENTION_HOURS", SET_UINT, "168", OFF(retention_hours), 1,
+     876000, "168", "Idle workspaces are deleted after this long"},
+    {"UPLOAD_MAX_BYTES", SET_BYTES, "10m", OFF(upload_max_bytes), 1024,
+     1024.0 * 1024 * 1024, "10m", "Largest file upload_file accepts"},
+    {"INLINE_IMAGE_MAX_BYTES", SET_BYTES, "512k", OFF(inline_image_max_bytes),
+     0, 64.0 * 1024 * 1024, "512k",
+     "Largest image a run result shows inline (larger ones are linked)"},
+};
+
+#define N_SETTINGS (sizeof(settings) / sizeof(settings[0]))
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+static const struct setting *setting_find(const char *name)
+{
+	for (size_t i = 0; i < N_SETTINGS; i++) {
+		if (strcmp(settings[i].name, name) == 0)
+			return &settings[i];
+	}
+	return NULL;
+}
+
+/* Parses one .env value: trims, strips matching quotes, drops comments. */
+static char *dotenv_value(char *v)
+{
+	size_t n;
+
+	while (*v == ' ' || *v == '\t')
+		v++;
+	n = strlen(v);
+	while (n && (v[n - 1] == ' ' || v[n - 1] == '\t' || v[n - 1] == '\r'))
+		v[--n] = '\0';
+	if (n >= 2 && (v[0] == '"' || v[0] == '\'') && v[n - 1] == v[0]) {
+		v[n - 1] = '\0';
+		return v + 1;
+	}
+	/* An unquoted value ends at " #", as in shells. */
+	for (char *p = v; *p; p++) {
+		if (*p == '#' && (p == v || p[-1] == ' ' || p[-1] == '\t')) {
+			*p = '\0';
+			n = strlen(v);
+			while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+				v[--n] = '\0';
+			break;
+		}
+	}
+	return v;
+}
+
+static int dotenv_read(struct config *cfg, const char *path, char *err,
+                       size_t errlen)
+{
+	FILE *f;
+	char line[8192];
+	size_t n = 0, cap = 0;
+	char **pairs = NULL;
+	int lineno = 0, r = 0;
+
+	if (!path)
+		return 0;
+	f = fopen(path, "re");
+	if (!f)
+		return 0; /* an absent .env is normal */
+	while (fgets(line, sizeof(line), f)) {
+		char *k = line, *eq, *v;
+
+		lineno++;
+		if (!strchr(line, '\n') && !feof(f)) {
+			r = fail(err, errlen,
+			         "%s:%d: line longer than %zu bytes; shorten "
+			         "it",
+			         path, lineno, sizeof(line) - 2);
+			goto out;
+		}
+		line[strcspn(line, "\n")] = '\0';
+		while (*k == ' ' || *k == '\t')
+			k++;
+		if (*k == '\0' || *k == '#')
+			continue;
+		if (strncmp(k, "export ", 7) == 0)
+			k += 7;
+		eq = strchr(k, '=');
+		if (!eq) {
+			r = fail(err, errlen,
+			         "%s:%d: expected NAME=value, e.g. "
+			         "MCP_HTTP_ADDR=127.0.0.1:8080",
+			         path, lineno);
+			goto out;
+		}
+		*eq = '\0';
+		for (char *e = eq - 1; e >= k && (*e == ' ' || *e == '\t'); e--)
+			*e = '\0';
+		v = dotenv_value(eq + 1);
+		if (n + 2 > cap) {
+			size_t ncap = cap ? cap * 2 : 32;
+			char **np = realloc(pairs, ncap * sizeof(*np));
+
+			if (!np) {
+				r = -ENOMEM;
+				goto out;
+			}
+			pairs = np;
+			cap = ncap;
+		}
+		size_t kl = strlen(k), vl = strlen(v);
+		char *kv = malloc(kl + vl + 2);
+
+		if (!kv) {
+			r = -ENOMEM;
+			goto out;
+		}
+		memcpy(kv, k, kl);
+		kv[kl] = '=';
+		memcpy(kv + kl + 1, v, vl + 1);
+		pairs[n++] = kv;
+		pairs[n] = NULL;
+	}
+out:
+	fclose(f);
+	cfg->dotenv_ = pairs;
+	if (r == -ENOMEM)
+		snprintf(err, errlen, "out of memory reading %s", path);
+	return r;
+}
+
+static const char *lookup(const struct config *cfg, const char *name)
+{
+	const char *v = getenv(name);
+	size_t nl = strlen(name);
+
+	if (v)
+		return v;
+	for (char **p = cfg->dotenv_; p && *p; p++) {
+		if (strncmp(*p, name, nl) == 0 && (*p)[nl] == '=')
+			return *p + nl + 1;
+	}
+	return NULL;
+}
+
+/* The raw value of a setting: the environment, the .env file or default. */
+static const char *raw(const struct config *cfg, const char *name)
+{
+	const char *v = lookup(cfg, name);
+	const struct setting *s;
+
+	if (v)
+		return v;
+	s = setting_find(name);
+	return s ? s->def : "";
+}
+
+int config_parse_bytes(const char *s, size_t *out)
+{
+	char *end;
+	unsigned long long v, mul = 1;
+
+	*out = 0;
+	if (!s || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	if (*end) {
+		char c = (char)tolower((unsigned char)*end);
+
+		if (c == 'k')
+			mul = 1024ULL;
+		else if (c == 'm')
+			mul = 1024ULL * 1024;
+		else if (c == 'g')
+			mul = 1024ULL * 1024 * 1024;
+		else if (c != 'b')
+			return -EINVAL;
+		if (c != 'b') {
+			end++;
+			if (tolower((unsigned char)*end) == 'i')
+				end++;
+		}
+		if (tolower((unsigned char)*end) == 'b')
+			end++;
+		if (*end)
+			return -EINVAL;
+	}
+	if (v > (unsigned long long)SIZE_MAX / mul)
+		return -EINVAL;
+	*out = (size_t)(v * mul);
+	return 0;
+}
+
+static int parse_bool(const char *s, bool *out)
+{
+	static const char *const yes[] = {"1", "true", "yes", "on"};
+	static const char *const no[] = {"0", "false", "no", "off", ""};
+
+	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+		if (strcasecmp(s, yes[i]) == 0) {
+			*out = true;
+			return 0;
+		}
+	}
+	for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++) {
+		if (strcasecmp(s, no[i]) == 0) {
+			*out = false;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+int config_parse_addr(const char *s, char **host, unsigned *port)
+{
+	const char *colon;
+	char *end;
+	long p;
+	size_t hl;
+
+	*host = NULL;
+	*port = 0;
+	if (s[0] == '[') {
+		const char *rb = strchr(s, ']');
+
+		if (!rb || rb[1] != ':')
+			return -EINVAL;
+		colon = rb + 1;
+		hl = (size_t)(rb - s - 1);
+		s++;
+	} else {
+		colon = strrchr(s, ':');
+		if (!colon)
+			return -EINVAL;
+		hl = (size_t)(colon - s);
+		if (memchr(s, ':', hl))
+			return -EINVAL; /* bare IPv6 needs brackets */
+	}
+	if (!isdigit((unsigned char)colon[1]))
+		return -EINVAL;
+	errno = 0;
+	p = strtol(colon + 1, &end, 10);
+	if (errno || *end || p < 1 || p > 65535)
+		return -EINVAL;
+	*host = strndup(s, hl);
+	if (!*host)
+		return -ENOMEM;
+	*port = (unsigned)p;
+	return 0;
+}
+
+static bool host_is_loopback(const char *h)
+{
+	return strcmp(h, "127.0.0.1") == 0 || strncmp(h, "127.", 4) == 0 ||
+	       strcmp(h, "::1") == 0 || strcasecmp(h, "localhost") == 0;
+}
+
+static int set_str(char **dst, const char *v)
+{
+	char *p = strdup(v);
+
+	if (!p)
+		return -ENOMEM;
+	free(*dst);
+	*dst = p;
+	return 0;
+}
+
+static int parse_table(struct config *cfg, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < N_SETTINGS; i++) {
+		const struct setting *s = &settings[i];
+		const char *v = raw(cfg, s->name);
+		char *base = (char *)cfg;
+		char *end;
+
+		if (s->off == DERIVED)
+			continue;
+		switch (s->type) {
+		case SET_STR:
+		case SET_SECRET:
+			if (set_str((char **)(void *)(base + s->off), v) < 0)
+				return -ENOMEM;
+			break;
+		case SET_BOOL:
+			if (parse_bool(v, (bool *)(void *)(base + s->off)) < 0)
+				return fail(err, errlen,
+				            "%s='%s' is not a boolean; use "
+				            "true or false, e.g. %s=%s",
+				            s->name, v, s->name, s->example);
+			break;
+		case SET_UINT: {
+			unsigned long long u;
+
+			errno = 0;
+			u = strtoull(v, &end, 10);
+			if (!isdigit((unsigned char)*v) || *end || errno ||
+			    (double)u < s->min || (double)u > s->max)
+				return fail(err, errlen,
+				            "%s='%s' must be a whole number "
+				            "from %.0f to %.0f, e.g. %s=%s",
+				            s->name, v, s->min, s->max, s->name,
+				            s->example);
+			*(unsigned *)(void *)(base + s->off) = (unsigned)u;
+			break;
+		}
+		case SET_BYTES: {
+			size_t b;
+
+			if (config_parse_bytes(v, &b) < 0 ||
+			    (double)b < s->min || (double)b > s->max)
+				return fail(err, errlen,
+				            "%s='%s' must be a size from %.0f "
+				            "to %.0f bytes, with an optional "
+				            "k/m/g suffix, e.g. %s=%s",
+				            s->name, v, s->min, s->max, s->name,
+				            s->example);
+			*(size_t *)(void *)(base + s->off) = b;
+			break;
+		}
+		case SET_DOUBLE: {
+			double d;
+
+			errno = 0;
+			d = strtod(v, &end);
+			if (end == v || *end || errno || !(d >= s->min) ||
+			    !(d <= s->max))
+				return fail(err, errlen,
+				            "%s='%s' must be a number from %g "
+				            "to %g, e.g. %s=%s",
+				            s->name, v, s->min, s->max, s->name,
+				            s->example);
+			*(double *)(void *)(base + s->off) = d;
+			break;
+		}
+		}
+	}
+	return 0;
+}
+
+/* Validates an absolute http(s) URL without path, query or fragment. */
+static int check_base_url(const char *name, char **url, char *err,
+                          size_t errlen)
+{
+	char *u = *url;
+	size_t n = strlen(u);
+	const char *rest;
+
+	while (n && u[n - 1] == '/')
+		u[--n] = '\0';
+	if (strncmp(u, "http://", 7) == 0)
+		rest = u + 7;
+	else if (strncmp(u, "https://", 8) == 0)
+		rest = u + 8;
+	else
+		return fail(err, errlen,
+		            "%s='%s' must start with http:// or https://, e.g. "
+		            "%s=https://sandbox.example.com",
+		            name, u, name);
+	if (!*rest || strpbrk(rest, "?#@ \t\r\n\"<>\\"))
+		return fail(err, errlen,
+		            "%s='%s' must be a base URL without query, "
+		            "fragment, credentials or spaces, e.g. "
+		            "%s=https://sandbox.example.com",
+		            name, u, name);
+	return 0;
+}
+
+/* Splits a comma-separated list into a NULL-terminated array. */
+static int split_list(const char *s, char ***out)
+{
+	size_t n = 0, cap = 4;
+	char **v = calloc(cap + 1, sizeof(*v));
+	const char *p = s;
+
+	if (!v)
+		return -ENOMEM;
+	while (*p) {
+		const char *e = strchr(p, ',');
+		size_t len = e ? (size_t)(e - p) : strlen(p);
+
+		while (len && isspace((unsigned char)*p)) {
+			p++;
+			len--;
+		}
+		while (len && isspace((unsigned char)p[len - 1]))
+			len--;
+		if (len) {
+			if (n == cap) {
+				char **nv =
+				    realloc(v, (cap * 2 + 1) * sizeof(*v));
+				if (!nv)
+					goto nomem;
+				v = nv;
+				cap *= 2;
+			}
+			v[n] = strndup(p, len);
+			if (!v[n])
+				goto nomem;
+			v[++n] = NULL;
+		}
+		if (!e)
+			break;
+		p = e + 1;
+	}
+	*out = v;
+	return 0;
+nomem:
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+	return -ENOMEM;
+}
+
+static int list_add(char ***list, const char *item)
+{
+	size_t n = 0;
+	char **v;
+
+	while ((*list)[n]) {
+		if (strcasecmp((*list)[n], item) == 0)
+			return 0;
+		n++;
+	}
+	v = realloc(*list, (n + 2) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	*list = v;
+	v[n] = strdup(item);
+	if (!v[n])
+		return -ENOMEM;
+	v[n + 1] = NULL;
+	return 0;
+}
+
+static void free_list(char **v)
+{
+	for (char **p = v; p && *p; p++)
+		free(*p);
+	free(v);
+}
+
+/* The origin (scheme://host[:port]) and host[:port] of a base URL. */
+static void url_parts(const char *url, char *origin, size_t olen,
+                      char *hostport, size_t hlen)
+{
+	const char *h = strstr(url, "://");
+
+	snprintf(origin, olen, "%s", url);
+	h = h ? h + 3 : url;
+	snprintf(hostport, hlen, "%.*s", (int)strcspn(h, "/"), h);
+}
+
+static bool tenant_name_ok(const char *s, size_t n)
+{
+	if (n == 0 || n > 64)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+
+		if (!(isalnum((unsigned char)c) || c == '_' || c == '-' ||
+		      c == '.'))
+			return false;
+	}
+	return true;
+}
+
+static int add_token(struct config *cfg, const char *tenant, size_t tlen,
+                     const char *tok, size_t toklen, const char *var, char *err,
+                     size_t errlen)
+{
+	struct config_token *nt, *t;
+	unsigned int mdlen = 0;
+
+	if (!tenant_name_ok(tenant, tlen))
+		return fail(err, errlen,
+		            "%s: tenant name '%.*s' must be 1-64 letters, "
+		            "digits, '.', '_' or '-', e.g. %s=alice:<token>",
+		            var, (int)(tlen > 64 ? 64 : tlen), tenant, var);
+	if (toklen < 16)
+		return fail(
+		    err, errlen,
+		    "%s: the token of tenant '%.*s' has %zu characters; "
+		    "use at least 16, e.g. the output of "
+		    "'openssl rand -hex 32'",
+		    var, (int)tlen, tenant, toklen);
+	for (size_t i = 0; i < toklen; i++) {
+		unsigned char c = (unsigned char)tok[i];
+
+		if (c <= 0x20 || c >= 0x7f || c == ',')
+			return fail(err, errlen,
+			            "%s: the token of tenant '%.*s' contains a "
+			            "space, comma or non-printable character; "
+			            "use printable ASCII, e.g. the output of "
+			            "'openssl rand -hex 32'",
+			            var, (int)tlen, tenant);
+	}
+	nt = realloc(cfg->tokens, (cfg->n_tokens + 1) * sizeof(*nt));
+	if (!nt)
+		return -ENOMEM;
+	cfg->tokens = nt;
+	t = &nt[cfg->n_tokens];
+	memset(t, 0, sizeof(*t));
+	t->tenant = strndup(tenant, tlen);
+	if (!t->tenant)
+		return -ENOMEM;
+	EVP_Digest(tok, toklen, t->digest, &mdlen, EVP_sha256(), NULL);
+	log_fingerprint(tok, toklen, t->fingerprint);
+	cfg->n_tokens++;
+	for (size_t i = 0; i + 1 < cfg->n_tokens; i++) {
+		if (memcmp(cfg->tokens[i].digest, t->digest,
+		           sizeof(t->digest)) == 0)
+			return fail(err, errlen,
+			            "%s: the same token is configured twice "
+			            "(tenants '%s' and '%s'); give each tenant "
+			            "its own token",
+			            var, cfg->tokens[i].tenant, t->tenant);
+	}
+	return 0;
+}
+
+static int parse_tokens(struct config *cfg, char *err, size_t errlen)
+{
+	const char *one = raw(cfg, "MCP_API_TOKEN");
+	const char *many = raw(cfg, "MCP_API_TOKENS");
+	int r;
+
+	if (*one) {
+		r = add_token(cfg, "default", 7, one, strlen(one),
+		              "MCP_API_TOKEN", err, errlen);
+		if (r < 0)
+			return r;
+	}
+	for (const char *p = many; *p;) {
+		const char *e = strchr(p, ',');
+		size_t len = e ? (size_t)(e - p) : strlen(p);
+		const char *colon = memchr(p, ':', len);
+
+		while (len && isspace((unsigned char)*p)) {
+			p++;
+			len--;
+			colon = memchr(p, ':', len);
+		}
+		while (len && isspace((unsigned char)p[len - 1]))
+			len--;
+		if (len) {
+			if (!colon)
+				return fail(
+				    err, errlen,
+				    "MCP_API_TOKENS: entry %zu has no "
+				    "'tenant:' prefix; write entries as "
+				    "tenant:token separated by commas, "
+				    "e.g. MCP_API_TOKENS=alice:<token>,"
+				    "bob:<token>",
+				    (size_t)(cfg->n_tokens + 1));
+			r = add_token(cfg, p, (size_t)(colon - p), colon + 1,
+			              len - (size_t)(colon - p) - 1,
+			              "MCP_API_TOKENS", err, errlen);
+			if (r < 0)
+				return r;
+		}
+		if (!e)
+			break;
+		p = e + 1;
+	}
+	return 0;
+}
+
+static int hex_value(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c = tolower(c);
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+static int parse_secret(struct config *cfg, char *err, size_t errlen)
+{
+	const char *s = raw(cfg, "FILE_SECRET");
+	size_t n = strlen(s);
+
+	if (n == 0) {
+		if (!cfg->auth_none)
+			return fail(err, errlen,
+			            "FILE_SECRET is not set; it keys workspace "
+			            "names and file URLs. Set 32 or more "
+			            "random characters, e.g. "
+			            "FILE_SECRET=$(openssl rand -hex 32)");
+		/* Local testing only: links die with the process. */
+		if (RAND_bytes(cfg->file_secret, 32) != 1)
+			return fail(err, errlen,
+			            "FILE_SECRET: no randomness available");
+		cfg->file_secret_len = 32;
+		cfg->file_secret_ephemeral = true;
+		return 0;
+	}
+	if (n < 32)
+		return fail(err, errlen,
+		            "FILE_SECRET has %zu characters; use at least 32, "
+		            "e.g. FILE_SECRET=$(openssl rand -hex 32)",
+		            n);
+	if (n > CONFIG_SECRET_MAX * 2)
+		return fail(err, errlen,
+		            "FILE_SECRET has %zu characters; use at most %d, "
+		            "e.g. FILE_SECRET=$(openssl rand -hex 32)",
+		            n, CONFIG_SECRET_MAX * 2);
+	/* A hex secret is used as the bytes it spells. */
+	bool hex = n % 2 == 0;
+
+	for (size_t i = 0; hex && i < n; i++)
+		hex = hex_value((unsigned char)s[i]) >= 0;
+	if (hex && n / 2 <= CONFIG_SECRET_MAX) {
+		for (size_t i = 0; i < n / 2; i++)
+			cfg->file_secret[i] =
+			    (unsigned char)(hex_value((unsigned char)s[2 * i])
+			                        << 4 |
+			                    hex_value(
+			                        (unsigned char)s[2 * i + 1]));
+		cfg->file_secret_len = n / 2;
+	} else if (n <= CONFIG_SECRET_MAX) {
+		memcpy(cfg->file_secret, s, n);
+		cfg->file_secret_len = n;
+	} else {
+		return fail(err, errlen,
+		            "FILE_SECRET is longer than %d characters and not "
+		            "hex; use e.g. FILE_SECRET=$(openssl rand -hex 32)",
+		            CONFIG_SECRET_MAX);
+	}
+	return 0;
+}
+
+static int derive(struct config *cfg, char *err, size_t errlen)
+{
+	const char *v;
+	char buf[512];
+	char origin[512], hostport[512];
+	int r;
+
+	/* Log level first, so later warnings respect it. */
+	v = raw(cfg, "MCP_LOG_LEVEL");
+	if (log_parse_level(v, &cfg->log_level) < 0)
+		return fail(err, errlen,
+		            "MCP_LOG_LEVEL='%s' is not a level; use debug, "
+		            "info, warn or error, e.g. MCP_LOG_LEVEL=info",
+		            v);
+	if (log_set_format(cfg->log_format) < 0)
+		return fail(err, errlen,
+		            "MCP_LOG_FORMAT='%s' is not a format; use text or "
+		            "json, e.g. MCP_LOG_FORMAT=json",
+		            cfg->log_format);
+
+	v = raw(cfg, "MCP_AUTH");
+	if (strcasecmp(v, "none") == 0)
+		cfg->auth_none = true;
+	else if (strcasecmp(v, "bearer") != 0)
+		return fail(err, errlen,
+		            "MCP_AUTH='%s' is not a mode; use bearer (tokens "
+		            "required) or none (local testing only), e.g. "
+		            "MCP_AUTH=bearer",
+		            v);
+
+	if (config_parse_addr(cfg->http_addr, &cfg->listen_host,
+	                      &cfg->listen_port) < 0)
+		return fail(err, errlen,
+		            "MCP_HTTP_ADDR='%s' is not host:port; e.g. "
+		            "MCP_HTTP_ADDR=127.0.0.1:8080 (loopback only) or "
+		            "MCP_HTTP_ADDR=:8080 (every interface)",
+		            cfg->http_addr);
+	cfg->listen_loopback =
+	    cfg->listen_host[0] && host_is_loopback(cfg->listen_host);
+	if (cfg->auth_none && !cfg->listen_loopback) {
+		/* Without auth, only this machine may reach the server. */
+		char *h = strdup("127.0.0.1");
+
+		if (!h)
+			return -ENOMEM;
+		free(cfg->listen_host);
+		cfg->listen_host = h;
+		cfg->listen_loopback = true;
+	}
+
+	r = parse_tokens(cfg, err, errlen);
+	if (r < 0)
+		return r;
+	if (!cfg->auth_none && cfg->n_tokens == 0)
+		return fail(err, errlen,
+		            "MCP_API_TOKEN is not set and MCP_API_TOKENS is "
+		            "empty; clients must present a bearer token. Set "
+		            "e.g. MCP_API_TOKEN=$(openssl rand -hex 32), or "
+		            "MCP_AUTH=none for local testing only");
+
+	v = raw(cfg, "PUBLIC_BASE_URL");
+	if (*v) {
+		snprintf(buf, sizeof(buf), "%s", v);
+	} else {
+		const char *h =
+		    cfg->listen_host[0] ? cfg->listen_host : "127.0.0.1";
+		bool v6 = strchr(h, ':') != NULL;
+
+		snprintf(buf, sizeof(buf), "http://%s%s%s:%u", v6 ? "[" : "", h,
+		         v6 ? "]" : "", cfg->listen_port);
+	}
+	if (strlen(v) >= 400)
+		return fail(
+		    err, errlen,
+		    "PUBLIC_BASE_URL is longer than 400 characters; "
+		    "use e.g. PUBLIC_BASE_URL=https://sandbox.example.com");
+	if (set_str(&cfg->public_base_url, buf) < 0)
+		return -ENOMEM;
+	r = check_base_url("PUBLIC_BASE_URL", &cfg->public_base_url, err,
+	                   errlen);
+	if (r < 0)
+		return r;
+	v = raw(cfg, "FILES_BASE_URL");
+	if (strlen(v) >= 400)
+		return fail(
+		    err, errlen,
+		    "FILES_BASE_URL is longer than 400 characters; "
+		    "use e.g. FILES_BASE_URL=https://files.example.com");
+	if (set_str(&cfg->files_base_url, *v ? v : cfg->public_base_url) < 0)
+		return -ENOMEM;
+	r = check_base_url("FILES_BASE_URL", &cfg->files_base_url, err, errlen);
+	if (r < 0)
+		return r;
+
+	/* Origins: explicit list, else the public origins (+ loopback). */
+	if (split_list(raw(cfg, "MCP_ALLOWED_ORIGINS"), &cfg->allowed_origins) <
+	    0)
+		return -ENOMEM;
+	if (!cfg->allowed_origins[0]) {
+		url_parts(cfg->public_base_url, origin, sizeof(origin),
+		          hostport, sizeof(hostport));
+		if (list_add(&cfg->allowed_origins, origin) < 0)
+			return -ENOMEM;
+		url_parts(cfg->files_base_url, origin, sizeof(origin), hostport,
+		          sizeof(hostport));
+		if (list_add(&cfg->allowed_origins, origin) < 0)
+			return -ENOMEM;
+		if (cfg->listen_loopback) {
+			static const char *const lo[] = {
+			    "http://localhost:*", "http://127.0.0.1:*",
+			    "http://[::1]:*", "http://localhost",
+			    "http://127.0.0.1"};
+			for (size_t i = 0; i < sizeof(lo) / sizeof(lo[0]);
+			     i++) {
+				if (list_add(&cfg->allowed_origins, lo[i]) < 0)
+					return -ENOMEM;
+			}
+		}
+	}
+	if (split_list(raw(cfg, "MCP_ALLOWED_HOSTS"), &cfg->allowed_hosts) < 0)
+		return -ENOMEM;
+	if (!cfg->allowed_hosts[0] && cfg->listen_loopback) {
+		static const char *const lo[] = {"localhost", "127.0.0.1",
+		                                 "[::1]"};
+
+		for (size_t i = 0; i < sizeof(lo) / sizeof(lo[0]); i++) {
+			if (list_add(&cfg->allowed_hosts, lo[i]) < 0)
+				return -ENOMEM;
+		}
+		url_parts(cfg->public_base_url, origin, sizeof(origin),
+		          hostport, sizeof(hostport));
+		if (list_add(&cfg->allowed_hosts, hostport) < 0)
+			return -ENOMEM;
+		url_parts(cfg->files_base_url, origin, sizeof(origin), hostport,
+		          sizeof(hostport));
+		if (list_add(&cfg->allowed_hosts, hostport) < 0)
+			return -ENOMEM;
+	}
+
+	v = raw(cfg, "MCP_INSTANCE_NAME");
+	if (!*v) {
+		if (gethostname(buf, sizeof(buf) - 1) < 0 || !buf[0])
+			snprintf(buf, sizeof(buf), "mcp-sandboxd");
+		buf[sizeof(buf) - 1] = '\0';
+		v = buf;
+	}
+	for (const char *p = v; *p; p++) {
+		if (!(isalnum((unsigned char)*p) || *p == '-' || *p == '_' ||
+		      *p == '.') ||
+		    p - v >= 63)
+			return fail(err, errlen,
+			            "MCP_INSTANCE_NAME='%s' must be 1-63 "
+			            "letters, digits, '.', '_' or '-', e.g. "
+			            "MCP_INSTANCE_NAME=sandbox-1",
+			            v);
+	}
+	if (set_str(&cfg->instance_name, v) < 0)
+		return -ENOMEM;
+
+	if (strncmp(cfg->docker_host, "unix://", 7) != 0 ||
+	    cfg->docker_host[7] != '/')
+		return fail(err, errlen,
+		            "DOCKER_HOST='%s' is not supported; this daemon "
+		            "talks to the engine over a unix socket, e.g. "
+		            "DOCKER_HOST=unix:///var/run/docker.sock",
+		            cfg->docker_host);
+	if (strlen(cfg->docker_host) - 7 >= 108)
+		return fail(
+		    err, errlen,
+		    "DOCKER_HOST: the socket path is longer than a "
+		    "unix socket allows (107 bytes); use a shorter "
+		    "path, e.g. DOCKER_HOST=unix:///var/run/docker.sock");
+	for (const char *p = cfg->runtime; *p; p++) {
+		if (!(isalnum((unsigned char)*p) || *p == '-' || *p == '_' ||
+		      *p == '.'))
+			return fail(err, errlen,
+			            "SANDBOX_RUNTIME='%s' is not a runtime "
+			            "name, e.g. SANDBOX_RUNTIME=runsc",
+			            cfg->runtime);
+	}
+
+	if (cfg->timeout_s > cfg->max_timeout_s)
+		return fail(err, errlen,
+		            "SANDBOX_TIMEOUT_SECONDS=%u is above "
+		            "SANDBOX_MAX_TIMEOUT_SECONDS=%u; lower it or raise "
+		            "the maximum, e.g. SANDBOX_TIMEOUT_SECONDS=30",
+		            cfg->timeout_s, cfg->max_timeout_s);
+	if (cfg->output_inline_bytes > cfg->output_max_bytes)
+		return fail(err, errlen,
+		            "SANDBOX_OUTPUT_INLINE_BYTES is above "
+		            "SANDBOX_OUTPUT_MAX_BYTES; e.g. "
+		            "SANDBOX_OUTPUT_INLINE_BYTES=32k");
+	if (cfg->max_concurrent == 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+		cfg->max_concurrent = (unsigned)(n > 0 ? n * 2 : 2);
+	}
+
+	if (cfg->sandbox_root[0] != '/' || strlen(cfg->sandbox_root) > 200)
+		return fail(err, errlen,
+		            "SANDBOX_ROOT='%s' must be an absolute path of at "
+		            "most 200 characters, e.g. "
+		            "SANDBOX_ROOT=/var/lib/mcp-sandboxd",
+		            cfg->sandbox_root);
+	v = raw(cfg, "SANDBOX_HOST_PATH");
+	if (set_str(&cfg->sandbox_host_path, *v ? v : cfg->sandbox_root) < 0)
+		return -ENOMEM;
+	if (cfg->sandbox_host_path[0] != '/' ||
+	    strlen(cfg->sandbox_host_path) > 200 ||
+	    strpbrk(cfg->sandbox_host_path, ",:\n"))
+		return fail(
+		    err, errlen,
+		    "SANDBOX_HOST_PATH='%s' must be an absolute path of "
+		    "at most 200 characters without ',' or ':', e.g. "
+		    "SANDBOX_HOST_PATH=/srv/mcp-sandboxd",
+		    cfg->sandbox_host_path);
+	for (char *p = cfg->sandbox_root + strlen(cfg->sandbox_root) - 1;
+	     p > cfg->sandbox_root && *p == '/'; p--)
+		*p = '\0';
+	for (char *p =
+	         cfg->sandbox_host_path + strlen(cfg->sandbox_host_path) - 1;
+	     p > cfg->sandbox_host_path && *p == '/'; p--)
+		*p = '\0';
+
+	if (strcmp(cfg->quota_mode, "auto") &&
+	    strcmp(cfg->quota_mode, "loop") && strcmp(cfg->quota_mode, "none"))
+		return fail(
+		    err, errlen,
+		    "WORKSPACE_QUOTA_MODE='%s' is not a mode; use auto, "
+		    "loop or none, e.g. WORKSPACE_QUOTA_MODE=auto",
+		    cfg->quota_mode);
+	{
+		const char *q = raw(cfg, "WORKSPACE_QUOTA_MB");
+		const struct setting *s = setting_find("WORKSPACE_QUOTA_MB");
+		char *end;
+		unsigned long long u;
+
+		errno = 0;
+		u = strtoull(q, &end, 10);
+		if (!isdigit((unsigned char)*q) || *end || errno ||
+		    (double)u < s->min || (double)u > s->max)
+			return fail(err, errlen,
+			            "WORKSPACE_QUOTA_MB='%s' must be a whole "
+			            "number from 1 to 1048576, e.g. "
+			            "WORKSPACE_QUOTA_MB=100",
+			            q);
+		cfg->workspace_quota_bytes = (size_t)u * 1024 * 1024;
+	}
+	return parse_secret(cfg, err, errlen);
+}
+
+int config_load(struct config *cfg, const char *dotenv_path, char *err,
+                size_t errlen)
+{
+	int r;
+
+	memset(cfg, 0, sizeof(*cfg));
+	if (errlen)
+		err[0] = '\0';
+	r = dotenv_read(cfg, dotenv_path, err, errlen);
+	if (r < 0)
+		return -EINVAL;
+	/* Catch typos: a MCP_/SANDBOX_ name in .env that nothing reads. */
+	for (char **p = cfg->dotenv_; p && *p; p++) {
+		size_t kl = strcspn(*p, "=");
+		char name[128];
+
+		snprintf(name, sizeof(name), "%.*s", (int)kl, *p);
+		if (!setting_find(name) &&
+		    (strncmp(name, "MCP_", 4) == 0 ||
+		     strncmp(name, "SANDBOX_", 8) == 0 ||
+		     strncmp(name, "WORKSPACE_", 10) == 0))
+			log_warnx("%s sets %s, which is not a setting of this "
+			          "version; see --help",
+			          dotenv_path, name);
+	}
+	r = parse_table(cfg, err, errlen);
+	if (r == 0)
+		r = derive(cfg, err, errlen);
+	if (r == -ENOMEM) {
+		snprintf(err, errlen,
+		         "out of memory loading the configuration");
+		r = -EINVAL;
+	}
+	return r;
+}
+
+void config_finish(struct config *cfg)
+{
+	if (!cfg)
+		return;
+	for (size_t i = 0; i < N_SETTINGS; i++) {
+		const struct setting *s = &settings[i];
+
+		if (s->off != DERIVED &&
+		    (s->type == SET_STR || s->type == SET_SECRET))
+			free(*(char **)(void *)((char *)cfg + s->off));
+	}
+	free(cfg->listen_host);
+	free(cfg->public_base_url);
+	free(cfg->files_base_url);
+	free(cfg->instance_name);
+	free(cfg->sandbox_host_path);
+	free_list(cfg->allowed_origins);
+	free_list(cfg->allowed_hosts);
+	for (size_t i = 0; i < cfg->n_tokens; i++)
+		free(cfg->tokens[i].tenant);
+	free(cfg->tokens);
+	free_list(cfg->dotenv_);
+	OPENSSL_cleanse(cfg->file_secret, sizeof(cfg->file_secret));
+	memset(cfg, 0, sizeof(*cfg));
+}
+
+static void print_list(FILE *out, const char *name, char **v)
+{
+	fprintf(out, "%s=", name);
+	for (size_t i = 0; v && v[i]; i++)
+		fprintf(out, "%s%s", i ? "," : "", v[i]);
+	fputc('\n', out);
+}
+
+void config_print(const struct config *cfg, FILE *out)
+{
+	for (size_t i = 0; i < N_SETTINGS; i++) {
+		const struct setting *s = &settings[i];
+		const char *name = s->name;
+		const char *base = (const char *)cfg;
+
+		if (s->off != DERIVED) {
+			switch (s->type) {
+			case SET_STR:
+			case SET_SECRET:
+				fprintf(out, "%s=%s\n", name,
+				        *(char *const *)(const void *)(base +
+				                                       s->off));
+				break;
+			case SET_BOOL:
+				fprintf(
+				    out, "%s=%s\n", name,
+				    *(const bool *)(const void *)(base + s->off)
+				        ? "true"
+				        : "false");
+				break;
+			case SET_UINT:
+				fprintf(
+				    out, "%s=%u\n", name,
+				    *(const unsigned *)(const void *)(base +
+				                                      s->off));
+				break;
+			case SET_BYTES:
+				fprintf(
+				    out, "%s=%zu\n", name,
+				    *(const size_t *)(const void *)(base +
+				                                    s->off));
+				break;
+			case SET_DOUBLE:
+				fprintf(
+				    out, "%s=%g\n", name,
+				    *(const double *)(const void *)(base +
+				                                    s->off));
+				break;
+			}
+			continue;
+		}
+		if (strcmp(name, "PUBLIC_BASE_URL") == 0) {
+			fprintf(out, "%s=%s\n", name, cfg->public_base_url);
+		} else if (strcmp(name, "FILES_BASE_URL") == 0) {
+			fprintf(out, "%s=%s\n", name, cfg->files_base_url);
+		} else if (strcmp(name, "MCP_AUTH") == 0) {
+			fprintf(out, "%s=%s\n", name,
+			        cfg->auth_none ? "none" : "bearer");
+		} else if (strcmp(name, "MCP_API_TOKEN") == 0) {
+			fprintf(out, "%s=", name);
+			for (size_t t = 0; t < cfg->n_tokens; t++) {
+				if (strcmp(cfg->tokens[t].tenant, "default") ==
+				    0) {
+					fprintf(out, "<set, fingerprint %s>",
+					        cfg->tokens[t].fingerprint);
+					break;
+				}
+			}
+			fputc('\n', out);
+		} else if (strcmp(name, "MCP_API_TOKENS") == 0) {
+			fprintf(out, "%s=", name);
+			for (size_t t = 0; t < cfg->n_tokens; t++)
+				fprintf(out, "%s%s:<fingerprint %s>",
+				        t ? "," : "", cfg->tokens[t].tenant,
+				        cfg->tokens[t].fingerprint);
+			fputc('\n', out);
+		} else if (strcmp(name, "MCP_ALLOWED_ORIGINS") == 0) {
+			print_list(out, name, cfg->allowed_origins);
+		} else if (strcmp(name, "MCP_ALLOWED_HOSTS") == 0) {
+			print_list(out, name, cfg->allowed_hosts);
+		} else if (strcmp(name, "MCP_INSTANCE_NAME") == 0) {
+			fprintf(out, "%s=%s\n", name, cfg->instance_name);
+		} else if (strcmp(name, "MCP_LOG_LEVEL") == 0) {
+			static const char *const lv[] = {"debug", "info",
+			                                 "warn", "error"};
+			fprintf(out, "%s=%s\n", name, lv[cfg->log_level]);
+		} else if (strcmp(name, "SANDBOX_HOST_PATH") == 0) {
+			fprintf(out, "%s=%s\n", name, cfg->sandbox_host_path);
+		} else if (strcmp(name, "FILE_SECRET") == 0) {
+			char fp[13];
+
+			log_fingerprint(cfg->file_secret, cfg->file_secret_len,
+			                fp);
+			fprintf(out, "%s=<%s, fingerprint %s>\n", name,
+			        cfg->file_secret_ephemeral ? "ephemeral"
+			                                   : "set",
+			        fp);
+		} else if (strcmp(name, "WORKSPACE_QUOTA_MB") == 0) {
+			fprintf(out, "%s=%zu\n", name,
+			        cfg->workspace_quota_bytes / (1024 * 1024));
+		}
+	}
+	fprintf(out, "# listening on %s:%u%s\n",
+	        cfg->listen_host[0] ? cfg->listen_host : "*", cfg->listen_port,
+	        cfg->listen_loopback ? " (loopback only)" : "");
+}
+
+void config_print_help(FILE *out)
+{
+	for (size_t i = 0; i < N_SETTINGS; i++) {
+		const struct setting *s = &settings[i];
+
+		fprintf(out, "  %-36s default: %s\n      %s\n", s->name,
+		        *s->def ? s->def : "(none)", s->help);
+	}
+}

@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * config: the daemon's settings, read once at start-up from the process
+ * environment and an optional .env file (the environment wins), validated,
+ * and then read-only for the life of the process. Every setting is described
+ * in one table in config.c, which also produces --help and --check-config
+ * output, so a setting cannot be documented in one place and parsed in
+ * another. Not thread-safe while loading; immutable afterwards.
+ */
+#ifndef MCPSD_CONFIG_H
+#define MCPSD_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "log.h"
+
+#define CONFIG_TOKEN_DIGEST_LEN 32
+#define CONFIG_SECRET_MAX 128
+
+struct config_token {
+	char *tenant; /* owned; [a-z0-9_.-]{1,64} */
+	unsigned char digest[CONFIG_TOKEN_DIGEST_LEN]; /* SHA-256(token) */
+	char fingerprint[13];
+};
+
+struct config {
+	/* HTTP front */
+	char *http_addr;   /* as configured, e.g. ":8080" */
+	char *listen_host; /* "" for all interfaces */
+	unsigned listen_port;
+	bool listen_loopback;
+	char *public_base_url;  /* no trailing slash */
+	char *files_base_url;   /* no trailing slash; = public_base_url */
+	char **allowed_origins; /* NULL-terminated; "*" entries allowed */
+	char **allowed_hosts;   /* NULL-terminated; empty means unchecked */
+	bool auth_none;
+	struct config_token *tokens;
+	size_t n_tokens;
+	size_t max_body_bytes;
+	size_t max_header_bytes;
+	unsigned max_json_depth;
+	unsigned max_connections;
+	unsigned header_timeout_s;
+	unsigned body_timeout_s;
+	unsigned idle_timeout_s;
+	unsigned session_idle_s;
+	unsigned max_sessions_per_tenant;
+	unsigned keepalive_s;
+	unsigned max_inflight_per_session;
+	char *instance_name;
+	enum log_level log_level;
+	char *log_format;
+
+	/* Docker engine */
+	char *docker_host;
+	unsigned docker_timeout_s;
+	char *runtime; /* "" = engine default */
+
+	/* one run */
+	unsigned memory_mb;
+	double cpus;
+	unsigned timeout_s;
+	unsigned max_timeout_s;
+	unsigned pids_limit;
+	unsigned tmp_mb;
+	unsigned nofile;
+	unsigned fsize_mb;
+	unsigned sandbox_uid;
+	unsigned sandbox_gid;
+	bool allow_network;
+	size_t code_max_bytes;
+	size_t stdin_max_bytes;
+	size_t env_max_bytes;
+	size_t output_inline_bytes;
+	size_t output_max_bytes;
+
+	/* many runs */
+	unsigned max_concurrent;
+	unsigned queue_length;
+	unsigned reap_interval_s;
+	unsigned discovery_interval_s;
+
+	/* workspaces and files */
+	char *sandbox_root;
+	char *sandbox_host_path;
+	unsigned char file_secret[CONFIG_SECRET_MAX];
+	size_t file_secret_len;
+	bool file_secret_ephemeral;
+	char *quota_mode; /* "auto", "loop", "none" */
+	size_t workspace_quota_bytes;
+	unsigned workspace_max_files;
+	unsigned max_workspaces;
+	unsigned retention_hours;
+	size_t upload_max_bytes;
+	size_t inline_image_max_bytes;
+
+	char **dotenv_; /* private: KEY=VALUE pairs read from the .env file */
+};
+
+/*
+ * Loads and validates. dotenv_path may be NULL (no file) or a path that need
+ * not exist. On failure returns -EINVAL with a message for a person in err:
+ * the variable, what is wrong with its value, and an example of a good one.
+ * The config must be released with config_finish whatever the result.
+ */
+__attribute__((warn_unused_result)) int config_load(struct config *cfg,
+                                                    const char *dotenv_path,
+                                                    char *err, size_t errlen);
+
+/* Frees what config_load allocated. NULL-safe. */
+void config_finish(struct config *cfg);
+
+/* Writes the effective configuration, secrets masked, as KEY=value lines. */
+void config_print(const struct config *cfg, FILE *out);
+
+/* Writes the table of settings (name, default, meaning) for --help. */
+void config_print_help(FILE *out);
+
+/*
+ * Parses a byte size: a whole number with an optional suffix k, m, g (powers
+ * of 1024, case-insensitive, optional "b"/"ib"). Returns 0 or -EINVAL.
+ */
+__attribute__((warn_unused_result)) int config_parse_bytes(const char *s,
+                                                           size_t *out);
+
+/*
+ * Splits "host:port", "[v6]:port" or ":port". Returns 0 or -EINVAL; *host is
+ * allocated (caller frees), "" for all interfaces.
+ */
+__attribute__((warn_unused_result)) int
+config_parse_addr(const char *s, char **host, unsigned *port);
+
+#endif

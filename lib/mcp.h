@@ -1,0 +1,279 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mcp: the Model Context Protocol server core, independent of HTTP and of
+ * any tool. It owns sessions (id, tenant, negotiated version, client
+ * capabilities, log level), the event streams that carry server messages to
+ * a client (SSE bodies, with ids for resumption), in-flight requests with
+ * their cancellation, and server-to-client requests. Tools, resources and
+ * prompts register through the tables below; the transport (http.c) only
+ * hands in request bodies and drains streams.
+ *
+ * Threads: every function here is thread-safe. Tool handlers run on their
+ * own threads and may block for minutes; everything else returns quickly.
+ * One mutex guards all session state, with a condition variable per waiter.
+ */
+#ifndef MCPSD_MCP_H
+#define MCPSD_MCP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include <cjson/cJSON.h>
+
+#include "config.h"
+
+struct mcp_server;
+struct mcp_call;
+struct mcp_stream;
+
+/* ---- what tools, resources and prompts provide -------------------- */
+
+/*
+ * One tool. All strings are static or live as long as the server. The
+ * handler returns a CallToolResult object (caller takes ownership). A failure
+ * the model can act on (bad argument values, a failed run) is a result with
+ * "isError": true and a text saying what to do; NULL means an internal
+ * failure and becomes JSON-RPC error -32603.
+ */
+struct tool_impl {
+	const char *name;
+	const char *title;
+	const char *description;
+	const char *input_schema;  /* JSON text, root "type": "object" */
+	const char *output_schema; /* JSON text or NULL */
+	bool read_only, destructive, idempotent, open_world;
+	/*
+	 * Optional: fills in the description and/or input schema at list time
+	 * from current state (e.g. discovered runners). Either output may be
+	 * left NULL to keep the static one. Outputs are owned by the caller.
+	 */
+	void (*describe)(void *data, char **description, cJSON **input_schema);
+	cJSON *(*call)(void *data, struct mcp_call *call, const cJSON *args);
+	void *data;
+};
+
+/*
+ * A source of resources. read returns 0 and a "contents" array (caller
+ * owns), -ENOENT when the URI is not this provider's (the next is asked),
+ * or another negative errno with a message in err for the client.
+ */
+struct resource_provider {
+	const char *name;
+	/* Appends Resource objects to list. Optional. */
+	void (*list)(void *data, struct mcp_call *call, cJSON *list);
+	/* Appends ResourceTemplate objects to list. Optional. */
+	void (*templates)(void *data, cJSON *list);
+	int (*read)(void *data, struct mcp_call *call, const char *uri,
+	            cJSON **contents, char *err, size_t errlen);
+	void *data;
+};
+
+/*
+ * A prompt. arguments_json is a JSON array of PromptArgument. get returns a
+ * GetPromptResult (caller owns) or NULL with a message in err (-32602).
+ */
+struct prompt_impl {
+	const char *name;
+	const char *title;
+	const char *description;
+	const char *arguments_json;
+	cJSON *(*get)(void *data, struct mcp_call *call, const cJSON *args,
+	              char *err, size_t errlen);
+	void *data;
+};
+
+/*
+ * completion/complete: returns a "values" array (caller owns) for the
+ * reference and argument, or NULL for no suggestions.
+ */
+typedef cJSON *(*mcp_complete_fn)(void *data, const cJSON *ref,
+                                  const cJSON *argument, const cJSON *context);
+
+/* ---- the server ---------------------------------------------------- */
+
+/*
+ * Creates a server. cfg is borrowed and must outlive it. Starts one
+ * housekeeping thread (session expiry). Caller owns; free with
+ * mcp_server_destroy. NULL on allocation failure.
+ */
+struct mcp_server *mcp_server_create(const struct config *cfg);
+
+/* Ends every session and frees the server. NULL-safe. */
+void mcp_server_destroy(struct mcp_server *srv);
+
+/*
+ * Registration, before serving starts. The tables are borrowed and must
+ * outlive the server. Order of registration is the order of listing.
+ */
+void mcp_server_add_tool(struct mcp_server *srv, const struct tool_impl *t);
+void mcp_server_add_resources(struct mcp_server *srv,
+                              const struct resource_provider *p);
+void mcp_server_add_prompt(struct mcp_server *srv, const struct prompt_impl *p);
+void mcp_server_set_completion(struct mcp_server *srv, mcp_complete_fn fn,
+                               void *data);
+/* Text for InitializeResult.instructions (borrowed). */
+void mcp_server_set_instructions(struct mcp_server *srv, const char *text);
+
+/* Tells every session that tools/list changed (discovery found a runner). */
+void mcp_server_tools_changed(struct mcp_server *srv);
+/* Tells sessions subscribed to uri that it changed. */
+void mcp_server_resource_updated(struct mcp_server *srv, const char *uri);
+
+/*
+ * Starts draining: new tools/call requests get an error result saying the
+ * server is shutting down; waits up to timeout_ms for running calls to end.
+ * Returns the number of calls still running.
+ */
+unsigned mcp_server_drain(struct mcp_server *srv, unsigned timeout_ms);
+
+/*
+ * Ends every session, which ends every open event stream, so connections
+ * blocked on them return. Used at shutdown before the HTTP server stops.
+ */
+void mcp_server_close_sessions(struct mcp_server *srv);
+
+/* Counters for /healthz. */
+struct mcp_stats {
+	unsigned sessions;
+	unsigned streams_open;
+	unsigned calls_running;
+	unsigned long long calls_total;
+};
+void mcp_server_stats(struct mcp_server *srv, struct mcp_stats *out);
+
+/* ---- the transport's side ------------------------------------------ */
+
+struct mcp_http_req {
+	const char *tenant;     /* authenticated tenant (borrowed) */
+	const char *session_id; /* Mcp-Session-Id or ?sessionId=, or NULL */
+	const char *protocol_version; /* MCP-Protocol-Version or NULL */
+	const char *last_event_id;    /* Last-Event-ID or NULL */
+	const char *body;
+	size_t body_len;
+};
+
+struct mcp_http_resp {
+	int status;                /* HTTP status */
+	char *body;                /* owned JSON text or NULL (empty body) */
+	char session_id[80];       /* Mcp-Session-Id to send, "" for none */
+	struct mcp_stream *stream; /* owned reference: answer as SSE */
+	unsigned retry_after;      /* seconds, 0 for none */
+};
+
+/* Streamable HTTP: POST, GET and DELETE on the MCP endpoint. */
+void mcp_http_post(struct mcp_server *srv, const struct mcp_http_req *req,
+                   struct mcp_http_resp *resp);
+void mcp_http_get(struct mcp_server *srv, const struct mcp_http_req *req,
+                  struct mcp_http_resp *resp);
+void mcp_http_delete(struct mcp_server *srv, const struct mcp_http_req *req,
+                     struct mcp_http_resp *resp);
+
+/*
+ * Legacy HTTP+SSE: GET /sse opens a session and its stream (the first event
+ * names endpoint_path, e.g. "/messages"); POST to that path with
+ * ?sessionId= answers 202 and sends the reply on the stream.
+ */
+void mcp_http_sse_open(struct mcp_server *srv, const struct mcp_http_req *req,
+                       const char *endpoint_path, struct mcp_http_resp *resp);
+void mcp_http_sse_post(struct mcp_server *srv, const struct mcp_http_req *req,
+                       struct mcp_http_resp *resp);
+
+/* Frees what a response holds (body, stream reference). */
+void mcp_http_resp_finish(struct mcp_http_resp *resp);
+
+/*
+ * Reads SSE text from a stream into buf. Blocks until there is an event,
+ * the keep-alive interval passes (a ": keepalive" comment is returned) or
+ * the stream ends. Returns bytes written (> 0), or -1 at the end of the
+ * stream. Only one reader at a time.
+ */
+ssize_t mcp_stream_read(struct mcp_stream *st, char *buf, size_t max);
+
+/* The transport is done with the stream (response sent or client gone). */
+void mcp_stream_release(struct mcp_stream *st);
+
+/* ---- what a request handler may do -------------------------------- */
+
+enum mcp_log_level {
+	MCP_LOG_DEBUG = 0,
+	MCP_LOG_INFO,
+	MCP_LOG_NOTICE,
+	MCP_LOG_WARNING,
+	MCP_LOG_ERROR,
+	MCP_LOG_CRITICAL,
+	MCP_LOG_ALERT,
+	MCP_LOG_EMERGENCY,
+};
+
+/* The authenticated tenant (borrowed, valid during the call). */
+const char *mcp_call_tenant(const struct mcp_call *call);
+/* The negotiated protocol version (borrowed, valid during the call). */
+const char *mcp_call_protocol_version(const struct mcp_call *call);
+/* The client's declared capabilities object (borrowed; may be NULL). */
+const cJSON *mcp_call_client_capabilities(const struct mcp_call *call);
+
+/* Whether the client cancelled this request (notifications/cancelled). */
+bool mcp_call_cancelled(const struct mcp_call *call);
+
+/*
+ * Registers fn(arg) to run once when the request is cancelled (or its
+ * session ends). It runs on the thread that received the cancellation with
+ * the server's lock held: it must not block and must not call any mcp_
+ * function. If the request is already cancelled, fn runs now. Pass fn NULL
+ * to unregister; after that returns, fn is not running and will not run.
+ */
+void mcp_call_on_cancel(struct mcp_call *call, void (*fn)(void *arg),
+                        void *arg);
+
+/* Whether the request carried a progress token. */
+bool mcp_call_has_progress(const struct mcp_call *call);
+
+/*
+ * Sends notifications/progress (nothing without a progress token).
+ * total < 0 omits it; message may be NULL. progress must increase.
+ */
+int mcp_call_progress(struct mcp_call *call, double progress, double total,
+                      const char *message);
+
+/*
+ * Sends notifications/message when level is at or above the session's
+ * level. Takes ownership of data (any JSON value; NULL means null).
+ */
+int mcp_call_log(struct mcp_call *call, enum mcp_log_level level,
+                 const char *logger, cJSON *data);
+
+/*
+ * Sends a request to the client (sampling/createMessage,
+ * elicitation/create, roots/list, ...) on this request's stream and waits
+ * up to timeout_ms for its answer. Takes ownership of params. Returns 0 with
+ * *result (caller owns) on a result, -EPROTO with *error (caller owns) on an
+ * error response, -ETIMEDOUT, -ECANCELED (this request was cancelled) or
+ * -ENOTCONN (the session ended).
+ */
+__attribute__((warn_unused_result)) int
+mcp_call_request(struct mcp_call *call, const char *method, cJSON *params,
+                 unsigned timeout_ms, cJSON **result, cJSON **error);
+
+/*
+ * Ends the HTTP response currently carrying this request's event stream
+ * without ending the request (SEP-1699 polling): the client reconnects with
+ * GET and Last-Event-ID after retry_ms and receives what follows, including
+ * the result. Only for Streamable HTTP sessions on 2025-11-25 or later;
+ * elsewhere it does nothing.
+ */
+void mcp_call_close_stream(struct mcp_call *call, unsigned retry_ms);
+
+/* ---- helpers for building results --------------------------------- */
+
+/* {"content":[{"type":"text","text":text}],"isError":is_error}; NULL on OOM */
+cJSON *mcp_text_result(const char *text, bool is_error);
+
+/* Same with printf formatting. */
+cJSON *mcp_text_resultf(bool is_error, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Names of the supported protocol versions, newest first, NULL-ended. */
+extern const char *const mcp_protocol_versions[];
+
+#endif

@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: MIT */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "tap.h"
+
+static const char *const vars[] = {"MCP_HTTP_ADDR",
+                                   "MCP_API_TOKEN",
+                                   "MCP_API_TOKENS",
+                                   "MCP_AUTH",
+                                   "FILE_SECRET",
+                                   "PUBLIC_BASE_URL",
+                                   "SANDBOX_MEMORY_MB",
+                                   "SANDBOX_CPUS",
+                                   "MCP_MAX_BODY_BYTES",
+                                   "MCP_ALLOWED_HOSTS",
+                                   "SANDBOX_TIMEOUT_SECONDS",
+                                   "DOCKER_HOST",
+                                   NULL};
+
+static void clear_env(void)
+{
+	for (size_t i = 0; vars[i]; i++)
+		unsetenv(vars[i]);
+}
+
+static int load(struct config *c, const char *dotenv, char *err, size_t n)
+{
+	return config_load(c, dotenv, err, n);
+}
+
+int main(void)
+{
+	struct config c;
+	char err[1024];
+	size_t sz;
+	char *host;
+	unsigned port;
+	char path[] = "/tmp/mcpsd-test-env-XXXXXX";
+	int fd;
+	FILE *f;
+
+	clear_env();
+	ok(load(&c, NULL, err, sizeof(err)) < 0 &&
+	       strstr(err, "MCP_API_TOKEN") &&
+	       strstr(err, "openssl rand -hex 32"),
+	   "no token: refused with the variable and an example");
+	config_finish(&c);
+
+	setenv("MCP_API_TOKEN", "short", 1);
+	ok(load(&c, NULL, err, sizeof(err)) < 0 && strstr(err, "at least 16"),
+	   "short token refused");
+	config_finish(&c);
+
+	setenv("MCP_API_TOKEN", "0123456789abcdef0123", 1);
+	ok(load(&c, NULL, err, sizeof(err)) < 0 && strstr(err, "FILE_SECRET"),
+	   "missing FILE_SECRET refused");
+	config_finish(&c);
+
+	setenv(
+	    "FILE_SECRET",
+	    "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff",
+	    1);
+	is_int(load(&c, NULL, err, sizeof(err)), 0, "minimal valid config");
+	is_int(c.listen_port, 8080, "default port");
+	is_str(c.listen_host, "", "default: every interface");
+	is_int(c.memory_mb, 256, "default memory");
+	ok(c.cpus == 0.5, "default cpus");
+	is_int(c.file_secret_len, 32, "hex secret decoded to bytes");
+	is_int(c.n_tokens, 1, "one token");
+	is_str(c.tokens[0].tenant, "default", "its tenant is default");
+	is_str(c.public_base_url, "http://127.0.0.1:8080", "derived base URL");
+	ok(c.allowed_hosts[0] == NULL, "no Host check off loopback");
+	config_finish(&c);
+
+	setenv("MCP_HTTP_ADDR", "127.0.0.1:9999", 1);
+	setenv("MCP_API_TOKENS",
+	       "alice:aaaaaaaaaaaaaaaaaaaa, bob:bbbbbbbbbbbbbbbbbbbb", 1);
+	is_int(load(&c, NULL, err, sizeof(err)), 0, "several tokens");
+	is_int(c.n_tokens, 3, "three tokens");
+	is_str(c.tokens[2].tenant, "bob", "tenant names kept");
+	ok(c.listen_loopback, "loopback detected");
+	ok(c.allowed_hosts[0] != NULL, "Host checked on loopback");
+	config_finish(&c);
+
+	setenv("MCP_API_TOKENS", "alice:0123456789abcdef0123", 1);
+	ok(load(&c, NULL, err, sizeof(err)) < 0 && strstr(err, "twice"),
+	   "the same token for two tenants refused");
+	config_finish(&c);
+	unsetenv("MCP_API_TOKENS");
+
+	setenv("SANDBOX_MEMORY_MB", "lots", 1);
+	ok(load(&c, NULL, err, sizeof(err)) < 0 &&
+	       strstr(err, "SANDBOX_MEMORY_MB='lots'") && strstr(err, "e.g."),
+	   "bad number names the variable, the value and an example");
+	config_finish(&c);
+	unsetenv("SANDBOX_MEMORY_MB");
+
+	setenv("SANDBOX_CPUS", "0", 1);
+	ok(load(&c, NULL, err, sizeof(err)) < 0 && strstr(err, "SANDBOX_CPUS"),
+	   "zero CPUs refused");
+	config_finish(&c);
+	unsetenv("SANDBOX_CPUS");
+
+	setenv("DOCKER_HOST", "tcp://1.2.3.4:2375", 1);
+	ok(load(&c, NULL, err, sizeof(err)) < 0 && strstr(err, "unix"),
+	   "tcp DOCKER_HOST refused");
+	config_finish(&c);
+	unsetenv("DOCKER_HOST");
+
+	setenv("MCP_AUTH", "none", 1);
+	unsetenv("MCP_API_TOKEN");
+	unsetenv("FILE_SECRET");
+	setenv("MCP_HTTP_ADDR", ":8080", 1);
+	is_int(load(&c, NULL, err, sizeof(err)), 0, "auth none loads");
+	ok(c.listen_loopback && strcmp(c.listen_host, "127.0.0.1") == 0,
+	   "auth none forces loopback");
+	ok(c.file_secret_ephemeral, "auth none gets an ephemeral secret");
+	config_finish(&c);
+	clear_env();
+
+	/* .env file: read, environment wins, quotes and comments. */
+	fd = mkstemp(path);
+	f = fdopen(fd, "w");
+	fprintf(f, "# comment\nexport MCP_API_TOKEN=\"from-file-0123456789\"\n"
+	           "FILE_SECRET='abcdefghijklmnopqrstuvwxyz0123456789'\n"
+	           "SANDBOX_MEMORY_MB=512 # inline comment\n");
+	fclose(f);
+	setenv("SANDBOX_MEMORY_MB", "300", 1);
+	is_int(load(&c, path, err, sizeof(err)), 0, ".env loads");
+	is_int(c.memory_mb, 300, "environment wins over .env");
+	is_int(c.file_secret_len, 36, "non-hex secret used as bytes");
+	config_finish(&c);
+	unsetenv("SANDBOX_MEMORY_MB");
+	is_int(load(&c, path, err, sizeof(err)), 0, ".env loads again");
+	is_int(c.memory_mb, 512, ".env value with inline comment");
+	config_finish(&c);
+	unlink(path);
+
+	is_int(config_parse_bytes("16m", &sz), 0, "16m parses");
+	is_int(sz, 16 * 1024 * 1024, "16m is 16 MiB");
+	is_int(config_parse_bytes("2KiB", &sz), 0, "2KiB parses");
+	is_int(sz, 2048, "2KiB value");
+	ok(config_parse_bytes("-1", &sz) < 0, "negative size refused");
+	ok(config_parse_bytes("99999999999999999999g", &sz) < 0,
+	   "overflowing size refused");
+	ok(config_parse_bytes("12q", &sz) < 0, "unknown suffix refused");
+
+	is_int(config_parse_addr("[::1]:80", &host, &port), 0, "IPv6 addr");
+	is_str(host, "::1", "IPv6 host");
+	free(host);
+	ok(config_parse_addr("::1:80", &host, &port) < 0, "bare IPv6 refused");
+	ok(config_parse_addr("host:99999", &host, &port) < 0,
+	   "port out of range refused");
+	return tap_done();
+}

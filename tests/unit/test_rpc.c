@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rpc.h"
+#include "tap.h"
+
+static int scan(const char *s, unsigned depth, struct rpc_scan *sc)
+{
+	return rpc_scan(s, strlen(s), depth, sc);
+}
+
+static char *nested(size_t n)
+{
+	char *s = malloc(2 * n + 1);
+
+	for (size_t i = 0; i < n; i++) {
+		s[i] = '[';
+		s[2 * n - 1 - i] = ']';
+	}
+	s[2 * n] = '\0';
+	return s;
+}
+
+int main(void)
+{
+	struct rpc_scan sc;
+	struct rpc_batch b;
+	int code;
+	const char *msg;
+	char *s, *out;
+	const char *body;
+
+	is_int(scan("{\"jsonrpc\":\"2.0\",\"id\":12345678901234567890,"
+	            "\"method\":\"ping\"}",
+	            64, &sc),
+	       0, "valid object scans");
+	is_int(sc.ids[0].len, 20, "raw id span recorded");
+
+	s = nested(65);
+	ok(rpc_scan(s, strlen(s), 64, &sc) == -E2BIG,
+	   "65 levels refused at 64");
+	free(s);
+	s = nested(100000);
+	ok(rpc_scan(s, strlen(s), 64, &sc) == -E2BIG,
+	   "100000 levels refused without recursion");
+	free(s);
+	s = nested(64);
+	is_int(rpc_scan(s, strlen(s), 64, &sc), 0, "64 levels accepted");
+	free(s);
+
+	ok(scan("{\"a\":\"\\u0000\"}", 64, &sc) == -EINVAL,
+	   "NUL escape refused");
+	ok(scan("{\"a\":\"\\ud800\"}", 64, &sc) == -EINVAL,
+	   "lone high surrogate refused");
+	ok(scan("{\"a\":\"\\udc00x\"}", 64, &sc) == -EINVAL,
+	   "lone low surrogate refused");
+	is_int(scan("{\"a\":\"\\ud83d\\ude00\"}", 64, &sc), 0,
+	       "surrogate pair accepted");
+	ok(scan("{\"a\":\"\xc0\xaf\"}", 64, &sc) == -EINVAL,
+	   "overlong UTF-8 refused");
+	ok(scan("{\"a\":\"\xed\xa0\x80\"}", 64, &sc) == -EINVAL,
+	   "UTF-8 encoded surrogate refused");
+	ok(scan("{\"a\":1,}", 64, &sc) == -EINVAL, "trailing comma refused");
+	ok(scan("{\"a\":01}", 64, &sc) == -EINVAL, "leading zero refused");
+	ok(scan("{} x", 64, &sc) == -EINVAL, "trailing garbage refused");
+	ok(scan("\"str\"", 64, &sc) == -EINVAL, "bare string refused");
+	is_int(scan("[{}, [], 1]", 64, &sc), 0, "batch scans");
+	is_int(sc.n_items, 3, "batch item count");
+	is_int(scan("[]", 64, &sc), 0, "empty batch scans");
+	is_int(sc.n_items, 0, "empty batch has no items");
+	is_int(scan("{\"\\u0069d\":7,\"method\":\"x\"}", 64, &sc), 0,
+	       "escaped id key");
+	is_int(sc.ids[0].len, 1, "escaped id key recognized");
+
+	body =
+	    "{\"jsonrpc\":\"2.0\",\"id\":9007199254740993,\"method\":\"ping\"}";
+	is_int(rpc_parse(body, strlen(body), 64, &b, &code, &msg), 0,
+	       "big id parses");
+	is_int(b.msgs[0].kind, RPC_KIND_REQUEST, "it is a request");
+	is_str(b.msgs[0].id_raw, "9007199254740993", "id kept exactly");
+	out = rpc_result(b.msgs[0].id_raw, NULL);
+	is_str(out,
+	       "{\"jsonrpc\":\"2.0\",\"id\":9007199254740993,\"result\":{}}",
+	       "response echoes the exact id");
+	free(out);
+	rpc_batch_finish(&b);
+
+	body = "{\"jsonrpc\":\"2.0\",\"id\":\"a\\\"b\",\"method\":\"x\"}";
+	is_int(rpc_parse(body, strlen(body), 64, &b, &code, &msg), 0,
+	       "string id parses");
+	is_str(b.msgs[0].id_key, "s:a\"b", "string id key decoded");
+	rpc_batch_finish(&b);
+
+	body = "{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"x\"}";
+	is_int(rpc_parse(body, strlen(body), 64, &b, &code, &msg), 0,
+	       "fractional id parses");
+	is_int(b.msgs[0].kind, RPC_KIND_INVALID, "fractional id is invalid");
+	rpc_batch_finish(&b);
+
+	body = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}";
+	is_int(rpc_parse(body, strlen(body), 64, &b, &code, &msg), 0,
+	       "notification parses");
+	is_int(b.msgs[0].kind, RPC_KIND_NOTIFICATION, "it is a notification");
+	rpc_batch_finish(&b);
+
+	body = "{\"jsonrpc\":\"2.0\",\"id\":\"srv-1\",\"result\":{}}";
+	is_int(rpc_parse(body, strlen(body), 64, &b, &code, &msg), 0,
+	       "response parses");
+	is_int(b.msgs[0].kind, RPC_KIND_RESPONSE, "it is a response");
+	rpc_batch_finish(&b);
+
+	body = "{\"jsonrpc\":\"1.0\",\"id\":1,\"method\":\"x\"}";
+	is_int(rpc_parse(body, strlen(body), 64, &b, &code, &msg), 0,
+	       "wrong version parses");
+	is_int(b.msgs[0].kind, RPC_KIND_INVALID, "wrong version is invalid");
+	is_str(b.msgs[0].id_raw, "1", "its id is still known");
+	rpc_batch_finish(&b);
+
+	body = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":5}";
+	is_int(rpc_parse(body, strlen(body), 64, &b, &code, &msg), 0,
+	       "numeric method parses");
+	is_int(b.msgs[0].kind, RPC_KIND_INVALID, "numeric method is invalid");
+	rpc_batch_finish(&b);
+
+	body = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":3}";
+	is_int(rpc_parse(body, strlen(body), 64, &b, &code, &msg), 0,
+	       "scalar params parses");
+	is_int(b.msgs[0].kind, RPC_KIND_INVALID, "scalar params is invalid");
+	rpc_batch_finish(&b);
+
+	body = "{\"jsonrpc\":";
+	ok(rpc_parse(body, strlen(body), 64, &b, &code, &msg) < 0 &&
+	       code == RPC_PARSE_ERROR,
+	   "truncated JSON is a parse error");
+
+	body = "[]";
+	ok(rpc_parse(body, strlen(body), 64, &b, &code, &msg) < 0 &&
+	       code == RPC_INVALID_REQUEST,
+	   "empty batch is an invalid request");
+
+	{
+		char big[RPC_MAX_BATCH * 3 + 8];
+		size_t k = 0;
+
+		big[k++] = '[';
+		for (int i = 0; i <= RPC_MAX_BATCH; i++) {
+			big[k++] = '1';
+			big[k++] = ',';
+		}
+		big[k - 1] = ']';
+		big[k] = '\0';
+		ok(rpc_parse(big, k, 64, &b, &code, &msg) < 0 &&
+		       code == RPC_INVALID_REQUEST,
+		   "oversized batch refused");
+	}
+
+	out = rpc_error(NULL, RPC_METHOD_NOT_FOUND, "no \"such\" method", NULL);
+	is_str(out,
+	       "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32601,"
+	       "\"message\":\"no \\\"such\\\" method\"}}",
+	       "error envelope escapes the message");
+	free(out);
+	return tap_done();
+}
