@@ -293,6 +293,25 @@ static cJSON *schema_2020_12(void *d, struct mcp_call *c, const cJSON *a)
 	return r;
 }
 
+/* Not a conformance fixture: a cancellable wait for the integration tests. */
+static cJSON *sleep_tool(void *d, struct mcp_call *c, const cJSON *a)
+{
+	const cJSON *secs = cJSON_GetObjectItemCaseSensitive(a, "seconds");
+	double total = cJSON_IsNumber(secs) ? secs->valuedouble : 5;
+	int steps = (int)(total * 20);
+
+	if (steps < 0 || steps > 20 * 600)
+		return mcp_text_result("seconds must be from 0 to 600", true);
+	for (int i = 0; i < steps; i++) {
+		if (mcp_call_cancelled(c))
+			return mcp_text_result("cancelled", true);
+		if (i % 20 == 0)
+			mcp_call_progress(c, i / 20, total, "sleeping");
+		sleep_ms(50);
+	}
+	return mcp_text_resultf(false, "slept %g s", total);
+}
+
 #define NO_ARGS "{\"type\":\"object\",\"properties\":{}}"
 
 static const struct tool_impl tools[] = {
@@ -368,6 +387,14 @@ static const struct tool_impl tools[] = {
                     "SEP-1330",
      .input_schema = NO_ARGS,
      .call = elicitation_enums},
+    {.name = "test_sleep",
+     .description = "Sleeps for 'seconds' (default 5), reporting progress "
+                    "each second; stops early when cancelled. Integration "
+                    "test fixture.",
+     .input_schema = "{\"type\":\"object\",\"properties\":{\"seconds\":"
+                     "{\"type\":\"number\"}}}",
+     .read_only = true,
+     .call = sleep_tool},
     {.name = "json_schema_2020_12_tool",
      .description = "Tool with JSON Schema 2020-12 features for "
                     "conformance testing (SEP-1613)",

@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -388,16 +389,12 @@ static enum MHD_Result respond_error(struct http_server *hs,
 	add_common_headers(r);
 	add_cors(hs, conn, r);
 	if (status == MHD_HTTP_UNAUTHORIZED) {
-		const char *h = MHD_lookup_connection_value(
-		    conn, MHD_HEADER_KIND, "Authorization");
-
+		/* RFC 6750: an error code only when a token was presented. */
 		MHD_add_response_header(
 		    r, "WWW-Authenticate",
-		    h ? "Bearer realm=\"mcp\", error=\"invalid_token\""
-		      : "Bearer realm=\"mcp\"");
-	}
-	if (status == MHD_HTTP_METHOD_NOT_ALLOWED) {
-		/* The caller put the allowed methods in the message. */
+		    strncmp(msg, "invalid", 7) == 0
+		        ? "Bearer realm=\"mcp\", error=\"invalid_token\""
+		        : "Bearer realm=\"mcp\"");
 	}
 	return queue(conn, status, r);
 }
@@ -428,18 +425,58 @@ static enum MHD_Result respond_405(struct http_server *hs,
 /* ------------------------------------------------------------------ */
 /* SSE bodies */
 
+/* A stream being sent: the MCP side plus what keep-alives need. */
+struct sse_body {
+	struct mcp_stream *stream;
+	int fd; /* the connection's socket, to notice a client leaving */
+	unsigned keepalive_s;
+};
+
+/* Whether the client has gone (closed its end or reset). */
+static bool peer_gone(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+
+	if (fd < 0)
+		return false;
+	return poll(&p, 1, 0) > 0 &&
+	       (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+/*
+ * Waits for events a second at a time, so a client that left is noticed
+ * within a second instead of at the next keep-alive, and sends a comment
+ * when the stream has been quiet for the keep-alive interval.
+ */
 static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
 {
-	ssize_t n;
+	static const char ka[] = ": keepalive\n\n";
+	struct sse_body *b = cls;
+	unsigned waited = 0;
 
 	(void)pos;
-	n = mcp_stream_read(cls, buf, max);
-	return n > 0 ? n : (ssize_t)MHD_CONTENT_READER_END_OF_STREAM;
+	for (;;) {
+		ssize_t n = mcp_stream_read(b->stream, buf, max, 1000);
+
+		if (n > 0)
+			return n;
+		if (n < 0)
+			return (ssize_t)MHD_CONTENT_READER_END_OF_STREAM;
+		if (peer_gone(b->fd))
+			return (ssize_t)MHD_CONTENT_READER_END_WITH_ERROR;
+		if (++waited >= b->keepalive_s && max >= sizeof(ka) - 1) {
+			memcpy(buf, ka, sizeof(ka) - 1);
+			return (ssize_t)(sizeof(ka) - 1);
+		}
+	}
 }
 
 static void sse_free(void *cls)
 {
-	mcp_stream_release(cls);
+	struct sse_body *b = cls;
+
+	mcp_stream_release(b->stream);
+	free(b);
 }
 
 static enum MHD_Result respond_mcp(struct http_server *hs,
@@ -450,10 +487,21 @@ static enum MHD_Result respond_mcp(struct http_server *hs,
 	char ra[16];
 
 	if (mr->stream) {
-		r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN,
-		                                      SSE_BLOCK, sse_reader,
-		                                      mr->stream, sse_free);
+		struct sse_body *b = calloc(1, sizeof(*b));
+		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+		    conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+		if (!b) {
+			mcp_http_resp_finish(mr);
+			return MHD_NO;
+		}
+		b->stream = mr->stream;
+		b->fd = ci ? ci->connect_fd : -1;
+		b->keepalive_s = hs->cfg->keepalive_s;
+		r = MHD_create_response_from_callback(
+		    MHD_SIZE_UNKNOWN, SSE_BLOCK, sse_reader, b, sse_free);
 		if (!r) {
+			free(b);
 			mcp_http_resp_finish(mr);
 			return MHD_NO;
 		}
@@ -886,6 +934,14 @@ static enum MHD_Result check_head(struct http_server *hs,
 		rq->answered = false;
 		return MHD_YES;
 	}
+	/* Wrong methods first: HTTP-first clients probe POST /sse. */
+	if (rq->route == ROUTE_SSE && strcmp(method, "GET") != 0)
+		return respond_405(hs, conn, "GET");
+	if (rq->route == ROUTE_MESSAGES && strcmp(method, "POST") != 0)
+		return respond_405(hs, conn, "POST");
+	if (rq->route == ROUTE_MCP && strcmp(method, "GET") != 0 &&
+	    strcmp(method, "POST") != 0 && strcmp(method, "DELETE") != 0)
+		return respond_405(hs, conn, "GET, POST, DELETE");
 	ar = auth_check(
 	    cfg,
 	    MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization"),

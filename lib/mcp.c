@@ -631,7 +631,8 @@ static struct mcp_stream *reader_new(struct mcp_server *srv, struct stream *st,
 	return r;
 }
 
-ssize_t mcp_stream_read(struct mcp_stream *r, char *out, size_t max)
+ssize_t mcp_stream_read(struct mcp_stream *r, char *out, size_t max,
+                        unsigned wait_ms)
 {
 	struct mcp_server *srv = r->srv;
 	struct stream *st = r->st;
@@ -641,7 +642,7 @@ ssize_t mcp_stream_read(struct mcp_stream *r, char *out, size_t max)
 	if (r->done || max == 0)
 		return -1;
 	pthread_mutex_lock(&srv->lock);
-	deadline_in(&dl, srv->cfg->keepalive_s * 1000);
+	deadline_in(&dl, wait_ms);
 	for (;;) {
 		if (r->partial) {
 			size_t left = r->partial_len - r->partial_off;
@@ -697,13 +698,7 @@ ssize_t mcp_stream_read(struct mcp_stream *r, char *out, size_t max)
 		}
 		if (pthread_cond_timedwait(&st->cond, &srv->lock, &dl) ==
 		    ETIMEDOUT) {
-			static const char ka[] = ": keepalive\n\n";
-			size_t k = sizeof(ka) - 1;
-
-			if (k > max)
-				k = max;
-			memcpy(out, ka, k);
-			n = (ssize_t)k;
+			n = 0;
 			break;
 		}
 	}
@@ -1997,7 +1992,9 @@ void mcp_http_post(struct mcp_server *srv, const struct mcp_http_req *req,
 			           "out of memory");
 			goto out;
 		}
-		st->readers++; /* held by this function */
+		/* Held by this function until every message is dispatched. */
+		st->readers++;
+		st->pending++;
 		/* SEP-1699: the first event gives an id to resume from. */
 		if (session_wants_priming(s))
 			stream_prime(st);
@@ -2009,6 +2006,8 @@ void mcp_http_post(struct mcp_server *srv, const struct mcp_http_req *req,
 	pthread_mutex_lock(&srv->lock);
 	if (st) {
 		st->readers--;
+		if (--st->pending == 0)
+			stream_end(st);
 		answer_post(srv, s, st, b->is_array, resp);
 		/* A stream answered as JSON is never resumed. */
 		if (!resp->stream && !st->pending && !st->readers)

@@ -183,12 +183,13 @@ void mcp_http_sse_post(struct mcp_server *srv, const struct mcp_http_req *req,
 void mcp_http_resp_finish(struct mcp_http_resp *resp);
 
 /*
- * Reads SSE text from a stream into buf. Blocks until there is an event,
- * the keep-alive interval passes (a ": keepalive" comment is returned) or
- * the stream ends. Returns bytes written (> 0), or -1 at the end of the
+ * Reads SSE text from a stream into buf. Blocks up to wait_ms for an
+ * event. Returns bytes written (> 0), 0 when nothing came in time (the
+ * caller decides about keep-alive comments), or -1 at the end of the
  * stream. Only one reader at a time.
  */
-ssize_t mcp_stream_read(struct mcp_stream *st, char *buf, size_t max);
+ssize_t mcp_stream_read(struct mcp_stream *st, char *buf, size_t max,
+                        unsigned wait_ms);
 
 /* The transport is done with the stream (response sent or client gone). */
 void mcp_stream_release(struct mcp_stream *st);

@@ -1,0 +1,456 @@
+#!/usr/bin/env bash
+# Build the mcp-sandboxd runner images: mcp-sandboxd/runner-<lang>:latest for
+# every runners/<lang>/Dockerfile (python, typescript, bash).
+#
+# Offline by default: the base image mcp-sandboxd/base:bookworm is made locally
+# with debootstrap + docker import (no container registry needed). Those who can
+# pull use a registry base instead: --base debian:bookworm-slim.
+#
+# After each build the image is run (no network, read-only root, uid 64321) to
+# detect the interpreter and library versions, which become the labels
+# sandbox.version, sandbox.libraries and sandbox.description, and to run a smoke
+# test through the sandbox.command label. See runners/README.md.
+set -Eeuo pipefail
+umask 022
+
+RUNNERS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+readonly RUNNERS_DIR
+readonly LOCAL_BASE=mcp-sandboxd/base:bookworm
+readonly IMAGE_PREFIX="${RUNNER_IMAGE_PREFIX:-mcp-sandboxd/runner-}"
+readonly DEBIAN_SUITE=bookworm
+readonly DEBIAN_MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+readonly DEBIAN_SECURITY_MIRROR="${DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}"
+readonly BUN_VERSION="${BUN_VERSION:-1}"
+readonly SANDBOX_UID=64321
+# The same restrictions the daemon applies to a run.
+readonly -a SANDBOX_RUN_OPTS=(
+  --rm --network none --read-only --tmpfs "/tmp:rw,exec,size=64m"
+  --user "$SANDBOX_UID:$SANDBOX_UID" -e HOME=/tmp
+  --cap-drop ALL --security-opt no-new-privileges
+  --memory 512m --memory-swap 512m --pids-limit 128
+)
+
+if [[ -n "${RUNNER_CACHE_DIR:-}" ]]; then
+  CACHE_DIR="$RUNNER_CACHE_DIR"
+elif [[ -n "${XDG_CACHE_HOME:-}" ]]; then
+  CACHE_DIR="$XDG_CACHE_HOME/mcp-sandboxd"
+elif [[ "$(id -u)" == 0 ]]; then
+  CACHE_DIR=/var/cache/mcp-sandboxd
+else
+  CACHE_DIR="$HOME/.cache/mcp-sandboxd"
+fi
+readonly CACHE_DIR LOG_DIR="$CACHE_DIR/logs"
+
+# The classic builder is what this was verified with (Docker 20.10 engine, no
+# buildx); set DOCKER_BUILDKIT=1 to try BuildKit.
+export DOCKER_BUILDKIT="${DOCKER_BUILDKIT:-0}"
+
+usage() {
+  cat <<EOF
+Usage: ${0##*/} [options]
+
+Build the mcp-sandboxd runner images ${IMAGE_PREFIX}<lang>:latest from
+runners/<lang>/Dockerfile. Languages: $(available_langs | paste -sd, -)
+
+Options:
+  --only LANGS    comma-separated subset to build, e.g. --only python,bash
+  --base IMAGE    base image to build on, e.g. debian:bookworm-slim (pulled by
+                  docker build); default: $LOCAL_BASE, made locally with
+                  debootstrap + docker import when missing
+  --no-cache      rebuild every Dockerfile step (docker build --no-cache)
+  --refresh       fetch again what is cached: a new debootstrap of the local
+                  base, the Bun binary (bun@\$BUN_VERSION) and node_modules
+  --skip-tests    do not run the smoke tests (version detection still runs)
+  -v, --verbose   show docker build output (default: logged to $LOG_DIR)
+  -h, --help      show this help
+
+Environment: BASE_IMAGE (same as --base), RUNNER_CACHE_DIR (default
+$CACHE_DIR), BUN_VERSION (npm spec, default 1), DEBIAN_MIRROR,
+DEBIAN_SECURITY_MIRROR, RUNNER_IMAGE_PREFIX (default mcp-sandboxd/runner-).
+EOF
+}
+
+log() { printf '==> %s\n' "$*"; }
+warn() { printf 'build.sh: warning: %s\n' "$*" >&2; }
+die() {
+  printf 'build.sh: error: %s\n' "$*" >&2
+  exit 1
+}
+# Anything failing that is not handled explicitly still gets a clear message.
+STEP_LOG=""
+on_err() {
+  printf 'build.sh: error: command failed (exit %s) at line %s: %s%s\n' \
+    "$1" "$2" "$3" "${STEP_LOG:+ (log: $STEP_LOG)}" >&2
+}
+trap 'on_err $? $LINENO "$BASH_COMMAND"' ERR
+now_ms() { date +%s%3N; }
+secs_since() { # $1 = start in ms -> "12.3s"
+  local d=$(($(now_ms) - $1))
+  printf '%d.%ds' $((d / 1000)) $((d % 1000 / 100))
+}
+
+available_langs() {
+  local d
+  for d in "$RUNNERS_DIR"/*/Dockerfile; do
+    [[ -f "$d" ]] || continue
+    d="${d%/Dockerfile}"
+    printf '%s\n' "${d##*/}"
+  done
+}
+
+# Run a command with its output going to a log file; on failure show the end of
+# the log. $1 = log file, rest = command.
+run_logged() {
+  local logfile="$1"
+  shift
+  if ((VERBOSE)); then
+    "$@" 2>&1 | tee "$logfile"
+    return "${PIPESTATUS[0]}"
+  fi
+  if ! "$@" >"$logfile" 2>&1; then
+    printf -- '---- last lines of %s ----\n' "$logfile" >&2
+    tail -n 40 "$logfile" >&2
+    printf -- '----\n' >&2
+    return 1
+  fi
+}
+
+# ---------------------------------------------------------------- base image
+
+umount_below() { # unmount anything left mounted below $1 (a failed debootstrap)
+  local m
+  while read -r m; do
+    umount -l "$m" 2>/dev/null || true
+  done < <(awk -v d="$1/" 'index($2, d) == 1 { print $2 }' /proc/mounts | sort -r)
+}
+
+# Make the debootstrapped tree look like debian:bookworm-slim: full bookworm
+# sources (updates, security), upgraded, no docs/man/locales, no apt caches, no
+# setuid/setgid bits, no host files.
+slim_rootfs() {
+  local root="$1"
+  rm -f "$root/etc/apt/sources.list"
+  cat >"$root/etc/apt/sources.list.d/debian.sources" <<EOF
+Types: deb
+URIs: $DEBIAN_MIRROR
+Suites: $DEBIAN_SUITE $DEBIAN_SUITE-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: $DEBIAN_SECURITY_MIRROR
+Suites: $DEBIAN_SUITE-security
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOF
+  cat >"$root/etc/dpkg/dpkg.cfg.d/mcp-sandboxd-slim" <<'EOF'
+# As in debian:*-slim: no documentation, manuals or translations.
+path-exclude /usr/share/doc/*
+path-include /usr/share/doc/*/copyright
+path-exclude /usr/share/groff/*
+path-exclude /usr/share/info/*
+path-exclude /usr/share/linda/*
+path-exclude /usr/share/lintian/overrides/*
+path-exclude /usr/share/locale/*
+path-exclude /usr/share/man/*
+EOF
+  cat >"$root/etc/apt/apt.conf.d/mcp-sandboxd-clean" <<'EOF'
+// As in the debian images: no package caches left in image layers.
+DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
+APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
+Dir::Cache::pkgcache "";
+Dir::Cache::srcpkgcache "";
+Acquire::Languages "none";
+Acquire::GzipIndexes "true";
+Acquire::CompressionTypes::Order:: "gz";
+APT::AutoRemove::SuggestsImportant "false";
+EOF
+  printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
+  chmod 0755 "$root/usr/sbin/policy-rc.d"
+
+  # Security and point-release updates (debootstrap only takes the release).
+  DEBIAN_FRONTEND=noninteractive chroot "$root" sh -c \
+    'apt-get update && apt-get -y -o Dpkg::Options::=--force-confold dist-upgrade && apt-get clean'
+
+  find "$root/usr/share/doc" -mindepth 1 -not -name copyright -not -type d -delete
+  find "$root/usr/share/doc" -mindepth 1 -type d -empty -delete
+  rm -rf "$root"/usr/share/{man,info,groff,linda,locale}/* "$root/usr/share/lintian/overrides"
+  rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/var/cache/apt/archives/*.deb
+  rm -rf "$root"/var/log/* "$root/var/cache/debconf"/*-old "$root/var/lib/dpkg"/*-old
+  rm -rf "$root"/tmp/* "$root"/var/tmp/* "$root/root/.bash_history"
+  : >"$root/etc/resolv.conf"
+  : >"$root/etc/hostname"
+  rm -f "$root/etc/machine-id" "$root/var/lib/dbus/machine-id"
+  echo 'setuid/setgid bits removed from:'
+  find "$root" -xdev -type f -perm /6000 -print -exec chmod ug-s {} +
+}
+
+ensure_base() {
+  if [[ "$BASE" != "$LOCAL_BASE" ]]; then
+    log "base: $BASE (registry base; docker build pulls it if needed)"
+    return
+  fi
+  if ((!REFRESH)) && docker image inspect "$LOCAL_BASE" >/dev/null 2>&1; then
+    log "base: $LOCAL_BASE (present)"
+    return
+  fi
+  local t0 rootfs="$CACHE_DIR/rootfs-$DEBIAN_SUITE"
+  t0=$(now_ms)
+  if ((REFRESH)) || [[ ! -f "$rootfs.complete" ]]; then
+    [[ "$(id -u)" == 0 ]] || die "making $LOCAL_BASE needs root (debootstrap); run as root or pass --base debian:bookworm-slim"
+    if ! command -v debootstrap >/dev/null 2>&1; then
+      log "installing debootstrap (apt-get)"
+      run_logged "$LOG_DIR/apt-debootstrap.log" sh -c \
+        'apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends debootstrap' ||
+        die "could not install debootstrap with apt-get"
+    fi
+    log "debootstrap --variant=minbase $DEBIAN_SUITE -> $rootfs (log: $LOG_DIR/debootstrap.log)"
+    rm -f "$rootfs.complete"
+    local d
+    for d in "$rootfs.tmp" "$rootfs"; do
+      umount_below "$d"
+      rm -rf --one-file-system "$d"
+    done
+    mkdir -p "$rootfs.tmp"
+    run_logged "$LOG_DIR/debootstrap.log" \
+      debootstrap --variant=minbase "$DEBIAN_SUITE" "$rootfs.tmp" "$DEBIAN_MIRROR" ||
+      {
+        umount_below "$rootfs.tmp"
+        die "debootstrap failed (log: $LOG_DIR/debootstrap.log)"
+      }
+    umount_below "$rootfs.tmp"
+    log "updating and slimming the rootfs (log: $LOG_DIR/slim-rootfs.log)"
+    # Called directly (not in an `||` context) so that set -e applies inside.
+    STEP_LOG="$LOG_DIR/slim-rootfs.log"
+    slim_rootfs "$rootfs.tmp" >"$STEP_LOG" 2>&1
+    STEP_LOG=""
+    mv "$rootfs.tmp" "$rootfs"
+    touch "$rootfs.complete"
+  fi
+  log "docker import $rootfs -> $LOCAL_BASE"
+  tar --numeric-owner -C "$rootfs" -c . |
+    docker import \
+      --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+      --change 'ENV LANG=C.UTF-8' \
+      --change 'CMD ["bash"]' \
+      --message "debootstrap --variant=minbase $DEBIAN_SUITE (mcp-sandboxd runners/build.sh)" \
+      - "$LOCAL_BASE" >/dev/null ||
+    die "docker import of $rootfs failed"
+  log "base: $LOCAL_BASE made in $(secs_since "$t0")"
+}
+
+# ------------------------------------------------- per-language preparation
+
+# Fill runners/typescript with the generated build inputs: `bun` (from npm) and
+# node_modules/ (npm ci from package-lock.json). Both are git-ignored.
+prepare_typescript() {
+  local ctx="$RUNNERS_DIR/typescript"
+  command -v npm >/dev/null 2>&1 ||
+    die "npm not found: the TypeScript runner needs Node.js/npm on the host (apt-get install npm)"
+
+  local arch pkg
+  arch="$(uname -m)"
+  case "$arch" in
+    x86_64 | amd64) pkg=@oven/bun-linux-x64 ;;
+    aarch64 | arm64) pkg=@oven/bun-linux-aarch64 ;;
+    *) die "no Bun build for $arch" ;;
+  esac
+  local bundir="$CACHE_DIR/bun-npm" spec="bun@$BUN_VERSION"
+  local bin="$bundir/node_modules/$pkg/bin/bun"
+  if ((REFRESH)) || [[ ! -x "$bin" || "$(cat "$bundir/spec" 2>/dev/null)" != "$spec" ]]; then
+    log "npm install $spec (into $bundir)"
+    rm -rf "$bundir"
+    mkdir -p "$bundir"
+    printf '{"private":true}\n' >"$bundir/package.json"
+    # --ignore-scripts: bun's postinstall would move the binary elsewhere.
+    run_logged "$LOG_DIR/npm-bun.log" \
+      npm install --prefix "$bundir" --ignore-scripts --no-save --no-package-lock \
+      --no-audit --no-fund "$spec" ||
+      die "npm install $spec failed (log: $LOG_DIR/npm-bun.log)"
+    [[ -x "$bin" ]] || die "npm install $spec did not leave a binary at $bin"
+    printf '%s\n' "$spec" >"$bundir/spec"
+  fi
+  if ! cmp -s "$bin" "$ctx/bun"; then
+    cp "$bin" "$ctx/bun.tmp"
+    chmod 0755 "$ctx/bun.tmp"
+    mv -f "$ctx/bun.tmp" "$ctx/bun"
+  fi
+
+  local stamp
+  stamp="$(cat "$ctx/package.json" "$ctx/package-lock.json" | sha256sum)"
+  if ((REFRESH)) || [[ "$(cat "$ctx/node_modules/.mcp-sandboxd-stamp" 2>/dev/null)" != "$stamp" ]]; then
+    log "npm ci (runners/typescript/node_modules)"
+    # --ignore-scripts: nothing preinstalled needs an install script, and none
+    # runs on the build host.
+    run_logged "$LOG_DIR/npm-ci.log" \
+      npm ci --prefix "$ctx" --ignore-scripts --omit=dev --no-audit --no-fund ||
+      die "npm ci failed in $ctx (log: $LOG_DIR/npm-ci.log)"
+    printf '%s\n' "$stamp" >"$ctx/node_modules/.mcp-sandboxd-stamp"
+  fi
+}
+
+# ------------------------------------------------------------------ images
+
+# Parse a JSON array of plain strings (no escapes) into the array CMD_ARGS.
+parse_command_label() {
+  local json="$1" inner
+  CMD_ARGS=()
+  [[ "$json" =~ ^\[\"(.*)\"\]$ ]] || return 1
+  inner="${BASH_REMATCH[1]}"
+  [[ "$inner" != *\\* ]] || return 1
+  local IFS=$'\x1f'
+  # shellcheck disable=SC2206 # intended split on the unit separator
+  CMD_ARGS=(${inner//\",\"/$'\x1f'})
+  [[ "${CMD_ARGS[*]}" != *\"* ]]
+}
+
+label_of() { docker image inspect -f "{{index .Config.Labels \"$2\"}}" "$1"; }
+
+# Run runners/<lang>/smoke.* as sandbox.filename through sandbox.command, the way
+# the daemon does: code read-only at /sandbox, a writable /data.
+smoke_test() {
+  local lang="$1" image="$2" src
+  src="$(find "$RUNNERS_DIR/$lang" -maxdepth 1 -name 'smoke.*' -type f | head -n 1)"
+  if [[ -z "$src" ]]; then
+    warn "$lang: no runners/$lang/smoke.* file, smoke test skipped"
+    return 0
+  fi
+  local filename command watchdog
+  filename="$(label_of "$image" sandbox.filename)"
+  command="$(label_of "$image" sandbox.command)"
+  watchdog="$(label_of "$image" sandbox.watchdog)"
+  parse_command_label "$command" || die "$lang: sandbox.command is not a JSON array of plain strings: $command"
+  local tmp
+  tmp="$(mktemp -d "${TMPDIR:-/tmp}/mcp-sandboxd-smoke.XXXXXX")"
+  mkdir "$tmp/sandbox" "$tmp/data"
+  cp "$src" "$tmp/sandbox/$filename"
+  chmod -R a+rX "$tmp/sandbox"
+  if [[ "$(id -u)" == 0 ]]; then chown "$SANDBOX_UID:$SANDBOX_UID" "$tmp/data"; else chmod 0777 "$tmp/data"; fi
+  local out rc=0
+  out="$(timeout 300 docker run "${SANDBOX_RUN_OPTS[@]}" --cpus 1 \
+    --mount "type=bind,src=$tmp/sandbox,dst=/sandbox,readonly" \
+    --mount "type=bind,src=$tmp/data,dst=/data" \
+    "$image" "$watchdog" -s KILL 120s "${CMD_ARGS[@]}" 2>&1)" || rc=$?
+  local files
+  files="$(cd "$tmp/data" && find . -type f | sed 's|^\./||' | sort | paste -sd' ' -)"
+  rm -rf "$tmp"
+  if ((rc != 0)) || [[ "$out" != *"smoke ok"* ]]; then
+    printf '%s\n' "$out" | tail -n 30 >&2
+    die "$lang: smoke test failed (exit $rc): ${CMD_ARGS[*]}"
+  fi
+  log "$lang: smoke test ok (${CMD_ARGS[*]}; files written to /data: ${files:-none})"
+}
+
+build_lang() {
+  local lang="$1" ctx="$RUNNERS_DIR/$1" tag="$IMAGE_PREFIX$1:latest"
+  local t0 iid old
+  t0=$(now_ms)
+  if declare -F "prepare_$lang" >/dev/null; then "prepare_$lang"; fi
+
+  log "$lang: docker build $ctx (log: $LOG_DIR/$lang.log)"
+  local -a args=(build --iidfile "$CACHE_DIR/$lang.iid" --build-arg "BASE_IMAGE=$BASE")
+  ((NO_CACHE)) && args+=(--no-cache)
+  rm -f "$CACHE_DIR/$lang.iid"
+  run_logged "$LOG_DIR/$lang.log" docker "${args[@]}" "$ctx" ||
+    die "$lang: docker build failed (log: $LOG_DIR/$lang.log)"
+  iid="$(cat "$CACHE_DIR/$lang.iid")"
+
+  # Detect what is really installed, under the sandbox restrictions.
+  local detect="$ctx/detect.sh" out version="" libraries="" description=""
+  [[ -f "$detect" ]] || die "$lang: missing $detect"
+  out="$(timeout 300 docker run -i "${SANDBOX_RUN_OPTS[@]}" --entrypoint sh "$iid" -s <"$detect" 2>&1)" ||
+    {
+      printf '%s\n' "$out" >&2
+      die "$lang: version detection failed (runners/$lang/detect.sh)"
+    }
+  local line
+  while IFS= read -r line; do
+    case "$line" in
+      version=*) version="${line#version=}" ;;
+      libraries=*) libraries="${line#libraries=}" ;;
+      description=*) description="${line#description=}" ;;
+    esac
+  done <<<"$out"
+  [[ -n "$version" ]] || {
+    printf '%s\n' "$out" >&2
+    die "$lang: detect.sh printed no version= line"
+  }
+
+  # Re-apply the detected labels on top of the built image (an empty layer).
+  local -a labels=(--label "sandbox.version=$version" --label "sandbox.libraries=$libraries")
+  [[ -n "$description" ]] && labels+=(--label "sandbox.description=$description")
+  old="$(docker image inspect -f '{{.Id}}' "$tag" 2>/dev/null || true)"
+  printf 'FROM %s\n' "$iid" |
+    run_logged "$LOG_DIR/$lang-labels.log" docker build "${labels[@]}" -t "$tag" - ||
+    die "$lang: labelling failed (log: $LOG_DIR/$lang-labels.log)"
+  local new
+  new="$(docker image inspect -f '{{.Id}}' "$tag")"
+  # A replaced image would still carry sandbox.runner=true: remove it once
+  # nothing refers to it (errors ignored: e.g. a container still uses it).
+  if [[ -n "$old" && "$old" != "$new" && "$(docker image inspect -f '{{len .RepoTags}}' "$old" 2>/dev/null)" == 0 ]]; then
+    docker image rm "$old" >/dev/null 2>&1 || true
+  fi
+
+  ((SKIP_TESTS)) || smoke_test "$lang" "$tag"
+
+  local size
+  size="$(docker image inspect -f '{{.Size}}' "$tag")"
+  SUMMARY+=("$(printf '%-40s %-12s %6s MB  %-8s %s' "$tag" "${new:7:12}" \
+    $((size / 1000000)) "$(secs_since "$t0")" "$version")")
+}
+
+# -------------------------------------------------------------------- main
+
+ONLY="" BASE="${BASE_IMAGE:-$LOCAL_BASE}" NO_CACHE=0 REFRESH=0 SKIP_TESTS=0 VERBOSE=0
+while (($#)); do
+  case "$1" in
+    --only) ONLY="${2:?--only needs a list}" && shift ;;
+    --only=*) ONLY="${1#*=}" ;;
+    --base) BASE="${2:?--base needs an image}" && shift ;;
+    --base=*) BASE="${1#*=}" ;;
+    --no-cache) NO_CACHE=1 ;;
+    --refresh) REFRESH=1 ;;
+    --skip-tests) SKIP_TESTS=1 ;;
+    -v | --verbose) VERBOSE=1 ;;
+    -h | --help)
+      usage
+      exit 0
+      ;;
+    *) die "unknown option: $1 (see --help)" ;;
+  esac
+  shift
+done
+
+mapfile -t ALL_LANGS < <(available_langs)
+if [[ -n "$ONLY" ]]; then
+  IFS=, read -r -a LANGS <<<"$ONLY"
+  for l in "${LANGS[@]}"; do
+    [[ -f "$RUNNERS_DIR/$l/Dockerfile" ]] ||
+      die "unknown language '$l' (available: $(printf '%s ' "${ALL_LANGS[@]}"))"
+  done
+else
+  LANGS=("${ALL_LANGS[@]}")
+fi
+((${#LANGS[@]})) || die "nothing to build"
+
+command -v docker >/dev/null 2>&1 || die "docker CLI not found"
+docker info >/dev/null 2>&1 ||
+  die "cannot reach the Docker engine (${DOCKER_HOST:-unix:///var/run/docker.sock}); start it, e.g. /usr/sbin/dockerd >/var/log/dockerd.log 2>&1 &"
+mkdir -p "$CACHE_DIR" "$LOG_DIR"
+if command -v flock >/dev/null 2>&1; then
+  exec 9>"$CACHE_DIR/build.lock"
+  flock -n 9 || die "another build.sh is running (lock: $CACHE_DIR/build.lock)"
+fi
+
+T_START=$(now_ms)
+SUMMARY=()
+ensure_base
+for l in "${LANGS[@]}"; do
+  build_lang "$l"
+done
+
+log "built on $BASE in $(secs_since "$T_START"):"
+printf '    %-40s %-12s %9s  %-8s %s\n' IMAGE ID SIZE TIME VERSION
+for s in "${SUMMARY[@]}"; do
+  printf '    %s\n' "$s"
+done

@@ -1,0 +1,152 @@
+// SPDX-License-Identifier: MIT
+// Starts and stops a real mcp-sandboxd for a test, on a free loopback port,
+// with fresh secrets and a private SANDBOX_ROOT. Connects real SDK clients.
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { createWriteStream, mkdtempSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
+
+export const BIN = process.env.MCPSD_BIN ?? 'build/test-default/cmd/mcp-sandboxd';
+export const FIXTURES_BIN = process.env.MCPSD_FIXTURES_BIN ?? 'build/test-fixtures/cmd/mcp-sandboxd';
+const LOG_DIR = process.env.MCPSD_LOG_DIR ?? os.tmpdir();
+
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.unref();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Starts the daemon. opts.bin selects the binary, opts.env adds settings.
+ * Returns { url, base, token, root, proc, logPath, stop(), health() }.
+ */
+export async function startDaemon(opts = {}) {
+  const port = opts.port ?? (await freePort());
+  const token = randomBytes(24).toString('hex');
+  const root = opts.root ?? mkdtempSync(path.join(os.tmpdir(), 'mcpsd-root-'));
+  const logPath = path.join(LOG_DIR, `daemon-${opts.name ?? 'test'}-${port}.log`);
+  const env = {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME ?? '/root',
+    MCP_HTTP_ADDR: `127.0.0.1:${port}`,
+    MCP_API_TOKEN: token,
+    FILE_SECRET: randomBytes(32).toString('hex'),
+    SANDBOX_ROOT: root,
+    MCP_LOG_LEVEL: 'debug',
+    ...opts.env,
+  };
+  const proc = spawn(opts.bin ?? BIN, ['--env-file', '/dev/null'], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const log = createWriteStream(logPath);
+  proc.stdout.pipe(log);
+  proc.stderr.pipe(log);
+  let exited = null;
+  proc.on('exit', (code, sig) => {
+    exited = { code, sig };
+  });
+  const base = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 200; i++) {
+    if (exited) throw new Error(`daemon exited early (${JSON.stringify(exited)}); log: ${logPath}`);
+    try {
+      const r = await fetch(`${base}/healthz`);
+      if (r.ok) break;
+    } catch {
+      /* not up yet */
+    }
+    await sleep(50);
+  }
+  const d = {
+    url: `${base}/mcp`,
+    base,
+    token,
+    root,
+    proc,
+    logPath,
+    env,
+    get exited() {
+      return exited;
+    },
+    async health() {
+      const r = await fetch(`${base}/healthz`);
+      return r.json();
+    },
+    async stop(signal = 'SIGTERM') {
+      if (!exited) {
+        const done = new Promise((r) => proc.once('exit', r));
+        proc.kill(signal);
+        await done;
+      }
+      if (!opts.keepRoot) rmSync(root, { recursive: true, force: true, maxRetries: 3 });
+    },
+  };
+  return d;
+}
+
+export function authHeaders(token) {
+  return { Authorization: `Bearer ${token}` };
+}
+
+/** A connected SDK client over Streamable HTTP with the bearer header. */
+export async function connectHttp(d, opts = {}) {
+  const client = new Client({ name: 'mcpsd-test', version: '1.0.0' }, { capabilities: opts.capabilities ?? {} });
+  const transport = new StreamableHTTPClientTransport(new URL(d.url), {
+    requestInit: { headers: authHeaders(opts.token ?? d.token) },
+  });
+  await client.connect(transport);
+  return client;
+}
+
+/** A connected SDK client over the legacy HTTP+SSE transport. */
+export async function connectSse(d, opts = {}) {
+  const client = new Client({ name: 'mcpsd-test-sse', version: '1.0.0' }, { capabilities: {} });
+  const headers = authHeaders(opts.token ?? d.token);
+  const transport = new SSEClientTransport(new URL(`${d.base}/sse`), {
+    requestInit: { headers },
+    eventSourceInit: {
+      fetch: (url, init) => fetch(url, { ...init, headers: { ...(init?.headers ?? {}), ...headers } }),
+    },
+  });
+  await client.connect(transport);
+  return client;
+}
+
+/** Raw JSON-RPC POST helper for wire-level assertions. */
+export async function post(d, body, headers = {}) {
+  return fetch(d.url, {
+    method: 'POST',
+    headers: {
+      'Content-Type': 'application/json',
+      Accept: 'application/json, text/event-stream',
+      ...authHeaders(d.token),
+      ...headers,
+    },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+}
+
+export async function initSession(d, version = '2025-11-25') {
+  const r = await post(d, {
+    jsonrpc: '2.0',
+    id: 0,
+    method: 'initialize',
+    params: { protocolVersion: version, capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+  });
+  const sid = r.headers.get('mcp-session-id');
+  await r.text();
+  return sid;
+}
