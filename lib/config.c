@@ -643,8 +643,11 @@ static void free_list(char **v)
 static void url_parts(const char *url, char *origin, size_t olen,
                       char *hostport, size_t hlen)
 {
-	const char *h = strstr(url, "://");
+	const char *h;
 
+	if (!url)
+		url = "";
+	h = strstr(url, "://");
 	snprintf(origin, olen, "%s", url);
 	h = h ? h + 3 : url;
 	snprintf(hostport, hlen, "%.*s", (int)strcspn(h, "/"), h);

@@ -1141,6 +1141,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 /* lifecycle */
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	char msg[512];
 	size_t n;

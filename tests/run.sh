@@ -7,7 +7,8 @@
 # Exit status is non-zero when anything failed.
 #
 # Usage: tests/run.sh [--only LAYER[,LAYER...]] [--skip LAYER[,LAYER...]]
-# Layers: format build unit fuzz conformance integration
+# Layers: format docs build unit fuzz static conformance integration
+#         sanitize valgrind
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -15,7 +16,7 @@ export ROOT
 # shellcheck source=../deploy/common.sh
 . "$ROOT/deploy/common.sh"
 
-ALL_LAYERS=(format build unit fuzz conformance integration)
+ALL_LAYERS=(format docs build unit fuzz static conformance integration sanitize valgrind)
 ONLY=""
 SKIP=""
 while [ $# -gt 0 ]; do
@@ -37,6 +38,7 @@ FAILURES=()
 TIMES=()
 BUILD="$ROOT/build/test-default"
 BUILD_FIX="$ROOT/build/test-fixtures"
+BUILD_ASAN="$ROOT/build/test-asan"
 NODE_DIR="$ROOT/tests/integration"
 LOG_DIR="$ROOT/build/test-logs"
 
@@ -84,6 +86,24 @@ layer_format() {
 	fi
 }
 
+# Every setting the daemon knows is documented where users look.
+layer_docs() {
+	local names missing=() n
+	meson_build "$BUILD" || { record docs 0 1; return; }
+	names=$("$BUILD/cmd/mcp-sandboxd" --help | awk '/^Settings:/{f=1;next} f && /^  [A-Z]/{print $1}')
+	for n in $names; do
+		grep -q "\`$n\`" "$ROOT/README.md" || missing+=("README.md:$n")
+		grep -qE "^#?$n=" "$ROOT/.env.example" || missing+=(".env.example:$n")
+	done
+	if [ ${#missing[@]} -eq 0 ]; then
+		echo "all $(echo "$names" | wc -w) settings documented in README.md and .env.example"
+		record docs 1 0
+	else
+		echo "undocumented settings: ${missing[*]}"
+		record docs 0 1
+	fi
+}
+
 layer_build() {
 	local ok=0 bad=0
 	if (meson_build "$BUILD"); then ok=$((ok + 1)); else bad=$((bad + 1)); fi
@@ -123,6 +143,51 @@ layer_fuzz() {
 	else
 		echo "no fuzz corpus tests registered"
 	fi
+}
+
+layer_static() {
+	ensure_apt cppcheck
+	local out n
+	out=$(cppcheck --quiet --enable=warning,performance,portability \
+		--std=c11 --inline-suppr --error-exitcode=0 \
+		--suppress=missingIncludeSystem -I "$ROOT/lib" \
+		--template='{file}:{line}: {severity}: {message} [{id}]' \
+		"$ROOT/lib" "$ROOT/cmd" 2>&1)
+	n=$(echo "$out" | grep -c ': \(warning\|error\|performance\|portability\):' || true)
+	if [ "$n" -eq 0 ]; then
+		echo "cppcheck: no findings"
+		record static 1 0
+	else
+		echo "$out"
+		record static 0 1
+	fi
+}
+
+# The unit and integration suites again under AddressSanitizer and UBSan.
+# The daemon exits non-zero on a leak, which the integration tests check.
+layer_sanitize() {
+	if ! (meson_build "$BUILD_ASAN" -Dfixtures=true -Db_sanitize=address,undefined \
+		-Db_lundef=false); then
+		record sanitize 0 1
+		return
+	fi
+	export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=23
+	export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:exitcode=24
+	meson_suite "$BUILD_ASAN" unit
+	MCPSD_BIN_OVERRIDE="$BUILD_ASAN/cmd/mcp-sandboxd" run_integration sanitize
+	unset ASAN_OPTIONS UBSAN_OPTIONS
+}
+
+layer_valgrind() {
+	[ -n "${BUILD_BROKEN:-}" ] && { record valgrind 0 1; return; }
+	ensure_apt valgrind
+	local out okc failc
+	out=$(meson test -C "$BUILD" --suite unit --setup valgrind --print-errorlogs 2>&1)
+	okc=$(echo "$out" | awk '/^Ok:/ {print $2}')
+	failc=$(echo "$out" | awk '/^Fail:/ {print $2}')
+	echo "$out" | grep -E '^ *[0-9]+/[0-9]+ ' | sed 's/^/  /'
+	[ -n "$okc" ] || { echo "$out" | tail -20; record valgrind 0 1; return; }
+	record valgrind "$okc" "$failc"
 }
 
 # start_daemon BINARY LOG VAR=VALUE...: starts the daemon on a free
@@ -182,11 +247,19 @@ layer_conformance() {
 
 layer_integration() {
 	[ -n "${BUILD_BROKEN:-}" ] && { record integration 0 1; return; }
+	run_integration integration
+}
+
+# run_integration NAME: the node suites against the daemon binaries
+# (MCPSD_BIN_OVERRIDE replaces both with one build, e.g. the sanitizer's).
+run_integration() {
 	ensure_node_modules "$NODE_DIR"
 	mkdir -p "$LOG_DIR"
-	local out pass fail skip
-	out=$(cd "$ROOT" && MCPSD_BIN="$BUILD/cmd/mcp-sandboxd" MCPSD_FIXTURES_BIN="$BUILD_FIX/cmd/mcp-sandboxd" \
-		MCPSD_LOG_DIR="$LOG_DIR" \
+	local out pass fail skip bin fix
+	bin=${MCPSD_BIN_OVERRIDE:-$BUILD/cmd/mcp-sandboxd}
+	fix=${MCPSD_BIN_OVERRIDE:-$BUILD_FIX/cmd/mcp-sandboxd}
+	out=$(cd "$ROOT" && MCPSD_BIN="$bin" MCPSD_FIXTURES_BIN="$fix" \
+		MCPSD_LOG_DIR="$LOG_DIR" MCPSD_SANITIZED="${MCPSD_BIN_OVERRIDE:+1}" \
 		timeout 1800 node --test --test-reporter=tap --test-concurrency=1 \
 		tests/integration/*.test.mjs 2>&1)
 	echo "$out" | grep -E '^(not ok|ok|# (pass|fail|skip|duration))' | sed 's/^/  /'
@@ -196,10 +269,10 @@ layer_integration() {
 	skip=$(echo "$out" | awk '/^# skip/ {print $3}')
 	if [ -z "$pass" ]; then
 		echo "$out" | tail -30
-		record integration 0 1
+		record "$1" 0 1
 		return
 	fi
-	record integration "$pass" "$fail" "$skip"
+	record "$1" "$pass" "$fail" "$skip"
 }
 
 # ---------------------------------------------------------------------

@@ -25,7 +25,7 @@ before(async () => {
   d = await startDaemon({ bin: FIXTURES_BIN, name: 'transport' });
 });
 after(async () => {
-  await d?.stop();
+  await d?.stopClean();
 });
 
 describe('Streamable HTTP with the SDK client', () => {

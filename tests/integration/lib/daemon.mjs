@@ -85,6 +85,10 @@ export async function startDaemon(opts = {}) {
       const r = await fetch(`${base}/healthz`);
       return r.json();
     },
+    /**
+     * Stops the daemon and returns how it exited. A clean SIGTERM drain
+     * exits 0; under the sanitizers a leak or an error makes it non-zero.
+     */
     async stop(signal = 'SIGTERM') {
       if (!exited) {
         const done = new Promise((r) => proc.once('exit', r));
@@ -92,6 +96,16 @@ export async function startDaemon(opts = {}) {
         await done;
       }
       if (!opts.keepRoot) rmSync(root, { recursive: true, force: true, maxRetries: 3 });
+      return exited;
+    },
+    /** Stops with SIGTERM and fails unless the exit was clean. */
+    async stopClean() {
+      const ex = await d.stop('SIGTERM');
+      if (ex.code !== 0) {
+        const { readFileSync } = await import('node:fs');
+        const tail = readFileSync(logPath, 'utf8').split('\n').slice(-40).join('\n');
+        throw new Error(`daemon exited ${JSON.stringify(ex)}; log tail:\n${tail}`);
+      }
     },
   };
   return d;
