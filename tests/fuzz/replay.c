@@ -56,7 +56,8 @@ int main(int argc, char **argv)
 
 			if (e->d_name[0] == '.')
 				continue;
-			snprintf(path, sizeof(path), "%s/%s", argv[i], e->d_name);
+			snprintf(path, sizeof(path), "%s/%s", argv[i],
+			         e->d_name);
 			if (replay_file(path) < 0) {
 				fprintf(stderr, "cannot read %s\n", path);
 				closedir(d);
