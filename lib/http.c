@@ -1140,6 +1140,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 /* ------------------------------------------------------------------ */
 /* lifecycle */
 
+/*
+ * libmicrohttpd decodes percent-escapes in the path before the handler
+ * sees it. /files/ paths must reach the files hook still encoded, so they
+ * are decoded exactly once, there, with the strict rules of fsname; a
+ * second decoding would turn "%2520" into a space and let "%00" cut a name.
+ */
+static size_t unescape(void *cls, struct MHD_Connection *conn, char *s)
+{
+	(void)cls;
+	(void)conn;
+	if (strncmp(s, "/files/", 7) == 0)
+		return strlen(s);
+	return MHD_http_unescape(s);
+}
+
 static void mhd_log(void *cls, const char *fmt, va_list ap)
     __attribute__((format(printf, 2, 0)));
 
@@ -1272,6 +1287,7 @@ int http_server_create(const struct config *cfg, struct mcp_server *mcp,
 	    MHD_OPTION_NOTIFY_CONNECTION, on_connection, hs,
 	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, hs,
 	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, hs,
+	    MHD_OPTION_UNESCAPE_CALLBACK, unescape, hs,
 	    MHD_OPTION_STRICT_FOR_CLIENT, (int)1, MHD_OPTION_END);
 	if (!hs->daemon) {
 		snprintf(err, errlen,

@@ -17,6 +17,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <cjson/cJSON.h>
+
 #include "config.h"
 
 #define WORKSPACE_NAME_LEN 64 /* hex characters */
@@ -38,7 +40,8 @@ void workspace_mgr_destroy(struct workspace_mgr *mgr);
 
 /*
  * The workspace name (64 hex characters + NUL) of (tenant, conversation_id).
- * Pure; exposed for tests and for building URLs.
+ * Pure; exposed for tests and for building URLs. On an internal failure
+ * (out of memory in OpenSSL) out is the empty string.
  */
 void workspace_name_for(const struct workspace_mgr *mgr, const char *tenant,
                         const char *conversation_id,
@@ -93,5 +96,191 @@ int workspace_dirfd(const struct workspace *ws);
  */
 char *workspace_file_url(const struct workspace_mgr *mgr,
                          const struct workspace *ws, const char *rel);
+
+/* ---- additions: serving, quotas, writing ---------------------------- */
+
+/*
+ * Opens an existing workspace by its 64-hex name, for serving files: never
+ * creates one and does not count as use for retention. In loop mode the
+ * image is mounted if it is not. Returns 0 and a handle (release with
+ * workspace_close), or -ENOENT for a malformed name or a workspace that
+ * does not exist (the two are not told apart), or another negative errno.
+ */
+__attribute__((warn_unused_result)) int
+workspace_open_by_name(struct workspace_mgr *mgr, const char *name,
+                       struct workspace **out);
+
+/*
+ * "sandbox://<conversationId>/<rel>" with both parts percent-encoded: the
+ * MCP resource URI of a file. Caller frees. NULL on allocation failure or
+ * for a handle from workspace_open_by_name.
+ */
+char *workspace_resource_uri(const struct workspace *ws, const char *rel);
+
+/* The manager a handle belongs to (borrowed). */
+struct workspace_mgr *workspace_mgr_of(const struct workspace *ws);
+
+/*
+ * Whether this workspace is a loop image, i.e. its file system itself
+ * enforces the byte and file quotas (a workspace made in quota mode none
+ * stays a plain directory even after the mode changes).
+ */
+bool workspace_quota_enforced(const struct workspace *ws);
+
+/*
+ * The conversation id the handle was opened with (borrowed, valid until
+ * workspace_close), NULL for a handle from workspace_open_by_name.
+ */
+const char *workspace_conversation_id(const struct workspace *ws);
+
+/* The quota mode in effect: "loop" or "none" (static string). */
+const char *workspace_mgr_quota_mode(const struct workspace_mgr *mgr);
+
+/* The configuration the manager was created with (borrowed). */
+const struct config *workspace_mgr_config(const struct workspace_mgr *mgr);
+
+/*
+ * An http_health_fn (data is the manager): adds "workspaces": {count, max,
+ * mounted, quotaMode} to the /healthz document. Never degraded.
+ */
+bool workspace_mgr_health(void *data, cJSON *health);
+
+/*
+ * Runs the retention sweep now (the sweeper thread does this every minute):
+ * deletes workspaces whose last use (a marker in SANDBOX_ROOT/meta, out of
+ * reach of code in a container) is older than WORKSPACE_RETENTION_HOURS and
+ * that no handle holds, and in loop mode unmounts images idle for a minute
+ * (all idle ones when unmount_all is true). Returns the number deleted.
+ */
+unsigned workspace_mgr_sweep(struct workspace_mgr *mgr, bool unmount_all);
+
+/* Usage of one workspace. */
+struct workspace_usage {
+	unsigned long long bytes;       /* bytes in use */
+	unsigned long long files;       /* files and directories in use */
+	unsigned long long quota_bytes; /* loop: capacity of the image */
+	unsigned long long quota_files; /* loop: inodes of the image */
+	bool enforced; /* true: the file system itself holds the limits */
+	bool over;     /* at or over a limit: runs and uploads are refused */
+	bool partial;  /* none mode: counting stopped at a limit */
+};
+
+/*
+ * Measures a workspace. Loop mode: statvfs of the mounted image (cheap;
+ * includes the file system's own few MB of metadata). None mode: an
+ * iterative walk that stops as soon as a limit is passed. Returns 0 or a
+ * negative errno.
+ */
+__attribute__((warn_unused_result)) int
+workspace_usage(struct workspace *ws, struct workspace_usage *out);
+
+/* {"bytesUsed", "bytesQuota", "files", "filesQuota", "enforced", "over"}. */
+cJSON *workspace_usage_json(const struct workspace_usage *u);
+
+/*
+ * Whether the workspace may take another run or upload of extra bytes
+ * (0 when unknown). Returns 0, or -EDQUOT with a message for the model
+ * ("the workspace of this conversation holds 10,023 files, over its quota
+ * of 10,000: delete files ...") when it is over a limit or extra bytes
+ * would pass one. In loop mode only a full image or extra > free space is
+ * refused: the kernel enforces the rest.
+ */
+__attribute__((warn_unused_result)) int
+workspace_check_quota(struct workspace *ws, unsigned long long extra, char *err,
+                      size_t errlen);
+
+/*
+ * Writes len bytes as the file rel (a path that passed fsname_check)
+ * atomically: missing directories are created, the data goes to a
+ * temporary file beneath the same directory and is renamed into place,
+ * every step opened with openat2 beneath the workspace, no link followed.
+ * The file (and new directories) belong to SANDBOX_UID:SANDBOX_GID so code
+ * can change them. Without overwrite an existing name is refused with
+ * -EEXIST; with it only a regular file is replaced. Returns 0 or a negative
+ * errno with a message for the model in err (-EEXIST, -ENOTDIR/-ELOOP for
+ * a path through a file or link, -EISDIR, -EDQUOT/-ENOSPC when full).
+ * Caller holds the workspace lock.
+ */
+__attribute__((warn_unused_result)) int
+workspace_write_file(struct workspace *ws, const char *rel, const void *data,
+                     size_t len, bool overwrite, char *err, size_t errlen);
+
+/* ---- additions for run_code ------------------------------------------ */
+
+#define WORKSPACE_CHANGES_MAX 100 /* entries a changes list holds */
+#define WORKSPACE_INLINE_IMAGES_MAX 3
+
+struct workspace_snapshot;
+
+/*
+ * Records the regular files of a workspace (path, inode, size, mtime,
+ * ctime) so workspace_changes can tell what a run created or changed.
+ * Take it with the workspace lock held, just before the run. Returns 0 and
+ * *out (caller owns; free with workspace_snapshot_destroy) or a negative
+ * errno. Bounded: a workspace with more than WORKSPACE_MAX_FILES + 1000
+ * entries is recorded that far.
+ */
+__attribute__((warn_unused_result)) int
+workspace_snapshot_create(struct workspace *ws,
+                          struct workspace_snapshot **out);
+void workspace_snapshot_destroy(struct workspace_snapshot *snap);
+
+/* What workspace_changes left out. */
+struct workspace_changes_info {
+	size_t changed; /* files created or changed, listed or not */
+	bool truncated; /* more than max_entries changed */
+	size_t skipped; /* new links, FIFOs, sockets, devices */
+	size_t unnamed; /* refused names (CR/LF, ...) present: never listed */
+};
+
+/*
+ * The regular files created or changed since before, sorted by name, at
+ * most max_entries (<= WORKSPACE_CHANGES_MAX), walked without following
+ * links. *files (caller owns, cJSON_Delete) is an array of objects
+ *   {"name": "out/plot.png", "path": "/data/out/plot.png",
+ *    "size": 1234, "mimeType": "image/png",
+ *    "url": "https://files.example/files/<ws>/out/plot.png",
+ *    "uri": "sandbox://<conversationId>/out/plot.png",
+ *    "modified": "2025-01-01T12:00:00Z", "status": "created"|"modified"}
+ * ready for structuredContent. before may be NULL (everything is new).
+ * info is optional. Returns 0 or a negative errno.
+ */
+__attribute__((warn_unused_result)) int
+workspace_changes(struct workspace *ws, const struct workspace_snapshot *before,
+                  size_t max_entries, cJSON **files,
+                  struct workspace_changes_info *info);
+
+/*
+ * Appends to the content array one "resource_link" item per entry of
+ * files (as made by workspace_changes): {"type": "resource_link", "uri":
+ * url, "name", "title": "/data/...", "mimeType", "size"}. Returns 0 or
+ * -ENOMEM.
+ */
+__attribute__((warn_unused_result)) int
+workspace_append_links(cJSON *content, const cJSON *files);
+
+/*
+ * Appends to content an "image" item (base64 data and mimeType) for each of
+ * the first max_images entries of files that is a PNG, JPEG, GIF or WebP
+ * by name and by its first bytes, and no larger than
+ * INLINE_IMAGE_MAX_BYTES. Files are read through the same safe open path as
+ * served files. Returns the number of images appended (>= 0) or -ENOMEM.
+ */
+__attribute__((warn_unused_result)) int
+workspace_append_images(struct workspace *ws, cJSON *content,
+                        const cJSON *files, unsigned max_images);
+
+/*
+ * Saves a stream's full output as ".mcp/<stream>-<YYYYMMDDTHHMMSSZ>-
+ * <6 hex>.txt" in the workspace, for output longer than the inline cap.
+ * stream is "stdout" or "stderr". Returns 0 with *rel and *url (caller
+ * frees both; either may be NULL if not wanted), or a negative errno
+ * (-ENOSPC/-EDQUOT when the workspace is full). Call it after
+ * workspace_changes, so the saved output is not listed as a file the run
+ * made. Caller holds the workspace lock.
+ */
+__attribute__((warn_unused_result)) int
+workspace_save_output(struct workspace *ws, const char *stream,
+                      const void *data, size_t len, char **rel, char **url);
 
 #endif

@@ -247,6 +247,9 @@ layer_conformance() {
 
 layer_integration() {
 	[ -n "${BUILD_BROKEN:-}" ] && { record integration 0 1; return; }
+	ensure_apt socat
+	# C-level runner tests against the real engine and images.
+	meson_suite "$BUILD" docker
 	run_integration integration
 }
 

@@ -15,15 +15,26 @@
 
 #include "build_config.h"
 #include "config.h"
+#include "files.h"
 #include "http.h"
 #include "log.h"
 #include "mcp.h"
+#include "runner.h"
+#include "tools_files.h"
+#include "tools_run.h"
+#include "workspace.h"
 
 #if MCPSD_FIXTURES
 #include "fixtures.h"
 #endif
 
 #define EXIT_CONFIG 2
+
+/* Discovery found, lost or changed a runner: clients re-list tools. */
+static void runners_changed(void *arg)
+{
+	mcp_server_tools_changed(arg);
+}
 
 static void usage(FILE *out)
 {
@@ -62,6 +73,8 @@ int main(int argc, char **argv)
 	char err[1024];
 	struct mcp_server *mcp = NULL;
 	struct http_server *http = NULL;
+	struct workspace_mgr *wm = NULL;
+	struct runner *runner = NULL;
 	sigset_t sigs;
 	int sig = 0, opt, rc = 0;
 
@@ -130,6 +143,19 @@ int main(int argc, char **argv)
 	         "conversationId on every call of one conversation: files "
 	         "written to /data persist between calls and come back "
 	         "as links.");
+	if (workspace_mgr_create(&cfg, &wm, err, sizeof(err)) < 0) {
+		log_errorx("workspaces: %s", err);
+		rc = 1;
+		goto out;
+	}
+	if (runner_create(&cfg, &runner, err, sizeof(err)) < 0) {
+		log_errorx("runner: %s", err);
+		rc = 1;
+		goto out;
+	}
+	runner_set_changed_cb(runner, runners_changed, mcp);
+	tools_run_register(mcp, runner, wm);
+	tools_files_register(mcp, wm);
 #if MCPSD_FIXTURES
 	fixtures_register(mcp);
 	log_warnx("conformance fixtures are compiled in: this is a test "
@@ -141,6 +167,9 @@ int main(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
+	http_server_set_files(http, files_http_get, wm);
+	http_server_add_health(http, runner_health, runner);
+	http_server_add_health(http, workspace_mgr_health, wm);
 	log_info("mcp-sandboxd %s listening on %s:%u; MCP endpoint %s/mcp, "
 	         "%zu token(s) configured",
 	         MCPSD_VERSION, cfg.listen_host[0] ? cfg.listen_host : "*",
@@ -157,11 +186,16 @@ int main(int argc, char **argv)
 
 		if (left)
 			log_warnx("%u call(s) still running at shutdown", left);
+		left = runner_drain(runner, 5000);
+		if (left)
+			log_warnx("%u run(s) still running at shutdown", left);
 	}
 	mcp_server_close_sessions(mcp);
 out:
 	http_server_destroy(http);
 	mcp_server_destroy(mcp);
+	runner_destroy(runner);
+	workspace_mgr_destroy(wm);
 	log_info("stopped");
 	config_finish(&cfg);
 	return rc;

@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * attachio: drives one attached program through its Docker stream: writes
+ * its stdin, demultiplexes stdout and stderr (dstream), keeps the head and
+ * tail of each within a fixed inline budget, optionally copies each whole
+ * stream to a file descriptor, and stops at the first of end of output, a
+ * deadline, a total output cap or a cancellation. It does not know how the
+ * stream was obtained (container attach today, docker exec into a warm
+ * container later) nor what happens to the program afterwards.
+ *
+ * Threads: a capture and a run belong to one thread.
+ */
+#ifndef MCPSD_ATTACHIO_H
+#define MCPSD_ATTACHIO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "buf.h"
+#include "docker.h"
+
+/* The head and tail of one output stream, within a fixed budget. */
+struct attachio_capture {
+	size_t total; /* bytes the program wrote */
+	size_t saved; /* bytes copied to fd */
+	/* private */
+	char *head, *tail;
+	size_t head_cap, head_len;
+	size_t tail_cap, tail_len, tail_pos; /* ring */
+	int fd;
+	size_t fd_limit;
+	bool fd_failed;
+};
+
+/*
+ * Prepares caller memory: inline_bytes of memory split between head and
+ * tail, allocated now and never grown; every byte is also written to fd
+ * (-1 for none) up to fd_limit. -ENOMEM. Release with
+ * attachio_capture_finish whatever the result.
+ */
+__attribute__((warn_unused_result)) int
+attachio_capture_init(struct attachio_capture *c, size_t inline_bytes, int fd,
+                      size_t fd_limit);
+void attachio_capture_finish(struct attachio_capture *c);
+
+/* Adds program output. Never fails; a failing fd is logged and dropped. */
+void attachio_capture_add(struct attachio_capture *c, const char *p, size_t n);
+
+/*
+ * The stream as valid UTF-8 text (caller frees): all of it, or the head, a
+ * line "[... N bytes omitted ...]" and the tail, cut on character
+ * boundaries. *truncated says which. NULL on allocation failure.
+ */
+char *attachio_capture_text(const struct attachio_capture *c, bool *truncated);
+
+/*
+ * Makes valid UTF-8 of n bytes of program output: invalid sequences and NUL
+ * become U+FFFD. Appends to out. -ENOMEM, -E2BIG (out's limit).
+ */
+__attribute__((warn_unused_result)) int
+attachio_utf8_sanitize(const char *p, size_t n, struct buf *out);
+
+enum attachio_end {
+	ATTACHIO_EOF,      /* the program closed its output */
+	ATTACHIO_DEADLINE, /* the deadline passed */
+	ATTACHIO_LIMIT,    /* output passed max_total */
+	ATTACHIO_CANCEL,   /* cancel_fd became readable */
+	ATTACHIO_BROKEN,   /* the stream failed or was malformed */
+};
+
+struct attachio_params {
+	const char *in; /* stdin bytes, or NULL */
+	size_t in_len;
+	long long deadline; /* CLOCK_MONOTONIC milliseconds */
+	int cancel_fd;      /* readable means cancel; -1 for none */
+	size_t max_total;   /* stdout + stderr bytes before ATTACHIO_LIMIT */
+	struct attachio_capture *out, *err; /* borrowed */
+};
+
+/*
+ * Drives the stream until one of the ends above; stdin is closed
+ * (shutdown(SHUT_WR)) once written. Does not close the stream: after
+ * anything but ATTACHIO_EOF the caller must close it before killing the
+ * program (moby#41827). err gets a message for ATTACHIO_BROKEN.
+ */
+enum attachio_end attachio_run(struct docker_attach *a,
+                               const struct attachio_params *p, char *err,
+                               size_t errlen);
+
+/* CLOCK_MONOTONIC in milliseconds, the clock of deadlines. */
+long long attachio_now_ms(void);
+
+#endif

@@ -1,0 +1,711 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * workspace_io: the part of the workspace module that looks inside a
+ * workspace rather than managing it: usage and quota checks, atomic writes
+ * (uploads, saved output), and what run_code reports after a run (the
+ * snapshot and changes of files, resource links, inline images). It works
+ * through the public accessors of workspace.h and fstree's safe primitives
+ * only. Thread-safety as workspace.h: one thread per handle.
+ */
+#include "workspace.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
+#include "files.h"
+#include "fsname.h"
+#include "fstree.h"
+#include "log.h"
+
+#define SNAPSHOT_EXTRA 1000
+
+/* Writes a message for the caller into err (which may be NULL). */
+__attribute__((format(printf, 3, 4))) static void say(char *err, size_t errlen,
+                                                      const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+}
+
+/* say(), then returns code (a negative errno). */
+__attribute__((format(printf, 4, 5))) static int
+fail(int code, char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}
+
+/* snprintf into a fresh allocation. */
+__attribute__((format(printf, 1, 2))) static char *strf(const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return NULL;
+	s = malloc((size_t)n + 1);
+	if (!s)
+		return NULL;
+	va_start(ap, fmt);
+	vsnprintf(s, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	return s;
+}
+
+/* Who owns what the daemon writes ((uid_t)-1: leave it to the daemon). */
+static void owner(const struct workspace *ws, uid_t *uid, gid_t *gid)
+{
+	const struct config *cfg = workspace_mgr_config(workspace_mgr_of(ws));
+
+	if (geteuid() == 0) {
+		*uid = (uid_t)cfg->sandbox_uid;
+		*gid = (gid_t)cfg->sandbox_gid;
+	} else {
+		*uid = (uid_t)-1;
+		*gid = (gid_t)-1;
+	}
+}
+
+/* ---- quotas ------------------------------------------------------------ */
+
+int workspace_usage(struct workspace *ws, struct workspace_usage *out)
+{
+	const struct config *cfg = workspace_mgr_config(workspace_mgr_of(ws));
+	struct fstree_usage fu;
+	struct statvfs sv;
+	int r;
+
+	memset(out, 0, sizeof(*out));
+	if (workspace_quota_enforced(ws)) {
+		if (fstatvfs(workspace_dirfd(ws), &sv) < 0)
+			return -errno;
+		out->bytes = (unsigned long long)(sv.f_blocks - sv.f_bfree) *
+		             sv.f_frsize;
+		out->quota_bytes =
+		    (unsigned long long)sv.f_blocks * sv.f_frsize;
+		out->files = (unsigned long long)(sv.f_files - sv.f_ffree);
+		out->quota_files = sv.f_files;
+		out->enforced = true;
+		out->over = sv.f_bavail == 0 || sv.f_favail == 0;
+		return 0;
+	}
+	out->quota_bytes = cfg->workspace_quota_bytes;
+	out->quota_files = cfg->workspace_max_files;
+	r = fstree_measure(workspace_dirfd(ws), out->quota_bytes,
+	                   out->quota_files, &fu);
+	if (r < 0)
+		return r;
+	out->bytes = fu.bytes;
+	out->files = fu.files;
+	out->over = fu.bytes > out->quota_bytes || fu.files > out->quota_files;
+	out->partial = out->over;
+	return 0;
+}
+
+cJSON *workspace_usage_json(const struct workspace_usage *u)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	if (!o)
+		return NULL;
+	cJSON_AddNumberToObject(o, "bytesUsed", (double)u->bytes);
+	cJSON_AddNumberToObject(o, "bytesQuota", (double)u->quota_bytes);
+	cJSON_AddNumberToObject(o, "files", (double)u->files);
+	cJSON_AddNumberToObject(o, "filesQuota", (double)u->quota_files);
+	cJSON_AddBoolToObject(o, "enforced", u->enforced);
+	cJSON_AddBoolToObject(o, "over", u->over);
+	return o;
+}
+
+int workspace_check_quota(struct workspace *ws, unsigned long long extra,
+                          char *err, size_t errlen)
+{
+	struct workspace_usage u;
+	struct statvfs sv;
+	int r;
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (workspace_quota_enforced(ws)) {
+		if (fstatvfs(workspace_dirfd(ws), &sv) < 0)
+			return -errno;
+		if (extra > (unsigned long long)sv.f_bavail * sv.f_frsize)
+			return fail(-EDQUOT, err, errlen,
+			            "%llu bytes do not fit: the workspace of "
+			            "this conversation has %llu bytes free; "
+			            "delete files with delete_file or in a run",
+			            extra,
+			            (unsigned long long)sv.f_bavail *
+			                sv.f_frsize);
+		if (extra && sv.f_favail == 0)
+			return fail(
+			    -EDQUOT, err, errlen,
+			    "the workspace of this conversation holds "
+			    "as many files as it may; delete files with "
+			    "delete_file or in a run");
+		return 0;
+	}
+	r = workspace_usage(ws, &u);
+	if (r < 0)
+		return r;
+	if (u.over)
+		return fail(-EDQUOT, err, errlen,
+		            "the workspace of this conversation holds %s%llu "
+		            "files and %s%llu bytes, over its quota of %llu "
+		            "files and %llu bytes; runs and uploads are "
+		            "refused until files are deleted with delete_file "
+		            "(or use a new conversationId)",
+		            u.partial ? "over " : "", u.files,
+		            u.partial ? "over " : "", u.bytes, u.quota_files,
+		            u.quota_bytes);
+	if (extra &&
+	    (u.bytes + extra > u.quota_bytes || u.files + 1 > u.quota_files))
+		return fail(-EDQUOT, err, errlen,
+		            "%llu more bytes do not fit: the workspace of this "
+		            "conversation holds %llu of %llu bytes and %llu of "
+		            "%llu files; delete files with delete_file",
+		            extra, u.bytes, u.quota_bytes, u.files,
+		            u.quota_files);
+	return 0;
+}
+
+/* ---- writing ------------------------------------------------------------ */
+
+static int write_all(int fd, const void *data, size_t len)
+{
+	const char *p = data;
+
+	while (len) {
+		ssize_t k = write(fd, p, len);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return -errno;
+		p += k;
+		len -= (size_t)k;
+	}
+	return 0;
+}
+
+static int write_error(int r, const char *rel, char *err, size_t errlen)
+{
+	switch (r) {
+	case -ENOSPC:
+	case -EDQUOT:
+		say(err, errlen,
+		    "the workspace of this conversation is full (no space or "
+		    "no more files allowed); delete files with delete_file "
+		    "or in a run, then try again");
+		return -EDQUOT;
+	case -ELOOP:
+	case -EXDEV:
+		say(err, errlen,
+		    "the path '%s' goes through a symbolic link, which is "
+		    "never followed; choose another path",
+		    rel);
+		return -ELOOP;
+	case -ENOTDIR:
+		say(err, errlen,
+		    "a directory in the path '%s' is a file; choose another "
+		    "path",
+		    rel);
+		return r;
+	case -EFBIG:
+		say(err, errlen, "the file is too large for the workspace");
+		return r;
+	default:
+		say(err, errlen, "cannot write '%s': %s", rel, strerror(-r));
+		return r;
+	}
+}
+
+int workspace_write_file(struct workspace *ws, const char *rel,
+                         const void *data, size_t len, bool overwrite,
+                         char *err, size_t errlen)
+{
+	char dir[FSNAME_PATH_MAX + 1], tmp[40];
+	const char *base;
+	unsigned char rnd[8];
+	struct stat st;
+	uid_t uid;
+	gid_t gid;
+	int dfd = -1, fd = -1, r;
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (fsname_check(rel, strlen(rel), NULL, err, errlen) < 0)
+		return -EINVAL;
+	r = workspace_check_quota(ws, len ? len : 1, err, errlen);
+	if (r < 0)
+		return r;
+	owner(ws, &uid, &gid);
+	base = strrchr(rel, '/');
+	snprintf(dir, sizeof(dir), "%.*s", base ? (int)(base - rel) : 0, rel);
+	base = base ? base + 1 : rel;
+	dfd = fstree_mkdirs(workspace_dirfd(ws), dir, uid, gid);
+	if (dfd < 0) {
+		r = write_error(dfd, rel, err, errlen);
+		goto out;
+	}
+	if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		if (S_ISDIR(st.st_mode)) {
+			r = fail(-EISDIR, err, errlen,
+			         "'%s' is a directory; choose another name",
+			         rel);
+			goto out;
+		}
+		if (!S_ISREG(st.st_mode)) {
+			r = fail(-EEXIST, err, errlen,
+			         "'%s' exists and is not a regular file (a "
+			         "link, FIFO or socket made by code); delete "
+			         "it first or choose another name",
+			         rel);
+			goto out;
+		}
+		if (!overwrite) {
+			r = fail(-EEXIST, err, errlen,
+			         "'%s' already exists; pass overwrite: true "
+			         "to replace it, or choose another name",
+			         rel);
+			goto out;
+		}
+	}
+	if (RAND_bytes(rnd, sizeof(rnd)) != 1) {
+		r = -EIO;
+		goto out;
+	}
+	snprintf(tmp, sizeof(tmp), ".mcpsd-%02x%02x%02x%02x%02x%02x%02x%02x",
+	         rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6],
+	         rnd[7]);
+	fd = openat(dfd, tmp,
+	            O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		r = write_error(-errno, rel, err, errlen);
+		goto out;
+	}
+	r = write_all(fd, data, len);
+	if (r == 0 && uid != (uid_t)-1 && fchown(fd, uid, gid) < 0)
+		r = -errno;
+	if (r == 0 && fchmod(fd, 0644) < 0)
+		r = -errno;
+	if (close(fd) < 0 && r == 0)
+		r = -errno;
+	fd = -1;
+	if (r == 0) {
+		r = overwrite
+		        ? renameat(dfd, tmp, dfd, base)
+		        : renameat2(dfd, tmp, dfd, base, RENAME_NOREPLACE);
+		r = r < 0 ? -errno : 0;
+	}
+	if (r < 0) {
+		unlinkat(dfd, tmp, 0);
+		if (r == -EEXIST)
+			say(err, errlen,
+			    "'%s' already exists; pass overwrite: true to "
+			    "replace it",
+			    rel);
+		else
+			r = write_error(r, rel, err, errlen);
+	}
+out:
+	if (dfd >= 0)
+		close(dfd);
+	return r;
+}
+
+/* ---- run support --------------------------------------------------------- */
+
+struct snap_entry {
+	char *rel;
+	mode_t mode;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime, ctime;
+};
+
+struct workspace_snapshot {
+	struct snap_entry *v;
+	size_t n, cap;
+};
+
+static int snap_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct snap_entry *)a)->rel,
+	              ((const struct snap_entry *)b)->rel);
+}
+
+static int snap_add(struct workspace_snapshot *s, const struct fstree_entry *e)
+{
+	struct snap_entry *x;
+
+	if (s->n == s->cap) {
+		size_t ncap = s->cap ? s->cap * 2 : 64;
+		struct snap_entry *p = realloc(s->v, ncap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		s->v = p;
+		s->cap = ncap;
+	}
+	x = &s->v[s->n];
+	x->rel = strdup(e->rel);
+	if (!x->rel)
+		return -ENOMEM;
+	x->mode = e->st->st_mode;
+	x->ino = e->st->st_ino;
+	x->size = e->st->st_size;
+	x->mtime = e->st->st_mtim;
+	x->ctime = e->st->st_ctim;
+	s->n++;
+	return 0;
+}
+
+static int snap_visit(void *data, const struct fstree_entry *e)
+{
+	if (S_ISDIR(e->st->st_mode))
+		return 0;
+	return snap_add(data, e);
+}
+
+void workspace_snapshot_destroy(struct workspace_snapshot *snap)
+{
+	if (!snap)
+		return;
+	for (size_t i = 0; i < snap->n; i++)
+		free(snap->v[i].rel);
+	free(snap->v);
+	free(snap);
+}
+
+static size_t walk_max(const struct workspace *ws)
+{
+	return (size_t)workspace_mgr_config(workspace_mgr_of(ws))
+	           ->workspace_max_files +
+	       SNAPSHOT_EXTRA;
+}
+
+int workspace_snapshot_create(struct workspace *ws,
+                              struct workspace_snapshot **out)
+{
+	struct workspace_snapshot *s = calloc(1, sizeof(*s));
+	int r;
+
+	*out = NULL;
+	if (!s)
+		return -ENOMEM;
+	r = fstree_walk(workspace_dirfd(ws), "", walk_max(ws), snap_visit, s,
+	                NULL);
+	if (r < 0) {
+		workspace_snapshot_destroy(s);
+		return r;
+	}
+	qsort(s->v, s->n, sizeof(*s->v), snap_cmp);
+	*out = s;
+	return 0;
+}
+
+struct changes {
+	const struct workspace_snapshot *before;
+	struct workspace_snapshot found; /* created or changed, regular */
+	unsigned char *created;          /* parallel to found.v */
+	size_t created_cap;
+	size_t skipped;
+};
+
+static const struct snap_entry *snap_find(const struct workspace_snapshot *s,
+                                          const char *rel)
+{
+	struct snap_entry key = {.rel = (char *)(uintptr_t)rel};
+
+	if (!s || !s->n)
+		return NULL;
+	return bsearch(&key, s->v, s->n, sizeof(*s->v), snap_cmp);
+}
+
+static int changes_visit(void *data, const struct fstree_entry *e)
+{
+	struct changes *c = data;
+	const struct snap_entry *old;
+	const struct stat *st = e->st;
+
+	if (S_ISDIR(st->st_mode))
+		return 0;
+	old = snap_find(c->before, e->rel);
+	if (!S_ISREG(st->st_mode)) {
+		if (!old || old->mode != st->st_mode)
+			c->skipped++;
+		return 0;
+	}
+	if (old && S_ISREG(old->mode) && old->ino == st->st_ino &&
+	    old->size == st->st_size &&
+	    old->mtime.tv_sec == st->st_mtim.tv_sec &&
+	    old->mtime.tv_nsec == st->st_mtim.tv_nsec &&
+	    old->ctime.tv_sec == st->st_ctim.tv_sec &&
+	    old->ctime.tv_nsec == st->st_ctim.tv_nsec)
+		return 0;
+	if (c->found.n == c->created_cap) {
+		size_t ncap = c->created_cap ? c->created_cap * 2 : 64;
+		unsigned char *p = realloc(c->created, ncap);
+
+		if (!p)
+			return -ENOMEM;
+		c->created = p;
+		c->created_cap = ncap;
+	}
+	c->created[c->found.n] = old == NULL;
+	return snap_add(&c->found, e);
+}
+
+static int cmp_index(const void *a, const void *b, void *arg)
+{
+	const struct snap_entry *v = arg;
+
+	return strcmp(v[*(const size_t *)a].rel, v[*(const size_t *)b].rel);
+}
+
+static cJSON *change_item(struct workspace *ws, const struct snap_entry *x,
+                          bool created)
+{
+	char when[FILES_ISO8601_LEN];
+	cJSON *o = cJSON_CreateObject();
+	char *path = strf("/data/%s", x->rel);
+	char *url = workspace_file_url(workspace_mgr_of(ws), ws, x->rel);
+	char *uri = workspace_resource_uri(ws, x->rel);
+
+	if (!o || !path || !url || (workspace_conversation_id(ws) && !uri)) {
+		cJSON_Delete(o);
+		o = NULL;
+		goto out;
+	}
+	files_iso8601(x->mtime.tv_sec, when);
+	cJSON_AddStringToObject(o, "name", x->rel);
+	cJSON_AddStringToObject(o, "path", path);
+	cJSON_AddNumberToObject(o, "size", (double)x->size);
+	cJSON_AddStringToObject(o, "mimeType", files_mime_base(x->rel));
+	cJSON_AddStringToObject(o, "url", url);
+	if (uri)
+		cJSON_AddStringToObject(o, "uri", uri);
+	cJSON_AddStringToObject(o, "modified", when);
+	cJSON_AddStringToObject(o, "status", created ? "created" : "modified");
+out:
+	free(path);
+	free(url);
+	free(uri);
+	return o;
+}
+
+int workspace_changes(struct workspace *ws,
+                      const struct workspace_snapshot *before,
+                      size_t max_entries, cJSON **files,
+                      struct workspace_changes_info *info)
+{
+	struct changes c;
+	struct fstree_walk_stats ws_stats;
+	size_t *order = NULL;
+	cJSON *arr = NULL;
+	int r;
+
+	*files = NULL;
+	if (info)
+		memset(info, 0, sizeof(*info));
+	if (max_entries > WORKSPACE_CHANGES_MAX)
+		max_entries = WORKSPACE_CHANGES_MAX;
+	memset(&c, 0, sizeof(c));
+	c.before = before;
+	r = fstree_walk(workspace_dirfd(ws), "", walk_max(ws), changes_visit,
+	                &c, &ws_stats);
+	if (r < 0)
+		goto out;
+	order = malloc((c.found.n ? c.found.n : 1) * sizeof(*order));
+	arr = cJSON_CreateArray();
+	if (!order || !arr) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < c.found.n; i++)
+		order[i] = i;
+	qsort_r(order, c.found.n, sizeof(*order), cmp_index, c.found.v);
+	for (size_t i = 0; i < c.found.n && i < max_entries; i++) {
+		cJSON *o =
+		    change_item(ws, &c.found.v[order[i]], c.created[order[i]]);
+
+		if (!o) {
+			r = -ENOMEM;
+			goto out;
+		}
+		cJSON_AddItemToArray(arr, o);
+	}
+	if (info) {
+		info->changed = c.found.n;
+		info->truncated = c.found.n > max_entries || ws_stats.truncated;
+		info->skipped = c.skipped;
+		info->unnamed = ws_stats.invalid_names;
+	}
+	*files = arr;
+	arr = NULL;
+out:
+	cJSON_Delete(arr);
+	free(order);
+	for (size_t i = 0; i < c.found.n; i++)
+		free(c.found.v[i].rel);
+	free(c.found.v);
+	free(c.created);
+	return r;
+}
+
+static const char *str_item(const cJSON *o, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+int workspace_append_links(cJSON *content, const cJSON *files)
+{
+	const cJSON *f;
+
+	cJSON_ArrayForEach (f, files) {
+		const cJSON *size = cJSON_GetObjectItemCaseSensitive(f, "size");
+		const char *url = str_item(f, "url");
+		const char *name = str_item(f, "name");
+		const char *path = str_item(f, "path");
+		const char *mime = str_item(f, "mimeType");
+		cJSON *o;
+
+		if (!url || !name)
+			continue;
+		o = cJSON_CreateObject();
+		if (!o)
+			return -ENOMEM;
+		cJSON_AddStringToObject(o, "type", "resource_link");
+		cJSON_AddStringToObject(o, "uri", url);
+		cJSON_AddStringToObject(o, "name", name);
+		if (path)
+			cJSON_AddStringToObject(o, "title", path);
+		if (mime)
+			cJSON_AddStringToObject(o, "mimeType", mime);
+		if (cJSON_IsNumber(size))
+			cJSON_AddNumberToObject(o, "size", size->valuedouble);
+		cJSON_AddItemToArray(content, o);
+	}
+	return 0;
+}
+
+int workspace_append_images(struct workspace *ws, cJSON *content,
+                            const cJSON *files, unsigned max_images)
+{
+	size_t max =
+	    workspace_mgr_config(workspace_mgr_of(ws))->inline_image_max_bytes;
+	const cJSON *f;
+	int n = 0;
+
+	cJSON_ArrayForEach (f, files) {
+		const cJSON *size = cJSON_GetObjectItemCaseSensitive(f, "size");
+		const char *name = str_item(f, "name");
+		const char *mime;
+		char *data = NULL, *b64;
+		size_t len = 0;
+		cJSON *o;
+
+		if ((unsigned)n >= max_images)
+			break;
+		if (!name || !cJSON_IsNumber(size) || size->valuedouble > max ||
+		    strncmp(files_mime_base(name), "image/", 6) != 0)
+			continue;
+		if (files_read(workspace_dirfd(ws), name, max, &data, &len,
+		               NULL) < 0)
+			continue;
+		mime = files_image_type(name, (const unsigned char *)data, len);
+		if (!mime) {
+			free(data);
+			continue;
+		}
+		b64 = malloc(4 * ((len + 2) / 3) + 1);
+		o = cJSON_CreateObject();
+		if (!b64 || !o) {
+			free(b64);
+			free(data);
+			cJSON_Delete(o);
+			return -ENOMEM;
+		}
+		EVP_EncodeBlock((unsigned char *)b64,
+		                (const unsigned char *)data, (int)len);
+		free(data);
+		cJSON_AddStringToObject(o, "type", "image");
+		cJSON_AddStringToObject(o, "data", b64);
+		cJSON_AddStringToObject(o, "mimeType", mime);
+		free(b64);
+		cJSON_AddItemToArray(content, o);
+		n++;
+	}
+	return n;
+}
+
+int workspace_save_output(struct workspace *ws, const char *stream,
+                          const void *data, size_t len, char **rel_out,
+                          char **url_out)
+{
+	char rel[96], when[32], err[256];
+	unsigned char rnd[3];
+	time_t t = time(NULL);
+	struct tm tm;
+	int r;
+
+	if (rel_out)
+		*rel_out = NULL;
+	if (url_out)
+		*url_out = NULL;
+	if (strcmp(stream, "stdout") != 0 && strcmp(stream, "stderr") != 0)
+		return -EINVAL;
+	if (!gmtime_r(&t, &tm) ||
+	    strftime(when, sizeof(when), "%Y%m%dT%H%M%SZ", &tm) == 0 ||
+	    RAND_bytes(rnd, sizeof(rnd)) != 1)
+		return -EIO;
+	snprintf(rel, sizeof(rel), ".mcp/%s-%s-%02x%02x%02x.txt", stream, when,
+	         rnd[0], rnd[1], rnd[2]);
+	r = workspace_write_file(ws, rel, data, len, false, err, sizeof(err));
+	if (r < 0) {
+		log_warnx("workspace %.12s: cannot save %s: %s",
+		          workspace_name(ws), stream, err);
+		return r;
+	}
+	if (rel_out && !(*rel_out = strdup(rel)))
+		return -ENOMEM;
+	if (url_out &&
+	    !(*url_out = workspace_file_url(workspace_mgr_of(ws), ws, rel))) {
+		if (rel_out) {
+			free(*rel_out);
+			*rel_out = NULL;
+		}
+		return -ENOMEM;
+	}
+	return 0;
+}

@@ -1,0 +1,375 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_runner: the pure parts of the runner: the container create body
+ * (checked against SECURITY.md), environment validation and the reaper's
+ * decision. Label parsing and resolution: test_catalog.c.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "buf.h"
+#include "config.h"
+#include "log.h"
+#include "runner.h"
+#include "tap.h"
+
+#define ID(c)                                                                  \
+	"sha256:" c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c  \
+	    c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c  \
+	        c
+
+/* Follows a dotted path of object keys. */
+static const cJSON *get(const cJSON *o, const char *path)
+{
+	char key[64];
+
+	while (o && *path) {
+		size_t n = strcspn(path, ".");
+
+		snprintf(key, sizeof(key), "%.*s", (int)n, path);
+		o = cJSON_GetObjectItemCaseSensitive(o, key);
+		path += n;
+		if (*path == '.')
+			path++;
+	}
+	return o;
+}
+
+static bool array_has(const cJSON *a, const char *s)
+{
+	const cJSON *it;
+
+	cJSON_ArrayForEach (it, a) {
+		if (cJSON_IsString(it) && strcmp(it->valuestring, s) == 0)
+			return true;
+	}
+	return false;
+}
+
+static bool array_has_prefix(const cJSON *a, const char *s)
+{
+	const cJSON *it;
+
+	cJSON_ArrayForEach (it, a) {
+		if (cJSON_IsString(it) &&
+		    strncmp(it->valuestring, s, strlen(s)) == 0)
+			return true;
+	}
+	return false;
+}
+
+static void test_env(void)
+{
+	char err[256], **env = NULL;
+	size_t n = 0;
+	cJSON *o;
+
+	is_int(runner_env_check("MY_VAR1", "x", err, sizeof(err)), 0,
+	       "ordinary name");
+	is_int(runner_env_check("_x", "", err, sizeof(err)), 0,
+	       "underscore start, empty value");
+	is_int(runner_env_check("1X", "x", err, sizeof(err)), -EINVAL,
+	       "digit start refused");
+	is_int(runner_env_check("A-B", "x", err, sizeof(err)), -EINVAL,
+	       "dash refused");
+	is_int(runner_env_check("A=B", "x", err, sizeof(err)), -EINVAL,
+	       "'=' refused");
+	is_int(runner_env_check("", "x", err, sizeof(err)), -EINVAL,
+	       "empty name refused");
+	is_int(runner_env_check("HOME", "/", err, sizeof(err)), -EINVAL,
+	       "HOME is injected");
+	ok(strstr(err, "set by the server") != NULL, "message says why");
+	is_int(runner_env_check("FILE_BASE_URL", "x", err, sizeof(err)),
+	       -EINVAL, "FILE_BASE_URL is injected");
+	is_int(runner_env_check("LANG", "x", err, sizeof(err)), -EINVAL,
+	       "LANG is injected");
+	is_int(runner_env_check("LD_PRELOAD", "/data/x.so", err, sizeof(err)),
+	       -EINVAL, "LD_PRELOAD refused");
+	is_int(runner_env_check("LD_LIBRARY_PATH", "x", err, sizeof(err)),
+	       -EINVAL, "LD_* refused");
+	{
+		char longname[200];
+
+		memset(longname, 'A', 129);
+		longname[129] = '\0';
+		is_int(runner_env_check(longname, "x", err, sizeof(err)),
+		       -EINVAL, "129-character name refused");
+		longname[128] = '\0';
+		is_int(runner_env_check(longname, "x", err, sizeof(err)), 0,
+		       "128-character name accepted");
+	}
+
+	o = cJSON_Parse("{\"A\":\"1\",\"B_2\":\"two words\"}");
+	is_int(runner_env_from_json(o, 1024, &env, &n, err, sizeof(err)), 0,
+	       "object accepted");
+	is_int(n, 2, "two variables");
+	is_str(env && n == 2 ? env[1] : NULL, "B_2=two words", "NAME=value");
+	ok(env && env[n] == NULL, "NULL-terminated");
+	runner_env_free(env);
+	is_int(runner_env_from_json(o, 11, &env, &n, err, sizeof(err)), -EINVAL,
+	       "size cap enforced");
+	ok(strstr(err, "larger than 11 bytes") != NULL, "size message");
+	is_int(runner_env_from_json(o, 4 + 16, &env, &n, err, sizeof(err)), 0,
+	       "exactly at the cap accepted");
+	runner_env_free(env);
+	cJSON_Delete(o);
+	o = cJSON_Parse("{\"A\":1}");
+	is_int(runner_env_from_json(o, 1024, &env, &n, err, sizeof(err)),
+	       -EINVAL, "non-string value refused");
+	cJSON_Delete(o);
+	o = cJSON_Parse("[\"A=1\"]");
+	is_int(runner_env_from_json(o, 1024, &env, &n, err, sizeof(err)),
+	       -EINVAL, "array refused");
+	cJSON_Delete(o);
+	is_int(runner_env_from_json(NULL, 1024, &env, &n, err, sizeof(err)), 0,
+	       "absent environment");
+	ok(n == 0 && env && env[0] == NULL, "absent: empty list");
+	runner_env_free(env);
+}
+
+static char no_runtime[] = "";
+static char runsc[] = "runsc";
+
+static void fill_config(struct config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->memory_mb = 256;
+	cfg->cpus = 0.5;
+	cfg->timeout_s = 30;
+	cfg->max_timeout_s = 300;
+	cfg->pids_limit = 128;
+	cfg->tmp_mb = 64;
+	cfg->nofile = 1024;
+	cfg->fsize_mb = 128;
+	cfg->sandbox_uid = 64321;
+	cfg->sandbox_gid = 64322;
+	cfg->runtime = no_runtime;
+	cfg->allow_network = false;
+}
+
+static void test_body(void)
+{
+	static char lang[] = "python", file[] = "main.py",
+	            wd[] = "/usr/bin/timeout", id[] = ID("a"), a0[] = "python3",
+	            a1[] = "-u", a2[] = "/sandbox/main.py";
+	char *cmd[] = {a0, a1, a2};
+	struct catalog_image img = {.language = lang,
+	                            .image_id = id,
+	                            .filename = file,
+	                            .command = cmd,
+	                            .n_command = 3,
+	                            .watchdog = wd};
+	struct config cfg;
+	struct runner_spec sp;
+	const char *env[] = {"FOO=bar"};
+	cJSON *b;
+	const cJSON *hc, *x, *m;
+
+	fill_config(&cfg);
+	memset(&sp, 0, sizeof(sp));
+	sp.image = &img;
+	sp.run_id = "0123456789abcdef";
+	sp.code_host_dir = "/srv/root/runs/0123456789abcdef";
+	sp.workspace_host_path = "/srv/root/ws/abc";
+	sp.file_base_url = "https://files.example/files/abc/";
+	sp.tenant_fp = "123456789abc";
+	sp.env = env;
+	sp.n_env = 1;
+	sp.network = true; /* asked for, but the operator does not allow it */
+	sp.timeout_s = 30;
+	sp.deadline = 1700000000;
+	b = runner_create_body(&cfg, "seccomp={}", "inst-1", "feedface00000000",
+	                       &sp);
+	ok(b != NULL, "create body built");
+	hc = get(b, "HostConfig");
+	is_str(cJSON_GetStringValue(get(b, "Image")), ID("a"),
+	       "image pinned by id");
+	is_str(cJSON_GetStringValue(get(hc, "NetworkMode")), "none",
+	       "network none unless the operator allows it");
+	is_int(get(hc, "Memory")->valuedouble, 256.0 * 1024 * 1024,
+	       "Memory from SANDBOX_MEMORY_MB");
+	is_int(get(hc, "MemorySwap")->valuedouble, 256.0 * 1024 * 1024,
+	       "MemorySwap equals Memory");
+	is_int(get(hc, "NanoCpus")->valuedouble, 500000000, "NanoCpus");
+	is_int(get(hc, "PidsLimit")->valuedouble, 128, "PidsLimit");
+	ok(array_has(get(hc, "CapDrop"), "ALL"), "CapDrop ALL");
+	ok(get(hc, "CapAdd") == NULL, "no CapAdd");
+	ok(array_has(get(hc, "SecurityOpt"), "no-new-privileges:true"),
+	   "no-new-privileges");
+	ok(array_has(get(hc, "SecurityOpt"), "seccomp={}"),
+	   "seccomp profile content");
+	ok(!array_has_prefix(get(hc, "SecurityOpt"), "seccomp=unconfined") &&
+	       !array_has_prefix(get(hc, "SecurityOpt"), "apparmor=unconfined"),
+	   "nothing unconfined");
+	ok(cJSON_IsTrue(get(hc, "ReadonlyRootfs")), "read-only root");
+	x = get(hc, "Tmpfs./tmp");
+	ok(x && strstr(x->valuestring, "size=64m") &&
+	       strstr(x->valuestring, "exec") &&
+	       strstr(x->valuestring, "nosuid"),
+	   "/tmp tmpfs capped, exec, nosuid (%s)", x ? x->valuestring : "");
+	ok(cJSON_IsTrue(get(hc, "Init")), "Init");
+	is_str(cJSON_GetStringValue(get(hc, "IpcMode")), "private",
+	       "IpcMode private");
+	ok(cJSON_IsFalse(get(hc, "OomKillDisable")), "OOM killer on");
+	ok(cJSON_IsFalse(get(hc, "Privileged")), "not privileged");
+	is_str(cJSON_GetStringValue(get(hc, "RestartPolicy.Name")), "no",
+	       "no restarts");
+	is_str(cJSON_GetStringValue(get(hc, "LogConfig.Type")), "none",
+	       "no logging");
+	ok(get(hc, "Binds") == NULL, "no Binds");
+	ok(get(hc, "Runtime") == NULL, "engine's runtime when unset");
+	x = get(hc, "Ulimits");
+	is_int(cJSON_GetArraySize(x), 3, "three ulimits");
+	is_str(cJSON_GetStringValue(get(cJSON_GetArrayItem(x, 0), "Name")),
+	       "nofile", "nofile");
+	is_int(get(cJSON_GetArrayItem(x, 1), "Soft")->valuedouble,
+	       128.0 * 1024 * 1024, "fsize in bytes");
+	is_int(get(cJSON_GetArrayItem(x, 2), "Hard")->valuedouble, 0, "core 0");
+	x = get(hc, "Mounts");
+	is_int(cJSON_GetArraySize(x), 2, "two mounts");
+	m = cJSON_GetArrayItem(x, 0);
+	ok(strcmp(get(m, "Type")->valuestring, "bind") == 0 &&
+	       strcmp(get(m, "Target")->valuestring, "/data") == 0 &&
+	       strcmp(get(m, "Source")->valuestring, "/srv/root/ws/abc") == 0 &&
+	       cJSON_IsFalse(get(m, "ReadOnly")),
+	   "/data: the workspace, read-write bind");
+	m = cJSON_GetArrayItem(x, 1);
+	ok(strcmp(get(m, "Type")->valuestring, "bind") == 0 &&
+	       strcmp(get(m, "Target")->valuestring, "/sandbox") == 0 &&
+	       cJSON_IsTrue(get(m, "ReadOnly")),
+	   "/sandbox: the code, read-only bind");
+	is_str(cJSON_GetStringValue(get(b, "User")), "64321:64322",
+	       "uid:gid from the config");
+	is_str(cJSON_GetStringValue(get(b, "WorkingDir")), "/data",
+	       "working directory /data");
+	x = get(b, "Env");
+	is_int(cJSON_GetArraySize(x), 4, "only the injected and caller's env");
+	ok(array_has(x, "HOME=/tmp") && array_has(x, "LANG=C.UTF-8") &&
+	       array_has(x, "FILE_BASE_URL=https://files.example/files/abc/") &&
+	       array_has(x, "FOO=bar"),
+	   "environment content");
+	x = get(b, "Labels");
+	ok(strcmp(cJSON_GetObjectItemCaseSensitive(x, "sandbox.managed")
+	              ->valuestring,
+	          "true") == 0 &&
+	       strcmp(cJSON_GetObjectItemCaseSensitive(x, "sandbox.owner")
+	                  ->valuestring,
+	              "inst-1") == 0 &&
+	       strcmp(cJSON_GetObjectItemCaseSensitive(x, "sandbox.boot")
+	                  ->valuestring,
+	              "feedface00000000") == 0 &&
+	       strcmp(cJSON_GetObjectItemCaseSensitive(x, "sandbox.deadline")
+	                  ->valuestring,
+	              "1700000000") == 0 &&
+	       strcmp(cJSON_GetObjectItemCaseSensitive(x, "sandbox.tenant")
+	                  ->valuestring,
+	              "123456789abc") == 0,
+	   "labels: managed, owner, boot, deadline, tenant");
+	x = get(b, "Cmd");
+	ok(cJSON_GetArraySize(x) == 7 &&
+	       strcmp(cJSON_GetArrayItem(x, 0)->valuestring,
+	              "/usr/bin/timeout") == 0 &&
+	       strcmp(cJSON_GetArrayItem(x, 1)->valuestring, "-s") == 0 &&
+	       strcmp(cJSON_GetArrayItem(x, 2)->valuestring, "KILL") == 0 &&
+	       strcmp(cJSON_GetArrayItem(x, 3)->valuestring, "35s") == 0 &&
+	       strcmp(cJSON_GetArrayItem(x, 4)->valuestring, "python3") == 0,
+	   "command wrapped in the image's watchdog (limit + grace)");
+	ok(cJSON_IsTrue(get(b, "OpenStdin")) &&
+	       cJSON_IsTrue(get(b, "StdinOnce")),
+	   "stdin open once");
+	cJSON_Delete(b);
+
+	/* Network when both asked for and allowed; a runtime; no workspace. */
+	cfg.allow_network = true;
+	cfg.runtime = runsc;
+	sp.workspace_host_path = NULL;
+	sp.file_base_url = NULL;
+	sp.tenant_fp = NULL;
+	img.watchdog = NULL;
+	b = runner_create_body(&cfg, "seccomp={}", "inst-1", "feedface00000000",
+	                       &sp);
+	hc = get(b, "HostConfig");
+	is_str(cJSON_GetStringValue(get(hc, "NetworkMode")), "bridge",
+	       "network when asked for and allowed");
+	is_str(cJSON_GetStringValue(get(hc, "Runtime")), "runsc",
+	       "SANDBOX_RUNTIME used");
+	is_int(cJSON_GetArraySize(get(hc, "Mounts")), 1,
+	       "no /data without a workspace");
+	is_int(cJSON_GetArraySize(get(b, "Env")), 3,
+	       "no FILE_BASE_URL when none given");
+	is_int(cJSON_GetArraySize(get(b, "Cmd")), 3,
+	       "no watchdog, bare command");
+	sp.network = false;
+	cJSON_Delete(b);
+	b = runner_create_body(&cfg, "seccomp={}", "inst-1", "feedface00000000",
+	                       &sp);
+	is_str(cJSON_GetStringValue(get(b, "HostConfig.NetworkMode")), "none",
+	       "allowed but not asked for: none");
+	cJSON_Delete(b);
+}
+
+static cJSON *container(const char *managed, const char *owner,
+                        const char *boot, const char *deadline)
+{
+	cJSON *c = cJSON_CreateObject(), *l;
+
+	cJSON_AddStringToObject(c, "Id", "x");
+	l = cJSON_AddObjectToObject(c, "Labels");
+	if (managed)
+		cJSON_AddStringToObject(l, "sandbox.managed", managed);
+	if (owner)
+		cJSON_AddStringToObject(l, "sandbox.owner", owner);
+	if (boot)
+		cJSON_AddStringToObject(l, "sandbox.boot", boot);
+	if (deadline)
+		cJSON_AddStringToObject(l, "sandbox.deadline", deadline);
+	return c;
+}
+
+static void test_reap(void)
+{
+	struct {
+		const char *managed, *owner, *boot, *deadline;
+		bool want;
+		const char *name;
+	} cases[] = {
+	    {"true", "me", "b2", "2000", false, "ours, this boot, in time"},
+	    {"true", "me", "b1", "2000", true, "ours, earlier boot"},
+	    {"true", "me", NULL, "2000", true, "ours, no boot label"},
+	    {"true", "other", "b1", "2000", false, "another owner, in time"},
+	    {"true", "other", "b1", "900", true,
+	     "another owner, past deadline"},
+	    {"true", "me", "b2", "900", true, "ours, past deadline"},
+	    {"true", "other", "b1", "970", false, "within the grace period"},
+	    {"true", "other", "b1", "soon", false, "bad deadline: kept"},
+	    {NULL, "me", "b1", "900", false, "not managed: never"},
+	    {"false", "me", "b1", "900", false, "managed=false: never"},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+		cJSON *c = container(cases[i].managed, cases[i].owner,
+		                     cases[i].boot, cases[i].deadline);
+
+		ok(runner_reap_wanted(c, "me", "b2",
+		                      1000 + RUNNER_REAP_GRACE_S - 40) ==
+		       cases[i].want,
+		   "reaper: %s", cases[i].name);
+		cJSON_Delete(c);
+	}
+}
+
+int main(void)
+{
+	test_env();
+	test_body();
+	test_reap();
+	is_str(runner_status_name(RUNNER_OOM_KILLED), "oom_killed",
+	       "status names");
+	is_str(runner_status_name(RUNNER_OUTPUT_LIMIT), "output_limit",
+	       "status names");
+	return tap_done();
+}

@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_tools_run: how every run outcome becomes a CallToolResult:
+ * structuredContent fields, isError, and advice the model can act on.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "config.h"
+#include "runner.h"
+#include "tap.h"
+#include "tools_run.h"
+
+static char out_text[] = "hello\n", err_text[] = "";
+
+static cJSON *result_for(enum runner_status st, int exit_code,
+                         const struct config *cfg)
+{
+	struct runner_result r;
+
+	memset(&r, 0, sizeof(r));
+	r.status = st;
+	r.exit_code = exit_code;
+	r.out.text = out_text;
+	r.out.total = 6;
+	r.err.text = err_text;
+	r.duration_ms = 120;
+	r.queue_ms = 3;
+	r.timeout_s = 30;
+	r.retry_after_s = 7;
+	memcpy(r.language, "python", 7);
+	memcpy(r.version, "3.11.2", 7);
+	memcpy(r.message, "Docker engine not reachable", 28);
+	return tools_run_result(&r, cfg);
+}
+
+static const cJSON *sc(const cJSON *res, const char *k)
+{
+	return cJSON_GetObjectItemCaseSensitive(
+	    cJSON_GetObjectItemCaseSensitive(res, "structuredContent"), k);
+}
+
+static const char *text(const cJSON *res)
+{
+	return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+	    cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(res, "content"),
+	                       0),
+	    "text"));
+}
+
+static bool is_error(const cJSON *res)
+{
+	return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "isError"));
+}
+
+int main(void)
+{
+	struct config cfg;
+	cJSON *res, *schema, *req;
+	const cJSON *it;
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.memory_mb = 256;
+	cfg.max_timeout_s = 300;
+	cfg.output_max_bytes = 16u << 20;
+
+	schema = cJSON_Parse(tools_run_output_schema);
+	ok(schema != NULL, "outputSchema is JSON");
+	req = cJSON_GetObjectItemCaseSensitive(schema, "required");
+
+	res = result_for(RUNNER_COMPLETED, 0, &cfg);
+	ok(!is_error(res), "completed: not an error");
+	cJSON_ArrayForEach (it, req) {
+		ok(sc(res, it->valuestring) != NULL,
+		   "required field %s present", it->valuestring);
+	}
+	is_str(cJSON_GetStringValue(sc(res, "stdout")), "hello\n", "stdout");
+	is_int(sc(res, "exit_code")->valueint, 0, "exit_code");
+	ok(sc(res, "message") == NULL, "no advice for a clean run");
+	ok(strstr(text(res), "status: completed") &&
+	       strstr(text(res), "--- stdout ---\nhello\n"),
+	   "readable text");
+	cJSON_Delete(res);
+
+	res = result_for(RUNNER_FAILED, 2, &cfg);
+	ok(is_error(res) && strstr(text(res), "exited with code 2"),
+	   "failed: isError, says the code");
+	cJSON_Delete(res);
+
+	res = result_for(RUNNER_TIMED_OUT, -1, &cfg);
+	ok(is_error(res) && cJSON_IsNull(sc(res, "exit_code")) &&
+	       strstr(text(res), "30 s") &&
+	       strstr(text(res), "raise timeout_seconds"),
+	   "timed_out: exit_code null, how to fix");
+	cJSON_Delete(res);
+
+	res = result_for(RUNNER_OOM_KILLED, 0, &cfg);
+	ok(is_error(res) && strstr(text(res), "256 MB") &&
+	       strstr(text(res), "child process") &&
+	       strstr(text(res), "chunks"),
+	   "oom_killed with exit 0: names the child, how to fix");
+	cJSON_Delete(res);
+
+	res = result_for(RUNNER_OUTPUT_LIMIT, -1, &cfg);
+	ok(is_error(res) && strstr(text(res), "16777216 bytes") &&
+	       strstr(text(res), "/data"),
+	   "output_limit: how to fix");
+	cJSON_Delete(res);
+
+	res = result_for(RUNNER_BUSY, -1, &cfg);
+	ok(is_error(res) && sc(res, "retry_after_seconds")->valueint == 7 &&
+	       strstr(text(res), "Retry in 7 s"),
+	   "busy: retry_after_seconds and text");
+	cJSON_Delete(res);
+
+	res = result_for(RUNNER_ERROR, -1, &cfg);
+	ok(is_error(res) && strstr(text(res), "Docker engine not reachable") &&
+	       strstr(text(res), "retry in a minute"),
+	   "error: the engine's message, what to do");
+	cJSON_Delete(res);
+
+	res = result_for(RUNNER_CANCELLED, -1, &cfg);
+	ok(is_error(res) && strcmp(cJSON_GetStringValue(sc(res, "status")),
+	                           "cancelled") == 0,
+	   "cancelled");
+	cJSON_Delete(res);
+	cJSON_Delete(schema);
+	return tap_done();
+}

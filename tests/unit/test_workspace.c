@@ -1,0 +1,867 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Workspace manager tests: names, quota mode none (always), quota mode loop
+ * (when the machine allows loop mounts: root with /dev/loop-control),
+ * locking, the global cap, retention with hostile trees, run support. With
+ * MCPSD_TEST_DOCKER_IMAGE set (e.g. mcp-sandboxd/runner-bash:latest) a real
+ * container also tries to break the loop quota.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fsname.h"
+#include "fstree.h"
+#include "tap.h"
+#include "workspace.h"
+
+static char root[256], host[] = "/srv/host-view";
+static char mode_none[] = "none", mode_loop[] = "loop";
+static char base_url[] = "https://files.example";
+
+static void cfg_init(struct config *c, char *mode, unsigned char secret_byte)
+{
+	memset(c, 0, sizeof(*c));
+	c->sandbox_root = root;
+	c->sandbox_host_path = host;
+	memset(c->file_secret, secret_byte, 32);
+	c->file_secret_len = 32;
+	c->quota_mode = mode;
+	c->workspace_quota_bytes = 1024 * 1024;
+	c->workspace_max_files = 50;
+	c->max_workspaces = 100;
+	c->retention_hours = 1;
+	c->upload_max_bytes = 1024 * 1024;
+	c->inline_image_max_bytes = 64 * 1024;
+	c->files_base_url = base_url;
+	c->public_base_url = base_url;
+	c->sandbox_uid = 64321;
+	c->sandbox_gid = 64321;
+}
+
+static void age_marker(const char *name, long hours)
+{
+	char p[512];
+	struct timespec ts[2];
+
+	snprintf(p, sizeof(p), "%s/meta/%s", root, name);
+	clock_gettime(CLOCK_REALTIME, &ts[0]);
+	ts[0].tv_sec -= hours * 3600;
+	ts[1] = ts[0];
+	if (utimensat(AT_FDCWD, p, ts, 0) < 0)
+		perror("utimensat");
+}
+
+static bool exists_at(const char *rel)
+{
+	char p[600];
+	struct stat st;
+
+	snprintf(p, sizeof(p), "%s/%s", root, rel);
+	return lstat(p, &st) == 0;
+}
+
+/* ---- names ------------------------------------------------------------ */
+
+static void test_names(void)
+{
+	struct config c1, c2;
+	struct workspace_mgr *m1 = NULL, *m2 = NULL;
+	char a[65], b[65], err[300];
+
+	cfg_init(&c1, mode_none, 0x11);
+	cfg_init(&c2, mode_none, 0x22);
+	ok(workspace_mgr_create(&c1, &m1, err, sizeof(err)) == 0,
+	   "manager created (%s)", err);
+	workspace_name_for(m1, "alice", "default", a);
+	workspace_name_for(m1, "bob", "default", b);
+	ok(strlen(a) == 64 && strspn(a, "0123456789abcdef") == 64,
+	   "name is 64 lowercase hex");
+	ok(strcmp(a, b) != 0, "tenants with the same conversation id differ");
+	workspace_name_for(m1, "ab", "c", a);
+	workspace_name_for(m1, "a", "bc", b);
+	ok(strcmp(a, b) != 0, "length prefixes: ab+c != a+bc");
+	workspace_name_for(m1, "", "abc", a);
+	workspace_name_for(m1, "abc", "", b);
+	ok(strcmp(a, b) != 0, "length prefixes: ''+abc != abc+''");
+	workspace_name_for(m1, "t", "conv", a);
+	workspace_name_for(m1, "t", "conv", b);
+	ok(strcmp(a, b) == 0, "names are stable");
+	workspace_mgr_destroy(m1);
+	ok(workspace_mgr_create(&c2, &m2, err, sizeof(err)) == 0,
+	   "second manager");
+	workspace_name_for(m2, "t", "conv", b);
+	ok(strcmp(a, b) != 0, "another FILE_SECRET gives other names");
+	workspace_mgr_destroy(m2);
+
+	ok(workspace_check_conversation_id("chat-42", err, sizeof(err)) == 0,
+	   "conversation id accepted");
+	ok(workspace_check_conversation_id("", err, sizeof(err)) == -EINVAL,
+	   "empty id refused: %s", err);
+	ok(workspace_check_conversation_id("a\r\nb", err, sizeof(err)) ==
+	       -EINVAL,
+	   "CR/LF id refused: %s", err);
+	ok(workspace_check_conversation_id("../../etc", err, sizeof(err)) == 0,
+	   "id with dots is fine: it never becomes a path");
+	{
+		char longid[300];
+
+		memset(longid, 'x', 257);
+		longid[257] = '\0';
+		ok(workspace_check_conversation_id(longid, err, sizeof(err)) ==
+		       -EINVAL,
+		   "257-byte id refused");
+	}
+}
+
+/* ---- quota mode none -------------------------------------------------- */
+
+struct lock_arg {
+	struct workspace *ws;
+	int r;
+	long long waited_ms;
+};
+
+static long long mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void *lock_thread(void *p)
+{
+	struct lock_arg *a = p;
+	long long t0 = mono_ms();
+
+	a->r = workspace_lock(a->ws, 5000);
+	a->waited_ms = mono_ms() - t0;
+	return NULL;
+}
+
+static void test_none_mode(void)
+{
+	struct config c;
+	struct workspace_mgr *m = NULL;
+	struct workspace *ws = NULL, *ws2 = NULL;
+	struct workspace_usage u;
+	char err[600], name[65], p[600];
+	struct stat st;
+	int r;
+
+	cfg_init(&c, mode_none, 0x33);
+	ok(workspace_mgr_create(&c, &m, err, sizeof(err)) == 0,
+	   "none-mode manager (%s)", err);
+	ok(strcmp(workspace_mgr_quota_mode(m), "none") == 0, "mode none");
+	r = workspace_open(m, "t", "c1", false, &ws, err, sizeof(err));
+	ok(r == -ENOENT && ws == NULL && strstr(err, "no files yet"),
+	   "absent workspace not created: %s", err);
+	r = workspace_open(m, "t", "c1", true, &ws, err, sizeof(err));
+	ok(r == 0 && ws, "workspace created");
+	if (!ws)
+		return;
+	workspace_name_for(m, "t", "c1", name);
+	ok(strcmp(workspace_name(ws), name) == 0, "handle name");
+	snprintf(p, sizeof(p), "%s/workspaces/%s", host, name);
+	ok(strcmp(workspace_host_path(ws), p) == 0, "host path %s",
+	   workspace_host_path(ws));
+	snprintf(p, sizeof(p), "%s/workspaces/%s", root, name);
+	ok(stat(p, &st) == 0 && st.st_uid == 64321 && st.st_gid == 64321 &&
+	       (st.st_mode & 0777) == 0700,
+	   "directory owned by the sandbox user, mode 0700");
+	ok(!workspace_quota_enforced(ws), "not enforced in none mode");
+
+	/* Writing. */
+	ok(workspace_write_file(ws, "a.txt", "hello", 5, false, err,
+	                        sizeof(err)) == 0,
+	   "write a.txt");
+	r = workspace_write_file(ws, "a.txt", "x", 1, false, err, sizeof(err));
+	ok(r == -EEXIST && strstr(err, "overwrite"), "no silent replace: %s",
+	   err);
+	ok(workspace_write_file(ws, "a.txt", "bye", 3, true, err,
+	                        sizeof(err)) == 0,
+	   "overwrite");
+	ok(workspace_write_file(ws, "deep/er/b.csv", "1,2\n", 4, false, err,
+	                        sizeof(err)) == 0,
+	   "write with new directories");
+	snprintf(p, sizeof(p), "%s/workspaces/%s/deep/er/b.csv", root, name);
+	ok(stat(p, &st) == 0 && st.st_uid == 64321 && st.st_size == 4,
+	   "file owned by the sandbox user");
+	snprintf(p, sizeof(p), "%s/workspaces/%s/deep", root, name);
+	ok(stat(p, &st) == 0 && st.st_uid == 64321, "new directory owned too");
+	snprintf(p, sizeof(p), "%s/workspaces/%s/evil", root, name);
+	r = symlink("/etc", p);
+	r = workspace_write_file(ws, "evil/x", "x", 1, false, err, sizeof(err));
+	ok(r == -ELOOP && strstr(err, "symbolic link"),
+	   "no write through a symlinked directory: %s", err);
+	ok(access("/etc/x", F_OK) != 0, "nothing written to /etc");
+	snprintf(p, sizeof(p), "%s/workspaces/%s/lnk", root, name);
+	r = symlink("/etc/passwd", p);
+	r = workspace_write_file(ws, "lnk", "x", 1, true, err, sizeof(err));
+	ok(r == -EEXIST, "symlink target not replaced or followed: %s", err);
+	r = workspace_write_file(ws, "a.txt/x", "x", 1, false, err,
+	                         sizeof(err));
+	ok(r == -ENOTDIR, "file as a directory refused: %s", err);
+	r = workspace_write_file(ws, "../x", "x", 1, false, err, sizeof(err));
+	ok(r == -EINVAL && strstr(err, "'..'"), "traversal refused: %s", err);
+
+	/* Usage and the post-run quota check. */
+	r = workspace_usage(ws, &u);
+	ok(r == 0 && u.files >= 5 && !u.over && !u.enforced,
+	   "usage: %llu files, %llu bytes", u.files, u.bytes);
+	ok(workspace_check_quota(ws, 0, err, sizeof(err)) == 0, "under quota");
+	ok(workspace_check_quota(ws, 2 * 1024 * 1024, err, sizeof(err)) ==
+	       -EDQUOT,
+	   "upload larger than the quota refused: %s", err);
+	for (int i = 0; i < 60; i++) {
+		char f[32];
+
+		snprintf(f, sizeof(f), "many/f%d", i);
+		snprintf(p, sizeof(p), "%s/workspaces/%s/%s", root, name, f);
+		if (i == 0) {
+			char d[600];
+
+			snprintf(d, sizeof(d), "%s/workspaces/%s/many", root,
+			         name);
+			mkdir(d, 0755);
+		}
+		close(open(p, O_CREAT | O_WRONLY, 0644));
+	}
+	r = workspace_check_quota(ws, 0, err, sizeof(err));
+	ok(r == -EDQUOT && strstr(err, "over its quota"),
+	   "over the file quota, runs refused: %s", err);
+	r = workspace_write_file(ws, "more.txt", "x", 1, false, err,
+	                         sizeof(err));
+	ok(r == -EDQUOT, "uploads refused too");
+	snprintf(p, sizeof(p), "%s/workspaces/%s", root, name);
+	{
+		int dfd = open(p, O_RDONLY | O_DIRECTORY);
+
+		ok(fstree_remove(dfd, "many") == 0,
+		   "fstree_remove a directory");
+		close(dfd);
+	}
+	ok(workspace_check_quota(ws, 0, err, sizeof(err)) == 0,
+	   "back under quota");
+
+	/* URLs and URIs. */
+	{
+		char *url = workspace_file_url(m, ws, "out/a b.png");
+		char *uri = workspace_resource_uri(ws, "out/a b.png");
+		char want[300];
+
+		snprintf(want, sizeof(want),
+		         "https://files.example/files/%s/out/a%%20b.png", name);
+		ok(url && strcmp(url, want) == 0, "file URL %s", url);
+		ok(uri && strcmp(uri, "sandbox://c1/out/a%20b.png") == 0,
+		   "resource URI %s", uri);
+		free(url);
+		free(uri);
+	}
+
+	/* The run lock. */
+	ok(workspace_open(m, "t", "c1", false, &ws2, err, sizeof(err)) == 0,
+	   "second handle");
+	ok(workspace_lock(ws, 1000) == 0, "lock");
+	ok(workspace_lock(ws, 1000) == -EDEADLK, "relock refused");
+	{
+		long long t0 = mono_ms();
+
+		ok(workspace_lock(ws2, 200) == -ETIMEDOUT &&
+		       mono_ms() - t0 >= 190,
+		   "other handle times out");
+	}
+	{
+		struct lock_arg a = {.ws = ws2};
+		pthread_t th;
+
+		pthread_create(&th, NULL, lock_thread, &a);
+		usleep(200 * 1000);
+		workspace_unlock(ws);
+		pthread_join(th, NULL);
+		ok(a.r == 0 && a.waited_ms >= 150,
+		   "waiter gets the lock on unlock (%lld ms)", a.waited_ms);
+	}
+	workspace_close(ws2); /* releases the lock */
+	ok(workspace_lock(ws, 100) == 0, "close released the lock");
+	workspace_unlock(ws);
+
+	/* Retention never deletes a workspace in use. */
+	age_marker(name, 5);
+	ok(workspace_mgr_sweep(m, false) == 0 && exists_at("meta") &&
+	       workspace_dirfd(ws) >= 0,
+	   "in use: kept");
+	workspace_close(ws);
+	age_marker(name, 5);
+	ok(workspace_mgr_sweep(m, false) == 1, "idle and old: deleted");
+	snprintf(p, sizeof(p), "workspaces/%s", name);
+	ok(!exists_at(p), "directory gone");
+	snprintf(p, sizeof(p), "meta/%s", name);
+	ok(!exists_at(p), "marker gone");
+	ok(workspace_open(m, "t", "c1", false, &ws, err, sizeof(err)) ==
+	       -ENOENT,
+	   "deleted workspace is absent");
+	workspace_mgr_destroy(m);
+}
+
+/* ---- the global cap ----------------------------------------------------- */
+
+static void test_cap(void)
+{
+	struct config c;
+	struct workspace_mgr *m = NULL;
+	struct workspace *ws = NULL;
+	char err[600];
+	int r;
+
+	cfg_init(&c, mode_none, 0x44);
+	c.max_workspaces = 2;
+	ok(workspace_mgr_create(&c, &m, err, sizeof(err)) == 0, "cap manager");
+	for (int i = 0; i < 2; i++) {
+		char id[16];
+
+		snprintf(id, sizeof(id), "cap%d", i);
+		r = workspace_open(m, "t", id, true, &ws, err, sizeof(err));
+		workspace_close(ws);
+		ws = NULL;
+		ok(r == 0, "workspace %d of 2", i + 1);
+	}
+	r = workspace_open(m, "t", "cap2", true, &ws, err, sizeof(err));
+	ok(r == -ENOSPC && strstr(err, "WORKSPACE_MAX_COUNT"),
+	   "third refused: %s", err);
+	r = workspace_open(m, "t", "cap0", true, &ws, err, sizeof(err));
+	ok(r == 0, "existing still opens");
+	workspace_close(ws);
+	workspace_mgr_destroy(m);
+	/* The count survives a restart. */
+	ok(workspace_mgr_create(&c, &m, err, sizeof(err)) == 0, "restart");
+	ws = NULL;
+	r = workspace_open(m, "t", "cap3", true, &ws, err, sizeof(err));
+	ok(r == -ENOSPC, "cap counted from disk at start-up");
+	workspace_mgr_destroy(m);
+}
+
+/* ---- hostile trees ------------------------------------------------------ */
+
+/* Builds a tree of the given depth with every kind of entry in it. */
+static int hostile_tree(int wsfd, int depth, const char *canary)
+{
+	int fd = openat(wsfd, ".", O_RDONLY | O_DIRECTORY);
+
+	for (int i = 0; i < depth && fd >= 0; i++) {
+		int nfd;
+
+		if (i % 500 == 0) {
+			if (mkfifoat(fd, "fifo", 0600) < 0 ||
+			    mknodat(fd, "sock", S_IFSOCK | 0600, 0) < 0 ||
+			    mknodat(fd, "null", S_IFCHR | 0666, makedev(1, 3)) <
+			        0 ||
+			    symlinkat(canary, fd, "escape") < 0 ||
+			    symlinkat("/etc/passwd", fd, "passwd") < 0 ||
+			    mkdirat(fd, "locked", 0755) < 0)
+				return -1;
+			nfd = openat(fd, "locked", O_RDONLY | O_DIRECTORY);
+			close(openat(nfd, "secret", O_CREAT | O_WRONLY, 0));
+			fchmod(nfd, 0);
+			close(nfd);
+			close(openat(fd, "noperm", O_CREAT | O_WRONLY, 0));
+		}
+		if (mkdirat(fd, "d", 0755) < 0)
+			return -1;
+		nfd = openat(fd, "d", O_RDONLY | O_DIRECTORY);
+		close(fd);
+		fd = nfd;
+	}
+	if (fd < 0)
+		return -1;
+	close(fd);
+	return 0;
+}
+
+static void test_hostile_delete(void)
+{
+	struct config c;
+	struct workspace_mgr *m = NULL;
+	struct workspace *ws = NULL;
+	char err[600], name[65], canary[300], p[600];
+	struct fstree_usage fu;
+	int wsfd;
+
+	snprintf(canary, sizeof(canary), "%s-canary", root);
+	mkdir(canary, 0755);
+	snprintf(p, sizeof(p), "%s/keep", canary);
+	close(open(p, O_CREAT | O_WRONLY, 0644));
+
+	cfg_init(&c, mode_none, 0x55);
+	ok(workspace_mgr_create(&c, &m, err, sizeof(err)) == 0,
+	   "manager for hostile trees");
+	ok(workspace_open(m, "t", "deep", true, &ws, err, sizeof(err)) == 0,
+	   "workspace");
+	workspace_name_for(m, "t", "deep", name);
+	snprintf(p, sizeof(p), "%s/workspaces/%s", root, name);
+	wsfd = open(p, O_RDONLY | O_DIRECTORY);
+	ok(hostile_tree(wsfd, 3000, canary) == 0,
+	   "tree 3000 levels deep with FIFOs, sockets, devices, symlinks, "
+	   "mode 000");
+	ok(fstree_measure(wsfd, 0, 0, &fu) == 0 && fu.depth >= 3000 &&
+	       fu.files > 3000,
+	   "measured iteratively: %llu entries, depth %u",
+	   (unsigned long long)fu.files, fu.depth);
+	close(wsfd);
+	workspace_close(ws);
+	age_marker(name, 3);
+	ok(workspace_mgr_sweep(m, false) == 1, "3000-level tree deleted");
+	snprintf(p, sizeof(p), "workspaces/%s", name);
+	ok(!exists_at(p), "nothing left");
+	snprintf(p, sizeof(p), "%s/keep", canary);
+	ok(access(p, F_OK) == 0, "the symlink target outside is untouched");
+	ok(access("/etc/passwd", F_OK) == 0, "/etc/passwd untouched");
+	unlink(p);
+	rmdir(canary);
+	workspace_mgr_destroy(m);
+}
+
+/* ---- run support --------------------------------------------------------- */
+
+static const unsigned char png1x1[] = {
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d,
+    0x49, 0x48, 0x44, 0x52, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01,
+    0x08, 0x06, 0x00, 0x00, 0x00, 0x1f, 0x15, 0xc4, 0x89, 0x00, 0x00, 0x00,
+    0x0d, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0xf8, 0xcf, 0xc0, 0xf0,
+    0x1f, 0x00, 0x05, 0x00, 0x01, 0xff, 0x89, 0x99, 0x3d, 0x1d, 0x00, 0x00,
+    0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82};
+
+static void test_run_support(void)
+{
+	struct config c;
+	struct workspace_mgr *m = NULL;
+	struct workspace *ws = NULL;
+	struct workspace_snapshot *snap = NULL;
+	struct workspace_changes_info info;
+	cJSON *files = NULL, *content;
+	char err[600], name[65], p[600], *rel = NULL, *url = NULL;
+	int r;
+
+	cfg_init(&c, mode_none, 0x66);
+	ok(workspace_mgr_create(&c, &m, err, sizeof(err)) == 0, "manager");
+	ok(workspace_open(m, "t", "run", true, &ws, err, sizeof(err)) == 0,
+	   "workspace");
+	workspace_name_for(m, "t", "run", name);
+	r = workspace_write_file(ws, "old.txt", "1", 1, false, err,
+	                         sizeof(err));
+	r |= workspace_write_file(ws, "same.txt", "1", 1, false, err,
+	                          sizeof(err));
+	ok(r == 0, "files before the run");
+	ok(workspace_snapshot_create(ws, &snap) == 0, "snapshot");
+	/* What a run might do. */
+	r = workspace_write_file(ws, "old.txt", "22", 2, true, err,
+	                         sizeof(err));
+	r |= workspace_write_file(ws, "out/plot.png", png1x1, sizeof(png1x1),
+	                          false, err, sizeof(err));
+	r |= workspace_write_file(ws, "out/fake.png", "<svg>", 5, false, err,
+	                          sizeof(err));
+	ok(r == 0, "run wrote files");
+	snprintf(p, sizeof(p), "%s/workspaces/%s/link", root, name);
+	r = symlink("/etc/shadow", p);
+	snprintf(p, sizeof(p), "%s/workspaces/%s/bad\nname.txt", root, name);
+	close(open(p, O_CREAT | O_WRONLY, 0644));
+	r = workspace_changes(ws, snap, 100, &files, &info);
+	ok(r == 0 && cJSON_GetArraySize(files) == 3 && info.changed == 3 &&
+	       !info.truncated && info.skipped == 1 && info.unnamed == 1,
+	   "changes: 3 files, 1 link skipped, 1 bad name unlisted");
+	{
+		const cJSON *f0 = cJSON_GetArrayItem(files, 0);
+		const cJSON *f1 = cJSON_GetArrayItem(files, 1);
+		const cJSON *f2 = cJSON_GetArrayItem(files, 2);
+		char want[300];
+
+		ok(strcmp(cJSON_GetObjectItem(f0, "name")->valuestring,
+		          "old.txt") == 0 &&
+		       strcmp(cJSON_GetObjectItem(f0, "status")->valuestring,
+		              "modified") == 0,
+		   "sorted, modified old.txt");
+		ok(strcmp(cJSON_GetObjectItem(f1, "name")->valuestring,
+		          "out/fake.png") == 0 &&
+		       strcmp(cJSON_GetObjectItem(f2, "status")->valuestring,
+		              "created") == 0,
+		   "created files");
+		snprintf(want, sizeof(want),
+		         "https://files.example/files/%s/out/plot.png", name);
+		ok(strcmp(cJSON_GetObjectItem(f2, "url")->valuestring, want) ==
+		           0 &&
+		       strcmp(cJSON_GetObjectItem(f2, "mimeType")->valuestring,
+		              "image/png") == 0 &&
+		       cJSON_GetObjectItem(f2, "size")->valuedouble ==
+		           sizeof(png1x1) &&
+		       strcmp(cJSON_GetObjectItem(f2, "path")->valuestring,
+		              "/data/out/plot.png") == 0 &&
+		       strlen(
+		           cJSON_GetObjectItem(f2, "modified")->valuestring) ==
+		           20,
+		   "entry fields");
+	}
+	content = cJSON_CreateArray();
+	ok(workspace_append_links(content, files) == 0 &&
+	       cJSON_GetArraySize(content) == 3 &&
+	       strcmp(
+	           cJSON_GetObjectItem(cJSON_GetArrayItem(content, 0), "type")
+	               ->valuestring,
+	           "resource_link") == 0,
+	   "resource links");
+	r = workspace_append_images(ws, content, files, 3);
+	ok(r == 1, "one inline image (the fake PNG is not one)");
+	{
+		const cJSON *img = cJSON_GetArrayItem(content, 3);
+
+		ok(img &&
+		       strcmp(cJSON_GetObjectItem(img, "type")->valuestring,
+		              "image") == 0 &&
+		       strncmp(cJSON_GetObjectItem(img, "data")->valuestring,
+		               "iVBORw0KGgo", 11) == 0,
+		   "image item is base64 PNG");
+	}
+	cJSON_Delete(content);
+	cJSON_Delete(files);
+	workspace_snapshot_destroy(snap);
+	ok(workspace_changes(ws, NULL, 1, &files, &info) == 0 &&
+	       cJSON_GetArraySize(files) == 1 && info.truncated &&
+	       info.changed == 4,
+	   "without a snapshot everything is new; bounded and truncated");
+	cJSON_Delete(files);
+
+	r = workspace_save_output(ws, "stdout", "line\n", 5, &rel, &url);
+	ok(r == 0 && rel && strncmp(rel, ".mcp/stdout-", 12) == 0 && url &&
+	       strstr(url, rel),
+	   "saved output %s", rel ? rel : "");
+	snprintf(p, sizeof(p), "%s/workspaces/%s/%s", root, name,
+	         rel ? rel : "");
+	{
+		struct stat st;
+
+		ok(stat(p, &st) == 0 && st.st_size == 5, "saved file on disk");
+	}
+	ok(workspace_save_output(ws, "other", "x", 1, NULL, NULL) == -EINVAL,
+	   "unknown stream refused");
+	free(rel);
+	free(url);
+	workspace_close(ws);
+	workspace_mgr_destroy(m);
+}
+
+/* ---- loop mode --------------------------------------------------------------
+ */
+
+static bool is_mounted(const char *path)
+{
+	char parent[600];
+	struct stat a, b;
+
+	snprintf(parent, sizeof(parent), "%s/..", path);
+	return stat(path, &a) == 0 && stat(parent, &b) == 0 &&
+	       a.st_dev != b.st_dev;
+}
+
+static void test_loop_mode(void)
+{
+	struct config c;
+	struct workspace_mgr *m = NULL;
+	struct workspace *ws = NULL;
+	struct workspace_usage u;
+	struct statvfs sv;
+	char err[800], name[65], p[600], img[600];
+	struct stat st;
+	int r, n = 0;
+
+	cfg_init(&c, mode_loop, 0x77);
+	c.workspace_quota_bytes = 16 * 1024 * 1024;
+	c.workspace_max_files = 200;
+	c.upload_max_bytes = 64 * 1024 * 1024;
+	r = workspace_mgr_create(&c, &m, err, sizeof(err));
+	if (r < 0) {
+		ok(geteuid() != 0, "# SKIP loop mode unavailable: %s", err);
+		return;
+	}
+	ok(strcmp(workspace_mgr_quota_mode(m), "loop") == 0, "loop mode");
+	ok(workspace_open(m, "t", "loop", true, &ws, err, sizeof(err)) == 0,
+	   "loop workspace created (%s)", err);
+	if (!ws)
+		goto out;
+	workspace_name_for(m, "t", "loop", name);
+	snprintf(p, sizeof(p), "%s/workspaces/%s", root, name);
+	snprintf(img, sizeof(img), "%s/images/%s.img", root, name);
+	ok(is_mounted(p), "mounted at the workspace path");
+	ok(statvfs(p, &sv) == 0 && (sv.f_flag & ST_NOSUID) &&
+	       (sv.f_flag & ST_NODEV) && (sv.f_flag & ST_NOEXEC),
+	   "nosuid,nodev,noexec");
+	ok(stat(p, &st) == 0 && st.st_uid == 64321 && st.st_gid == 64321 &&
+	       (st.st_mode & 0777) == 0700,
+	   "root of the image owned by the sandbox user");
+	snprintf(p, sizeof(p), "%s/workspaces/%s/lost+found", root, name);
+	ok(access(p, F_OK) != 0, "no lost+found");
+	ok(stat(img, &st) == 0 && st.st_size == 16 * 1024 * 1024 &&
+	       st.st_blocks * 512 < 16 * 1024 * 1024,
+	   "sparse image of exactly the quota (%lld bytes allocated)",
+	   (long long)st.st_blocks * 512);
+	ok(workspace_quota_enforced(ws), "enforced");
+	r = workspace_usage(ws, &u);
+	ok(r == 0 && u.enforced && u.quota_files <= 256 &&
+	       u.quota_bytes <= 16 * 1024 * 1024,
+	   "usage from statvfs: %llu/%llu files", u.files, u.quota_files);
+
+	/* Bytes: a large upload does not fit. */
+	{
+		size_t big = 20 * 1024 * 1024;
+		char *buf = calloc(1, big);
+
+		r = workspace_write_file(ws, "big.bin", buf, big, false, err,
+		                         sizeof(err));
+		ok(r == -EDQUOT, "20 MB into 16 MB refused: %s", err);
+		free(buf);
+	}
+	/* Inodes: even root cannot create more files than the image has. */
+	{
+		int dfd;
+
+		snprintf(p, sizeof(p), "%s/workspaces/%s", root, name);
+		dfd = open(p, O_RDONLY | O_DIRECTORY);
+		for (n = 0; n < 100000; n++) {
+			char f[32];
+			int fd;
+
+			snprintf(f, sizeof(f), "f%d", n);
+			fd = openat(dfd, f, O_CREAT | O_WRONLY, 0644);
+			if (fd < 0)
+				break;
+			close(fd);
+		}
+		ok(n < 256 && errno == ENOSPC,
+		   "file creation stops at the inode limit (%d files, %s)", n,
+		   strerror(errno));
+		r = workspace_write_file(ws, "one-more.txt", "x", 1, false, err,
+		                         sizeof(err));
+		ok(r == -EDQUOT, "upload refused when out of inodes: %s", err);
+		ok(fstree_remove(dfd, "f0") == 0, "delete one");
+		close(dfd);
+	}
+	workspace_close(ws);
+	ws = NULL;
+
+	/* Idle unmount and mount on demand. */
+	workspace_mgr_sweep(m, true);
+	snprintf(p, sizeof(p), "%s/workspaces/%s", root, name);
+	ok(!is_mounted(p), "idle image unmounted");
+	ok(stat(p, &st) == 0 && (st.st_mode & 0777) == 0 && st.st_uid == 0,
+	   "bare mount point is root's, mode 000");
+	ok(workspace_open_by_name(m, name, &ws) == 0 && is_mounted(p),
+	   "serving mounts it again");
+	{
+		struct stat fst;
+		int fd = fstree_open_regular(workspace_dirfd(ws), "f1", &fst);
+
+		ok(fd >= 0, "files survived the remount");
+		if (fd >= 0)
+			close(fd);
+	}
+	workspace_close(ws);
+	ws = NULL;
+	ok(workspace_open_by_name(m, "0000", &ws) == -ENOENT,
+	   "malformed name: -ENOENT");
+
+	/* Retention in loop mode: unmount and remove the image. */
+	age_marker(name, 2);
+	ok(workspace_mgr_sweep(m, false) == 1, "old loop workspace deleted");
+	ok(!is_mounted(p) && access(p, F_OK) != 0 && access(img, F_OK) != 0,
+	   "unmounted, mount point and image removed");
+
+	/* Shutdown unmounts. */
+	ok(workspace_open(m, "t", "loop2", true, &ws, err, sizeof(err)) == 0,
+	   "another loop workspace");
+	workspace_name_for(m, "t", "loop2", name);
+	workspace_close(ws);
+	ws = NULL;
+out:
+	workspace_mgr_destroy(m);
+	snprintf(p, sizeof(p), "%s/workspaces/%s", root, name);
+	ok(!is_mounted(p), "unmounted at shutdown");
+	/* A restart mounts on demand again. */
+	ok(workspace_mgr_create(&c, &m, err, sizeof(err)) == 0, "restart");
+	ok(workspace_open(m, "t", "loop2", false, &ws, err, sizeof(err)) == 0 &&
+	       is_mounted(p),
+	   "reopened after restart");
+	workspace_close(ws);
+	workspace_mgr_destroy(m);
+}
+
+/* Runs a shell script in a container on the workspace; returns output. */
+static char *docker_run(const char *hostpath, const char *image,
+                        const char *script)
+{
+	char cmd[4096];
+	static char out[8192];
+	size_t n = 0;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd),
+	         "docker run --rm --network none --user 64321:64321 "
+	         "--cap-drop ALL --security-opt no-new-privileges "
+	         "--pids-limit 64 --memory 256m --memory-swap 256m "
+	         "--mount type=bind,source=%s,target=/data %s sh -c '%s' 2>&1",
+	         hostpath, image, script);
+	f = popen(cmd, "r");
+	if (!f)
+		return NULL;
+	n = fread(out, 1, sizeof(out) - 1, f);
+	out[n] = '\0';
+	pclose(f);
+	return out;
+}
+
+/*
+ * A real container against a loop workspace of 32 MB and about 5000 files:
+ * it creates files without end, writes a huge file, then builds a tree
+ * 3000 levels deep with a symlink and a FIFO, which retention deletes.
+ */
+static void docker_test(const char *image)
+{
+	struct config c;
+	struct workspace_mgr *m = NULL;
+	struct workspace *ws = NULL;
+	struct workspace_usage u;
+	struct statvfs before, after;
+	char err[800], name[65], p[600], img[600], droot[300];
+	const char *out;
+	struct stat st;
+	int r;
+
+	snprintf(droot, sizeof(droot), "%s-docker", root);
+	cfg_init(&c, mode_loop, 0x88);
+	c.sandbox_root = droot;
+	c.sandbox_host_path = droot; /* the daemon runs natively here */
+	c.workspace_quota_bytes = 32 * 1024 * 1024;
+	c.workspace_max_files = 5000;
+	if (workspace_mgr_create(&c, &m, err, sizeof(err)) < 0) {
+		ok(geteuid() != 0, "# SKIP docker test needs loop mode: %s",
+		   err);
+		return;
+	}
+	workspace_name_for(m, "t", "docker", name);
+	ok(workspace_open(m, "t", "docker", true, &ws, err, sizeof(err)) == 0,
+	   "docker: workspace");
+	if (!ws)
+		goto out;
+	statvfs(droot, &before);
+	out = docker_run(workspace_host_path(ws), image,
+	                 "dd if=/dev/zero of=/data/big bs=1M count=200 2>&1 "
+	                 "| tail -n 3; ls -l /data/big; rm -f /data/big; "
+	                 "i=0; while true > /data/f$i 2>/dev/null; do "
+	                 "i=$((i+1)); done; echo files=$i; "
+	                 "mkdir /data/more; id");
+	printf("# container: %s\n", out ? out : "(none)");
+	{
+		const char *fl = out ? strstr(out, "files=") : NULL;
+		long files = fl ? strtol(fl + 6, NULL, 10) : -1;
+
+		ok(files > 4000 && files <= 5000,
+		   "docker: creating files without end stops at %ld", files);
+	}
+	ok(out && strstr(out, "No space left on device"),
+	   "docker: the flood and the huge file hit ENOSPC in the container");
+	ok(out && strstr(out, "uid=64321"), "docker: ran as the sandbox user");
+	r = workspace_usage(ws, &u);
+	ok(r == 0 && u.files >= 4000 && u.quota_bytes <= 32 * 1024 * 1024,
+	   "docker: usage %llu/%llu files, %llu/%llu bytes", u.files,
+	   u.quota_files, u.bytes, u.quota_bytes);
+	sync();
+	statvfs(droot, &after);
+	snprintf(img, sizeof(img), "%s/images/%s.img", droot, name);
+	ok(stat(img, &st) == 0 && st.st_size == 32 * 1024 * 1024 &&
+	       st.st_blocks * 512 <= 32 * 1024 * 1024,
+	   "docker: image still 32 MB, %lld bytes allocated",
+	   (long long)st.st_blocks * 512);
+	ok((long long)before.f_bavail * before.f_frsize -
+	           (long long)after.f_bavail * after.f_frsize <
+	       33LL * 1024 * 1024,
+	   "docker: host disk used by the run is bounded by the quota (%lld "
+	   "bytes)",
+	   (long long)before.f_bavail * before.f_frsize -
+	       (long long)after.f_bavail * after.f_frsize);
+
+	/* A deep tree and hostile entries made by code are deleted. */
+	out = docker_run(workspace_host_path(ws), image,
+	                 "rm -rf /data/f* /data/big; cd /data; "
+	                 "perl -e \"for (1..3000) { mkdir q(d) or last; "
+	                 "chdir q(d) or last; \\$n++ } print qq(depth=\\$n)\"; "
+	                 "ln -s /etc/shadow /data/shadow; mkfifo /data/fifo; "
+	                 "mkfifo /data/d/fifo; chmod 000 /data/d");
+	printf("# container: %s\n", out ? out : "(none)");
+	ok(out && strstr(out, "depth=3000"), "docker: 3000 levels created");
+	workspace_close(ws);
+	ws = NULL;
+	snprintf(p, sizeof(p), "%s/meta/%s", droot, name);
+	{
+		struct timespec ts[2];
+
+		clock_gettime(CLOCK_REALTIME, &ts[0]);
+		ts[0].tv_sec -= 2 * 3600;
+		ts[1] = ts[0];
+		utimensat(AT_FDCWD, p, ts, 0);
+	}
+	ok(workspace_mgr_sweep(m, false) == 1 && access(img, F_OK) != 0,
+	   "docker: deep workspace deleted (unmounted, image removed)");
+out:
+	workspace_close(ws);
+	workspace_mgr_destroy(m);
+	snprintf(p, sizeof(p), "rm -rf %s", droot);
+	if (system(p) != 0)
+		printf("# cannot remove %s\n", droot);
+}
+
+int main(void)
+{
+	char tmpl[] = "/tmp/mcpsd-ws-XXXXXX";
+
+	/* chown to the sandbox user, device nodes, loop mounts: root only. */
+	if (geteuid() != 0) {
+		printf("1..0 # SKIP needs root (as on every machine of this "
+		       "project)\n");
+		return 0;
+	}
+	if (!mkdtemp(tmpl)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	snprintf(root, sizeof(root), "%s/root", tmpl);
+	test_names();
+	test_none_mode();
+	test_cap();
+	/* Each test below starts from an empty SANDBOX_ROOT. */
+	{
+		char cmd[600];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+		if (system(cmd) != 0)
+			return 1;
+	}
+	test_hostile_delete();
+	test_run_support();
+	test_loop_mode();
+	if (getenv("MCPSD_TEST_DOCKER_IMAGE"))
+		docker_test(getenv("MCPSD_TEST_DOCKER_IMAGE"));
+	{
+		char cmd[600];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpl);
+		if (system(cmd) != 0)
+			return 1;
+	}
+	return tap_done();
+}
