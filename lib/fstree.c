@@ -324,7 +324,7 @@ out:
 int fstree_walk(int dirfd, const char *rel, size_t max_entries,
                 fstree_walk_fn fn, void *data, struct fstree_walk_stats *stats)
 {
-	struct fstree_walk_stats local;
+	struct fstree_walk_stats local = {0};
 	struct fstree_walk_stats *st = stats ? stats : &local;
 	struct queue q = {0};
 	struct stat sb;

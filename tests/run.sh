@@ -181,13 +181,20 @@ layer_sanitize() {
 layer_valgrind() {
 	[ -n "${BUILD_BROKEN:-}" ] && { record valgrind 0 1; return; }
 	ensure_apt valgrind
-	local out okc failc
-	out=$(meson test -C "$BUILD" --suite unit --setup valgrind --print-errorlogs 2>&1)
+	local out okc failc names skip=(workspace files)
+	# Valgrind 3.19 does not emulate openat2(2), which every workspace
+	# and file access goes through, so those two suites cannot run under
+	# it; they run under AddressSanitizer in the sanitize layer instead.
+	names=$(meson test -C "$BUILD" --suite unit --list 2>/dev/null | sed -n 's/^mcp-sandboxd:unit \/ //p' |
+		grep -vxF -e "${skip[0]}" -e "${skip[1]}")
+	echo "not under valgrind (no openat2 emulation): ${skip[*]}"
+	# shellcheck disable=SC2086
+	out=$(meson test -C "$BUILD" --setup valgrind --print-errorlogs $names 2>&1)
 	okc=$(echo "$out" | awk '/^Ok:/ {print $2}')
 	failc=$(echo "$out" | awk '/^Fail:/ {print $2}')
 	echo "$out" | grep -E '^ *[0-9]+/[0-9]+ ' | sed 's/^/  /'
 	[ -n "$okc" ] || { echo "$out" | tail -20; record valgrind 0 1; return; }
-	record valgrind "$okc" "$failc"
+	record valgrind "$okc" "$failc" "${#skip[@]}"
 }
 
 # start_daemon BINARY LOG VAR=VALUE...: starts the daemon on a free

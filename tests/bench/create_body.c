@@ -38,7 +38,8 @@ static char *read_all(FILE *f)
 		if (n == 0)
 			break;
 		if (cap - len < 2) {
-			char *nb = cap < (64u << 20) ? realloc(b, cap * 2) : NULL;
+			char *nb =
+			    cap < (64u << 20) ? realloc(b, cap * 2) : NULL;
 
 			if (!nb) {
 				free(b);
