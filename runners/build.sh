@@ -9,7 +9,7 @@
 # After each build the image is run (no network, read-only root, uid 64321) to
 # detect the interpreter and library versions, which become the labels
 # sandbox.version, sandbox.libraries and sandbox.description, and to run a smoke
-# test through the sandbox.command label. See runners/README.md.
+# test through the sandbox.command label. See docs/runners.md.
 set -Eeuo pipefail
 umask 022
 
