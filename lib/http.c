@@ -37,6 +37,7 @@
 
 #define MAX_HEALTH_HOOKS 8
 #define MAX_HEADER_COUNT 100
+#define LINGER_SECONDS 2
 #define SSE_BLOCK 32768
 #define THREAD_STACK (512 * 1024)
 
@@ -92,7 +93,9 @@ struct request {
 	const char *tenant;
 	struct buf body;
 	bool too_big;
-	bool answered; /* a response was queued early */
+	size_t discarded; /* body bytes dropped after too_big */
+	bool answered;    /* a response was queued early */
+	bool linger;      /* refused with body bytes still on the way */
 };
 
 /* ------------------------------------------------------------------ */
@@ -809,13 +812,47 @@ static void *watchdog_main(void *arg)
 	return NULL;
 }
 
+/*
+ * A refusal sent while the client was still sending its body: libmicrohttpd
+ * closes the socket with unread bytes in it, the kernel answers with a
+ * reset, and the client loses the response it has not read yet. Finish
+ * our side and swallow what still arrives, for a bounded time, so the
+ * client reads "413: send less" instead of "connection reset".
+ */
+static void linger_close(struct http_server *hs, struct conn_track *t)
+{
+	char sink[16384];
+	time_t until = mono_now() + LINGER_SECONDS;
+	size_t drained = 0;
+
+	if (!t || t->fd < 0)
+		return;
+	if (shutdown(t->fd, SHUT_WR) != 0)
+		return;
+	while (mono_now() < until && drained < hs->cfg->max_body_bytes) {
+		struct pollfd p = {.fd = t->fd, .events = POLLIN};
+		ssize_t n;
+
+		if (poll(&p, 1, 250) < 0 && errno != EINTR)
+			break;
+		if (!(p.revents & (POLLIN | POLLHUP | POLLERR)))
+			continue;
+		n = recv(t->fd, sink, sizeof(sink), MSG_DONTWAIT);
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+			break;
+		if (n > 0)
+			drained += (size_t)n;
+	}
+}
+
 static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
                          enum MHD_RequestTerminationCode toe)
 {
 	struct http_server *hs = cls;
 	struct request *rq = *req_cls;
 
-	(void)toe;
+	if (rq && rq->linger && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+		linger_close(hs, track_of(conn));
 	if (rq) {
 		buf_finish(&rq->body);
 		free(rq);
@@ -848,7 +885,8 @@ static enum route route_of(const char *url)
 }
 
 struct hdr_count {
-	unsigned total, content_length, transfer_encoding;
+	unsigned total, content_length, transfer_encoding, authorization;
+	const char *te; /* the last Transfer-Encoding value */
 };
 
 static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind,
@@ -857,12 +895,15 @@ static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind,
 	struct hdr_count *hc = cls;
 
 	(void)kind;
-	(void)value;
 	hc->total++;
-	if (strcasecmp(key, "Content-Length") == 0)
+	if (strcasecmp(key, "Content-Length") == 0) {
 		hc->content_length++;
-	else if (strcasecmp(key, "Transfer-Encoding") == 0)
+	} else if (strcasecmp(key, "Transfer-Encoding") == 0) {
 		hc->transfer_encoding++;
+		hc->te = value;
+	} else if (strcasecmp(key, "Authorization") == 0) {
+		hc->authorization++;
+	}
 	return MHD_YES;
 }
 
@@ -881,18 +922,32 @@ static enum MHD_Result check_head(struct http_server *hs,
 
 	rq->answered = true;
 	MHD_get_connection_values(conn, MHD_HEADER_KIND, count_header, &hc);
+	/* Whatever is refused below, a body may be on its way. */
+	h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+	                                "Content-Length");
+	rq->linger = hc.transfer_encoding || (h && strcmp(h, "0") != 0);
 	if (hc.total > MAX_HEADER_COUNT)
 		return respond_error(
 		    hs, conn, MHD_HTTP_REQUEST_HEADER_FIELDS_TOO_LARGE,
 		    "more than %d header fields; send fewer", MAX_HEADER_COUNT);
-	if (hc.content_length > 1 ||
-	    (hc.content_length && hc.transfer_encoding))
+	if (hc.content_length > 1)
+		return respond_error(hs, conn, MHD_HTTP_BAD_REQUEST,
+		                     "more than one Content-Length header; "
+		                     "send exactly one");
+	if (hc.content_length && hc.transfer_encoding)
 		return respond_error(hs, conn, MHD_HTTP_BAD_REQUEST,
 		                     "conflicting Content-Length and "
 		                     "Transfer-Encoding headers; send exactly "
 		                     "one of them");
-	h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-	                                "Content-Length");
+	/*
+	 * libmicrohttpd decodes only a lone "chunked" and reads any other
+	 * coding until the client closes; RFC 9112 says refuse and close.
+	 */
+	if (hc.transfer_encoding > 1 ||
+	    (hc.te && strcasecmp(hc.te, "chunked") != 0))
+		return respond_error(hs, conn, MHD_HTTP_BAD_REQUEST,
+		                     "unsupported Transfer-Encoding; send "
+		                     "'chunked' or a Content-Length");
 	if (h) {
 		char *end;
 		unsigned long long cl;
@@ -942,6 +997,14 @@ static enum MHD_Result check_head(struct http_server *hs,
 	if (rq->route == ROUTE_MCP && strcmp(method, "GET") != 0 &&
 	    strcmp(method, "POST") != 0 && strcmp(method, "DELETE") != 0)
 		return respond_405(hs, conn, "GET, POST, DELETE");
+	/*
+	 * libmicrohttpd returns the first of several Authorization headers
+	 * and a proxy may honour another: accept none of them.
+	 */
+	if (hc.authorization > 1 && !cfg->auth_none)
+		return respond_error(hs, conn, MHD_HTTP_UNAUTHORIZED,
+		                     "invalid credentials: more than one "
+		                     "Authorization header; send exactly one");
 	ar = auth_check(
 	    cfg,
 	    MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization"),
@@ -1097,19 +1160,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 
 	(void)version;
 	if (!rq) {
-		bool has_body = strcmp(method, "POST") == 0 ||
-		                strcmp(method, "PUT") == 0 ||
-		                strcmp(method, "PATCH") == 0;
-
 		rq = calloc(1, sizeof(*rq));
 		if (!rq)
 			return MHD_NO;
 		buf_init(&rq->body, hs->cfg->max_body_bytes);
 		rq->route = route_of(url);
 		*req_cls = rq;
-		track_set(hs, track_of(conn),
-		          has_body ? PHASE_BODY : PHASE_RESPONDING,
-		          has_body ? hs->cfg->body_timeout_s : 0);
+		/*
+		 * Any method may carry a body (GET and DELETE too), so every
+		 * request is on the body clock until its last callback.
+		 */
+		track_set(hs, track_of(conn), PHASE_BODY,
+		          hs->cfg->body_timeout_s);
 		return check_head(hs, conn, rq, method);
 	}
 	if (rq->answered) {
@@ -1118,22 +1180,39 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		return MHD_YES;
 	}
 	if (*upload_size) {
-		if (!rq->too_big &&
-		    buf_append(&rq->body, upload, *upload_size) < 0)
-			rq->too_big = true;
+		size_t n = *upload_size;
+
 		*upload_size = 0;
-		if (rq->too_big) {
-			rq->answered = true;
-			return respond_error(
-			    hs, conn, MHD_HTTP_CONTENT_TOO_LARGE,
-			    "request body is over the limit of %zu bytes; "
-			    "send less",
-			    hs->cfg->max_body_bytes);
+		if (!rq->too_big && buf_append(&rq->body, upload, n) == 0)
+			return MHD_YES;
+		/*
+		 * Over the limit (a chunked body, or one longer than its
+		 * Content-Length said). libmicrohttpd 0.9 queues a response
+		 * only before the body or after its end, so the rest is
+		 * discarded to answer 413 then; past twice the limit the
+		 * connection is cut instead.
+		 */
+		if (!rq->too_big) {
+			rq->too_big = true;
+			buf_finish(&rq->body);
+		}
+		rq->discarded += n;
+		if (rq->discarded > hs->cfg->max_body_bytes) {
+			log_info("cut a connection sending a body far over "
+			         "the limit of %zu bytes",
+			         hs->cfg->max_body_bytes);
+			return MHD_NO;
 		}
 		return MHD_YES;
 	}
 	track_set(hs, track_of(conn), PHASE_RESPONDING, 0);
 	rq->answered = true;
+	rq->linger = false; /* the body was read to its end */
+	if (rq->too_big)
+		return respond_error(hs, conn, MHD_HTTP_CONTENT_TOO_LARGE,
+		                     "request body is over the limit of %zu "
+		                     "bytes; send less",
+		                     hs->cfg->max_body_bytes);
 	return dispatch(hs, conn, rq, url, method);
 }
 
@@ -1275,18 +1354,23 @@ int http_server_create(const struct config *cfg, struct mcp_server *mcp,
 		snprintf(err, errlen, "cannot start a thread");
 		return -EAGAIN;
 	}
+	/*
+	 * poll(), not select(): select() cannot watch a descriptor past
+	 * FD_SETSIZE (1024), and libmicrohttpd drops such connections at
+	 * once, which would cap MCP_MAX_CONNECTIONS well below its range.
+	 * The logger goes first so that option parsing logs through it.
+	 */
 	hs->daemon = MHD_start_daemon(
-	    MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+	    MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD |
 	        MHD_USE_ERROR_LOG,
-	    0, NULL, NULL, on_request, hs, MHD_OPTION_LISTEN_SOCKET, fd,
-	    MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections,
-	    MHD_OPTION_CONNECTION_TIMEOUT, cfg->idle_timeout_s,
-	    MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+	    0, NULL, NULL, on_request, hs, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
+	    hs, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
+	    cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+	    cfg->idle_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
 	    (size_t)(cfg->max_header_bytes + 4096),
 	    MHD_OPTION_THREAD_STACK_SIZE, (size_t)THREAD_STACK,
 	    MHD_OPTION_NOTIFY_CONNECTION, on_connection, hs,
 	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, hs,
-	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, hs,
 	    MHD_OPTION_UNESCAPE_CALLBACK, unescape, hs,
 	    MHD_OPTION_STRICT_FOR_CLIENT, (int)1, MHD_OPTION_END);
 	if (!hs->daemon) {
