@@ -108,6 +108,8 @@ layer_build() {
 	local ok=0 bad=0
 	if (meson_build "$BUILD"); then ok=$((ok + 1)); else bad=$((bad + 1)); fi
 	if (meson_build "$BUILD_FIX" -Dfixtures=true); then ok=$((ok + 1)); else bad=$((bad + 1)); fi
+	# What deploy/run.sh builds: -O3 finds warnings -O2 does not.
+	if (meson_build "$ROOT/build/release" --buildtype=release); then ok=$((ok + 1)); else bad=$((bad + 1)); fi
 	echo "builds: $ok ok, $bad failed"
 	record build "$ok" "$bad"
 	[ "$bad" -eq 0 ] || BUILD_BROKEN=1
