@@ -56,6 +56,7 @@ describe('MCP Inspector CLI', () => {
   test('finds no portability problem in the tool schemas (--strict)', async () => {
     const r = await inspector(['--method', 'tools/list', '--strict']);
     assert.equal(r.code, 0, `exit ${r.code}: ${r.stderr}`);
+    assert.doesNotMatch(r.stderr, /^(Warning|Error)\b/m, r.stderr);
   });
 
   test('calls run_code and gets the output', async () => {
