@@ -7,8 +7,8 @@
 # Exit status is non-zero when anything failed.
 #
 # Usage: tests/run.sh [--only LAYER[,LAYER...]] [--skip LAYER[,LAYER...]]
-# Layers: format docs build unit fuzz static conformance integration
-#         sanitize valgrind
+# Layers: format docs build unit fuzz fuzzrun static conformance
+#         integration sanitize valgrind
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -16,7 +16,7 @@ export ROOT
 # shellcheck source=../deploy/common.sh
 . "$ROOT/deploy/common.sh"
 
-ALL_LAYERS=(format docs build unit fuzz static conformance integration sanitize valgrind)
+ALL_LAYERS=(format docs build unit fuzz fuzzrun static conformance integration sanitize valgrind)
 ONLY=""
 SKIP=""
 while [ $# -gt 0 ]; do
@@ -145,6 +145,35 @@ layer_fuzz() {
 	else
 		echo "no fuzz corpus tests registered"
 	fi
+}
+
+# Each libFuzzer target for a short budget (FUZZ_SECONDS, default 20) on a
+# copy of its corpus, with AddressSanitizer and UBSan. A crash fails.
+layer_fuzzrun() {
+	ensure_apt clang libclang-rt-14-dev
+	local dir="$ROOT/build/fuzz" secs=${FUZZ_SECONDS:-20} t out okc=0 bad=0
+	if ! (CC=clang meson_build "$dir" -Dfuzzing=true -Db_sanitize=address,undefined \
+		-Db_lundef=false); then
+		record fuzzrun 0 1
+		return
+	fi
+	for t in $(sed -n "s/^  '\([a-z_]*\)',$/\1/p" "$ROOT/tests/fuzz/meson.build"); do
+		local work
+		work=$(mktemp -d)
+		cp -r "$ROOT/tests/fuzz/corpus/$t/." "$work/"
+		out=$("$dir/tests/fuzz/fuzz_$t" -max_total_time="$secs" -max_len=8192 \
+			-artifact_prefix="$LOG_DIR/fuzz-$t-" "$work" 2>&1)
+		if [ $? -eq 0 ]; then
+			echo "  fuzz_$t: $(echo "$out" | grep -o 'Done [0-9]* runs' | tail -1) in ${secs}s"
+			okc=$((okc + 1))
+		else
+			echo "$out" | tail -40
+			echo "  fuzz_$t: FAILED (artifacts in $LOG_DIR)"
+			bad=$((bad + 1))
+		fi
+		rm -rf "$work"
+	done
+	record fuzzrun "$okc" "$bad"
 }
 
 layer_static() {
