@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mcp_session: the session table of the mcp module: lookup by id and
+ * tenant, creation with per-tenant accounting (at the cap the least
+ * recently used idle session makes room), ending a session and the
+ * reference counting that frees it once no call, reader or request handler
+ * uses it. Thread-safety: every function here runs with srv->lock held, the
+ * one mutex that guards all session state.
+ */
+#include "mcp_internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/rand.h>
+
+#include "log.h"
+
+/* Whether the session speaks 2025-11-25 or later (priming events). */
+bool mcp_session_wants_priming(const struct session *s)
+{
+	return !s->legacy && strcmp(s->version, "2025-11-25") >= 0;
+}
+
+struct session *mcp_session_find(struct mcp_server *srv, const char *id,
+                                 const char *tenant)
+{
+	for (struct session *s = srv->sessions; s; s = s->next) {
+		if (strcmp(s->id, id) == 0) {
+			/* Another tenant's session id is as good as unknown. */
+			if (s->gone || strcmp(s->tenant, tenant) != 0)
+				return NULL;
+			return s;
+		}
+	}
+	return NULL;
+}
+
+bool mcp_session_idle(const struct session *s)
+{
+	if (s->n_calls)
+		return false;
+	for (const struct stream *st = s->streams; st; st = st->next) {
+		if (st->readers)
+			return false;
+	}
+	return true;
+}
+
+/* Ends a session: cancels its calls, ends its streams, forgets it. */
+void mcp_session_end(struct mcp_server *srv, struct session *s)
+{
+	if (s->gone)
+		return;
+	s->gone = true;
+	for (struct session **pp = &srv->sessions; *pp; pp = &(*pp)->next) {
+		if (*pp == s) {
+			*pp = s->next;
+			srv->n_sessions--;
+			break;
+		}
+	}
+	for (struct mcp_call *c = s->calls; c; c = c->next)
+		mcp_call_cancel_locked(c);
+	for (struct stream *st = s->streams; st; st = st->next)
+		mcp_events_end(st);
+	for (struct pending *p = s->pendings; p; p = p->next)
+		pthread_cond_broadcast(&p->cond);
+	mcp_session_unref(srv, s);
+}
+
+void mcp_session_unref(struct mcp_server *srv, struct session *s)
+{
+	(void)srv;
+	if (--s->refs)
+		return;
+	while (s->streams)
+		mcp_events_drop(s, s->streams);
+	for (size_t i = 0; i < MAX_SUBSCRIPTIONS; i++)
+		free(s->subs[i]);
+	cJSON_Delete(s->client_caps);
+	free(s->tenant);
+	free(s);
+}
+
+static unsigned tenant_sessions(struct mcp_server *srv, const char *tenant,
+                                struct session **lru_idle)
+{
+	unsigned n = 0;
+
+	*lru_idle = NULL;
+	for (struct session *s = srv->sessions; s; s = s->next) {
+		if (strcmp(s->tenant, tenant) != 0)
+			continue;
+		n++;
+		if (mcp_session_idle(s) &&
+		    (!*lru_idle || s->last_active < (*lru_idle)->last_active))
+			*lru_idle = s;
+	}
+	return n;
+}
+
+/*
+ * Creates a session for tenant. At the per-tenant cap the least recently
+ * used idle session makes room (its client will get 404 and
+ * re-initialize); if none is idle, -EBUSY.
+ */
+int mcp_session_new(struct mcp_server *srv, const char *tenant, bool legacy,
+                    struct session **out)
+{
+	unsigned char rnd[32];
+	static const char hex[] = "0123456789abcdef";
+	struct session *s, *lru;
+
+	*out = NULL;
+	if (tenant_sessions(srv, tenant, &lru) >=
+	    srv->cfg->max_sessions_per_tenant) {
+		if (!lru)
+			return -EBUSY;
+		log_info("tenant %s is at %u sessions; ending the least "
+		         "recently used idle one",
+		         tenant, srv->cfg->max_sessions_per_tenant);
+		mcp_session_end(srv, lru);
+	}
+	if (RAND_bytes(rnd, sizeof(rnd)) != 1)
+		return -EIO;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->tenant = strdup(tenant);
+	if (!s->tenant) {
+		free(s);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < sizeof(rnd); i++) {
+		s->id[2 * i] = hex[rnd[i] >> 4];
+		s->id[2 * i + 1] = hex[rnd[i] & 15];
+	}
+	s->srv = srv;
+	s->refs = 1; /* the table's */
+	s->legacy = legacy;
+	s->log_level = MCP_LOG_INFO;
+	s->last_active = mcp_now_s();
+	snprintf(s->version, sizeof(s->version), "%s",
+	         legacy ? "2024-11-05" : "2025-03-26");
+	s->next = srv->sessions;
+	srv->sessions = s;
+	srv->n_sessions++;
+	*out = s;
+	return 0;
+}
