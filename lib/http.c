@@ -2,9 +2,9 @@
 /*
  * http: libmicrohttpd in thread-per-connection mode. Each request gets a
  * context on its first callback; checks that need only headers run then, so
- * a refused request never has its body read. A watchdog thread enforces the
- * header and body deadlines that libmicrohttpd lacks (it only knows an idle
- * timeout, which a client sending one byte at a time never trips) by
+ * a refused request never has its body buffered. A watchdog thread enforces
+ * the header and body deadlines that libmicrohttpd lacks (it only knows an
+ * idle timeout, which a client sending one byte at a time never trips) by
  * shutting the socket down, which the connection's thread then notices.
  */
 #include "http.h"
@@ -37,7 +37,7 @@
 
 #define MAX_HEALTH_HOOKS 8
 #define MAX_HEADER_COUNT 100
-#define LINGER_SECONDS 2
+#define LINGER_MS 2000
 #define SSE_BLOCK 32768
 #define THREAD_STACK (512 * 1024)
 
@@ -816,32 +816,35 @@ static void *watchdog_main(void *arg)
  * A refusal sent while the client was still sending its body: libmicrohttpd
  * closes the socket with unread bytes in it, the kernel answers with a
  * reset, and the client loses the response it has not read yet. Finish
- * our side and swallow what still arrives, for a bounded time, so the
- * client reads "413: send less" instead of "connection reset".
+ * our side and swallow what still arrives until the client closes or for
+ * LINGER_MS, so the client reads "413: send less" instead of "connection
+ * reset". A byte cap would bring the reset back on a fast link.
  */
-static void linger_close(struct http_server *hs, struct conn_track *t)
+static void linger_close(struct conn_track *t)
 {
 	char sink[16384];
-	time_t until = mono_now() + LINGER_SECONDS;
-	size_t drained = 0;
+	struct timespec now;
+	long long until, left;
 
-	if (!t || t->fd < 0)
+	if (!t || t->fd < 0 || shutdown(t->fd, SHUT_WR) != 0)
 		return;
-	if (shutdown(t->fd, SHUT_WR) != 0)
-		return;
-	while (mono_now() < until && drained < hs->cfg->max_body_bytes) {
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	until = now.tv_sec * 1000LL + now.tv_nsec / 1000000 + LINGER_MS;
+	for (;;) {
 		struct pollfd p = {.fd = t->fd, .events = POLLIN};
 		ssize_t n;
 
-		if (poll(&p, 1, 250) < 0 && errno != EINTR)
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		left = until - (now.tv_sec * 1000LL + now.tv_nsec / 1000000);
+		if (left <= 0)
+			break;
+		if (poll(&p, 1, (int)left) < 0 && errno != EINTR)
 			break;
 		if (!(p.revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;
 		n = recv(t->fd, sink, sizeof(sink), MSG_DONTWAIT);
 		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
 			break;
-		if (n > 0)
-			drained += (size_t)n;
 	}
 }
 
@@ -852,7 +855,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 	struct request *rq = *req_cls;
 
 	if (rq && rq->linger && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
-		linger_close(hs, track_of(conn));
+		linger_close(track_of(conn));
 	if (rq) {
 		buf_finish(&rq->body);
 		free(rq);
@@ -885,7 +888,7 @@ static enum route route_of(const char *url)
 }
 
 struct hdr_count {
-	unsigned total, content_length, transfer_encoding, authorization;
+	unsigned total, content_length, transfer_encoding, authorization, host;
 	const char *te; /* the last Transfer-Encoding value */
 };
 
@@ -903,6 +906,8 @@ static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind,
 		hc->te = value;
 	} else if (strcasecmp(key, "Authorization") == 0) {
 		hc->authorization++;
+	} else if (strcasecmp(key, "Host") == 0) {
+		hc->host++;
 	}
 	return MHD_YES;
 }
@@ -939,6 +944,11 @@ static enum MHD_Result check_head(struct http_server *hs,
 		                     "conflicting Content-Length and "
 		                     "Transfer-Encoding headers; send exactly "
 		                     "one of them");
+	/* RFC 9112: libmicrohttpd would check only the first one. */
+	if (hc.host > 1)
+		return respond_error(hs, conn, MHD_HTTP_BAD_REQUEST,
+		                     "more than one Host header; send exactly "
+		                     "one");
 	/*
 	 * libmicrohttpd decodes only a lone "chunked" and reads any other
 	 * coding until the client closes; RFC 9112 says refuse and close.

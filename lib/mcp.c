@@ -121,9 +121,8 @@ static size_t count_answers(const struct rpc_batch *b)
 	for (size_t i = 0; i < b->n; i++) {
 		const struct rpc_msg *m = &b->msgs[i];
 
-		if (m->kind == RPC_KIND_REQUEST ||
-		    (m->kind == RPC_KIND_INVALID &&
-		     (m->id_raw || !b->is_array)))
+		/* Only valid notifications and responses go unanswered. */
+		if (m->kind == RPC_KIND_REQUEST || m->kind == RPC_KIND_INVALID)
 			n++;
 	}
 	return n;

@@ -113,9 +113,25 @@ struct mcp_call *mcp_call_new(struct mcp_server *srv, struct session *s,
 	meta = cJSON_GetObjectItemCaseSensitive(c->params, "_meta");
 	tok = meta ? cJSON_GetObjectItemCaseSensitive(meta, "progressToken")
 	           : NULL;
-	if (tok && (cJSON_IsString(tok) || cJSON_IsNumber(tok))) {
-		/* Echo the token as sent: keep a number's raw text. */
+	if (cJSON_IsString(tok)) {
 		c->progress_token = cJSON_Duplicate(tok, false);
+	} else if (cJSON_IsNumber(tok)) {
+		/*
+		 * A token must come back exactly as sent, and cJSON keeps
+		 * numbers as doubles: an integer below 2^53 is echoed as its
+		 * digits; any other number cannot be, so it is ignored (the
+		 * request then gets no progress, which the specification
+		 * allows) rather than echoed wrong.
+		 */
+		char *key = rpc_id_key(tok);
+
+		if (key && key[0] == 'n')
+			c->progress_token = cJSON_CreateRaw(key + 2);
+		else
+			log_debug(
+			    "progress token is not an integer up to 2^53; "
+			    "no progress is sent for this request");
+		free(key);
 	}
 	s->refs++;
 	c->next = s->calls;

@@ -637,8 +637,8 @@ void mcp_process_batch(struct mcp_server *srv, struct session *s,
 			handle_notification(srv, s, m);
 			break;
 		case RPC_KIND_INVALID:
-			if (!m->id_raw && b->is_array)
-				break; /* nothing to answer to */
+			/* JSON-RPC 2.0 section 6: answered, with id null if
+			 * unknown. */
 			pthread_mutex_lock(&srv->lock);
 			if (st)
 				mcp_events_push(st,

@@ -438,9 +438,12 @@ char *rpc_id_key(const cJSON *id)
 	} else if (cJSON_IsNumber(id)) {
 		double d = id->valuedouble;
 
-		/* Integers up to 2^53 survive the double exactly. */
-		if (d != (double)(int64_t)d || d > 9007199254740992.0 ||
-		    d < -9007199254740992.0)
+		/*
+		 * Only integers below 2^53 survive the double unambiguously
+		 * (2^53 + 1 is read as 2^53).
+		 */
+		if (d != (double)(int64_t)d || d >= 9007199254740992.0 ||
+		    d <= -9007199254740992.0)
 			goto fail;
 		if (buf_printf(&b, "n:%lld", (long long)d) < 0)
 			goto fail;

@@ -156,6 +156,24 @@ int main(void)
 		   "oversized batch refused");
 	}
 
+	{
+		cJSON *n = cJSON_CreateNumber(9007199254740991.0);
+		char *k = rpc_id_key(n);
+
+		is_str(k, "n:9007199254740991", "2^53 - 1 is an exact id key");
+		free(k);
+		cJSON_SetNumberValue(n, 9007199254740992.0);
+		k = rpc_id_key(n);
+		ok(k == NULL,
+		   "2^53 is refused: 2^53 + 1 reads as the same double");
+		free(k);
+		cJSON_SetNumberValue(n, 1.5);
+		k = rpc_id_key(n);
+		ok(k == NULL, "a fraction is not an id");
+		free(k);
+		cJSON_Delete(n);
+	}
+
 	out = rpc_error(NULL, RPC_METHOD_NOT_FOUND, "no \"such\" method", NULL);
 	is_str(out,
 	       "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32601,"

@@ -46,6 +46,9 @@ export async function startDaemon(opts = {}) {
     FILE_SECRET: randomBytes(32).toString('hex'),
     SANDBOX_ROOT: root,
     MCP_LOG_LEVEL: 'debug',
+    // Under the sanitizer layer, findings must reach the daemon's exit code.
+    ...(process.env.ASAN_OPTIONS ? { ASAN_OPTIONS: process.env.ASAN_OPTIONS } : {}),
+    ...(process.env.UBSAN_OPTIONS ? { UBSAN_OPTIONS: process.env.UBSAN_OPTIONS } : {}),
     ...opts.env,
   };
   const proc = spawn(opts.bin ?? BIN, ['--env-file', '/dev/null'], {
