@@ -457,7 +457,8 @@ int catalog_build(const cJSON *summaries, struct catalog **out)
 		}
 		n++;
 	}
-	qsort(all, n, sizeof(*all), catalog_lang_rank_cmp);
+	if (n > 1)
+		qsort(all, n, sizeof(*all), catalog_lang_rank_cmp);
 	/* The first of each language group wins; the rest are dropped. */
 	for (size_t i = 0; i < n; i++) {
 		if (k > 0 &&
@@ -484,7 +485,8 @@ int catalog_build(const cJSON *summaries, struct catalog **out)
 		goto fail;
 	for (size_t i = 0; i < k; i++)
 		ranked[i] = &c->items[i];
-	qsort(ranked, k, sizeof(*ranked), catalog_rank_cmp_ptr);
+	if (k > 1)
+		qsort(ranked, k, sizeof(*ranked), catalog_rank_cmp_ptr);
 	for (size_t i = 0; i < k; i++)
 		catalog_filter_aliases(ranked[i], ranked, i, c);
 	free(ranked);

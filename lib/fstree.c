@@ -221,7 +221,8 @@ static int read_names(int dfd, char ***out, size_t *n_out, bool *truncated)
 		}
 		n++;
 	}
-	qsort(names, n, sizeof(*names), cmp_str);
+	if (n > 1)
+		qsort(names, n, sizeof(*names), cmp_str);
 out:
 	closedir(d);
 	if (r < 0) {

@@ -673,7 +673,8 @@ cJSON *tools_files_list(struct workspace_mgr *mgr, const char *tenant,
 		                                      strerror(-r));
 		goto out;
 	}
-	qsort(l.v, l.n, sizeof(*l.v), listed_cmp);
+	if (l.n > 1)
+		qsort(l.v, l.n, sizeof(*l.v), listed_cmp);
 	res = listing_result(mgr, ws, &l, limit, &st, dir);
 out:
 	for (size_t i = 0; i < l.n; i++)

@@ -280,7 +280,8 @@ static struct ws_entry *entry_get(struct workspace_mgr *m, const char *name)
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return NULL;
-	/* Names are 64 hex characters; the precision says so to the compiler. */
+	/* Names are 64 hex characters; the precision says so to the compiler.
+	 */
 	snprintf(e->name, sizeof(e->name), "%.*s", WORKSPACE_NAME_LEN, name);
 	e->next = m->entries;
 	m->entries = e;

@@ -427,7 +427,8 @@ int workspace_snapshot_create(struct workspace *ws,
 		workspace_snapshot_destroy(s);
 		return r;
 	}
-	qsort(s->v, s->n, sizeof(*s->v), snap_cmp);
+	if (s->n > 1)
+		qsort(s->v, s->n, sizeof(*s->v), snap_cmp);
 	*out = s;
 	return 0;
 }

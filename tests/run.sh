@@ -152,6 +152,7 @@ layer_fuzz() {
 layer_fuzzrun() {
 	ensure_apt clang libclang-rt-14-dev
 	local dir="$ROOT/build/fuzz" secs=${FUZZ_SECONDS:-20} t out okc=0 bad=0
+	mkdir -p "$LOG_DIR"
 	if ! (CC=clang meson_build "$dir" -Dfuzzing=true -Db_sanitize=address,undefined \
 		-Db_lundef=false); then
 		record fuzzrun 0 1
@@ -205,6 +206,7 @@ layer_sanitize() {
 	export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=23
 	export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:exitcode=24
 	meson_suite "$BUILD_ASAN" unit
+	meson_suite "$BUILD_ASAN" docker
 	MCPSD_BIN_OVERRIDE="$BUILD_ASAN/cmd/mcp-sandboxd" run_integration sanitize
 	unset ASAN_OPTIONS UBSAN_OPTIONS
 }
