@@ -74,8 +74,7 @@ ensure_docker() {
 		msg "starting dockerd (log: /var/log/dockerd.log)"
 		as_root sh -c "setsid nohup dockerd --host=unix://$DOCKER_SOCK >/var/log/dockerd.log 2>&1 &"
 	fi
-	local i
-	for i in $(seq 1 60); do
+	for _ in $(seq 1 60); do
 		docker_answers && return 0
 		sleep 1
 	done

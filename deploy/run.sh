@@ -16,7 +16,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export ROOT
-# shellcheck source=common.sh
+# shellcheck source=deploy/common.sh
 . "$ROOT/deploy/common.sh"
 
 MODE=foreground
@@ -55,11 +55,11 @@ running_pid() {
 }
 
 stop_running() {
-	local pid i
+	local pid
 	pid=$(running_pid) || return 0
 	msg "stopping the running instance (pid $pid)"
 	kill -TERM "$pid"
-	for i in $(seq 1 600); do
+	for _ in $(seq 1 600); do
 		kill -0 "$pid" 2>/dev/null || break
 		sleep 0.5
 	done
@@ -160,7 +160,7 @@ cd "$ROOT"
 if [ "$MODE" = detach ]; then
 	setsid nohup "$BIN" --env-file "$ENV_FILE" >>"$LOG" 2>&1 </dev/null &
 	echo $! >"$PIDFILE"
-	for i in $(seq 1 100); do
+	for _ in $(seq 1 100); do
 		curl -sf "$BASE/healthz" >/dev/null 2>&1 && break
 		kill -0 "$(cat "$PIDFILE")" 2>/dev/null || { tail -20 "$LOG" >&2; die "the daemon exited; see $LOG"; }
 		sleep 0.1

@@ -8,15 +8,15 @@
 #
 # Usage: tests/run.sh [--only LAYER[,LAYER...]] [--skip LAYER[,LAYER...]]
 # Layers: format docs build unit fuzz fuzzrun static conformance
-#         integration sanitize valgrind
+#         integration compose sanitize valgrind
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export ROOT
-# shellcheck source=../deploy/common.sh
+# shellcheck source=deploy/common.sh
 . "$ROOT/deploy/common.sh"
 
-ALL_LAYERS=(format docs build unit fuzz fuzzrun static conformance integration sanitize valgrind)
+ALL_LAYERS=(format docs build unit fuzz fuzzrun static conformance integration compose sanitize valgrind)
 ONLY=""
 SKIP=""
 while [ $# -gt 0 ]; do
@@ -105,14 +105,14 @@ layer_docs() {
 }
 
 layer_build() {
-	local ok=0 bad=0
-	if (meson_build "$BUILD"); then ok=$((ok + 1)); else bad=$((bad + 1)); fi
-	if (meson_build "$BUILD_FIX" -Dfixtures=true); then ok=$((ok + 1)); else bad=$((bad + 1)); fi
+	local ok=0 nbad=0
+	if (meson_build "$BUILD"); then ok=$((ok + 1)); else nbad=$((nbad + 1)); fi
+	if (meson_build "$BUILD_FIX" -Dfixtures=true); then ok=$((ok + 1)); else nbad=$((nbad + 1)); fi
 	# What deploy/run.sh builds: -O3 finds warnings -O2 does not.
-	if (meson_build "$ROOT/build/release" --buildtype=release); then ok=$((ok + 1)); else bad=$((bad + 1)); fi
-	echo "builds: $ok ok, $bad failed"
-	record build "$ok" "$bad"
-	[ "$bad" -eq 0 ] || BUILD_BROKEN=1
+	if (meson_build "$ROOT/build/release" --buildtype=release); then ok=$((ok + 1)); else nbad=$((nbad + 1)); fi
+	echo "builds: $ok ok, $nbad failed"
+	record build "$ok" "$nbad"
+	[ "$nbad" -eq 0 ] || BUILD_BROKEN=1
 }
 
 # Counts meson test results from its summary.
@@ -151,35 +151,44 @@ layer_fuzz() {
 # copy of its corpus, with AddressSanitizer and UBSan. A crash fails.
 layer_fuzzrun() {
 	ensure_apt clang libclang-rt-14-dev
-	local dir="$ROOT/build/fuzz" secs=${FUZZ_SECONDS:-20} t out okc=0 bad=0
+	local dir="$ROOT/build/fuzz" secs=${FUZZ_SECONDS:-20} t out okc=0 nbad=0
 	mkdir -p "$LOG_DIR"
 	if ! (CC=clang meson_build "$dir" -Dfuzzing=true -Db_sanitize=address,undefined \
 		-Db_lundef=false); then
 		record fuzzrun 0 1
 		return
 	fi
+	# shellcheck disable=SC2013 # one target name per line, no spaces
 	for t in $(sed -n "s/^  '\([a-z_]*\)',$/\1/p" "$ROOT/tests/fuzz/meson.build"); do
 		local work
 		work=$(mktemp -d)
 		cp -r "$ROOT/tests/fuzz/corpus/$t/." "$work/"
-		out=$("$dir/tests/fuzz/fuzz_$t" -max_total_time="$secs" -max_len=8192 \
-			-artifact_prefix="$LOG_DIR/fuzz-$t-" "$work" 2>&1)
-		if [ $? -eq 0 ]; then
+		if out=$("$dir/tests/fuzz/fuzz_$t" -max_total_time="$secs" -max_len=8192 \
+			-artifact_prefix="$LOG_DIR/fuzz-$t-" "$work" 2>&1); then
 			echo "  fuzz_$t: $(echo "$out" | grep -o 'Done [0-9]* runs' | tail -1) in ${secs}s"
 			okc=$((okc + 1))
 		else
 			echo "$out" | tail -40
 			echo "  fuzz_$t: FAILED (artifacts in $LOG_DIR)"
-			bad=$((bad + 1))
+			nbad=$((nbad + 1))
 		fi
 		rm -rf "$work"
 	done
-	record fuzzrun "$okc" "$bad"
+	record fuzzrun "$okc" "$nbad"
 }
 
 layer_static() {
-	ensure_apt cppcheck
-	local out n
+	ensure_apt cppcheck shellcheck
+	local out n scripts
+	# Shell scripts, with their sourced files followed.
+	mapfile -t scripts < <(cd "$ROOT" && git ls-files -co --exclude-standard -- '*.sh' | grep -v node_modules)
+	if out=$(cd "$ROOT" && shellcheck -x -P "$ROOT" -S warning "${scripts[@]}" 2>&1); then
+		echo "shellcheck: ${#scripts[@]} scripts clean"
+		record static 1 0
+	else
+		echo "$out"
+		record static 0 1
+	fi
 	out=$(cppcheck --quiet --enable=warning,performance,portability \
 		--std=c11 --inline-suppr --error-exitcode=0 \
 		--suppress=missingIncludeSystem -I "$ROOT/lib" \
@@ -193,6 +202,22 @@ layer_static() {
 		echo "$out"
 		record static 0 1
 	fi
+}
+
+# The compose deployment built and used for real, then torn down.
+layer_compose() {
+	local out line
+	out=$(bash "$ROOT/deploy/compose-test.sh" 2>&1)
+	echo "$out" | grep -E '^(PASS|FAIL|SKIP|compose:)' | sed 's/^/  /'
+	line=$(echo "$out" | grep -E '^compose: [0-9]+ passed' | tail -1)
+	if [ -z "$line" ]; then
+		echo "$out" | tail -30
+		record compose 0 1
+		return
+	fi
+	record compose "$(echo "$line" | sed -E 's/compose: ([0-9]+) passed.*/\1/')" \
+		"$(echo "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')" \
+		"$(echo "$line" | sed -nE 's/.* ([0-9]+) skipped.*/\1/p')"
 }
 
 # The unit and integration suites again under AddressSanitizer and UBSan.
@@ -233,14 +258,14 @@ layer_valgrind() {
 # start_daemon BINARY LOG VAR=VALUE...: starts the daemon on a free
 # loopback port; sets DAEMON_PID and DAEMON_URL.
 start_daemon() {
-	local bin=$1 log=$2 port i
+	local bin=$1 log=$2 port
 	shift 2
 	port=$(free_port)
 	env -i PATH="$PATH" HOME="${HOME:-/root}" MCP_HTTP_ADDR="127.0.0.1:$port" "$@" \
 		"$bin" --env-file /dev/null >"$log" 2>&1 &
 	DAEMON_PID=$!
 	DAEMON_URL="http://127.0.0.1:$port"
-	for i in $(seq 1 100); do
+	for _ in $(seq 1 100); do
 		curl -sf "$DAEMON_URL/healthz" >/dev/null 2>&1 && return 0
 		kill -0 "$DAEMON_PID" 2>/dev/null || break
 		sleep 0.1

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 #include "build_config.h"
 #include "config.h"
@@ -115,6 +116,14 @@ int main(int argc, char **argv)
 		config_finish(&cfg);
 		return 0;
 	}
+
+	/*
+	 * Not dumpable: no core file with tokens in it, and a process of the
+	 * same uid (an escaped sandbox in the non-root deployment) cannot
+	 * ptrace this one or read its /proc environ and memory.
+	 */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+		log_warn("cannot make the process non-dumpable");
 
 	/* Signals go to this thread only, through sigwait below. */
 	signal(SIGPIPE, SIG_IGN);
