@@ -463,11 +463,11 @@ int catalog_build(const cJSON *summaries, struct catalog **out)
 	for (size_t i = 0; i < n; i++) {
 		if (k > 0 &&
 		    strcmp(all[k - 1].language, all[i].language) == 0) {
-			log_info("runner image %s for '%s' is shadowed by %s "
-			         "(lower sandbox.priority, older, or larger "
-			         "id)",
-			         all[i].image, all[i].language,
-			         all[k - 1].image);
+			log_debug("runner image %s for '%s' is shadowed by %s "
+			          "(lower sandbox.priority, older, or larger "
+			          "id)",
+			          all[i].image, all[i].language,
+			          all[k - 1].image);
 			catalog_image_finish(&all[i]);
 			continue;
 		}
