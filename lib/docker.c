@@ -270,6 +270,7 @@ static int docker_call(struct docker *d, struct docker_req *rq, char *err,
 	const char *msg = NULL;
 	cJSON *j = NULL;
 	long oserr = 0;
+	double sent_s = 0;
 	CURLcode rc;
 	CURL *h;
 	int r, n;
@@ -338,6 +339,14 @@ static int docker_call(struct docker *d, struct docker_req *rq, char *err,
 
 	rc = curl_easy_perform(h);
 	curl_easy_getinfo(h, CURLINFO_OS_ERRNO, &oserr);
+	/*
+	 * libcurl before 8.8 keeps a pooled handle's last OS error, so a
+	 * timeout after the request went out (on a new or a reused
+	 * connection) is a hang, not a refusal.
+	 */
+	curl_easy_getinfo(h, CURLINFO_PRETRANSFER_TIME, &sent_s);
+	if (rc == CURLE_OPERATION_TIMEDOUT && sent_s > 0)
+		oserr = 0;
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &rq->status);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);

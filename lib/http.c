@@ -73,6 +73,7 @@ struct http_server {
 	pthread_mutex_t track_lock;
 	pthread_cond_t track_cond;
 	struct conn_track *tracks;
+	unsigned inflight; /* requests begun and not yet completed */
 	pthread_t watchdog;
 	bool stopping;
 };
@@ -857,6 +858,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 	if (rq && rq->linger && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
 		linger_close(track_of(conn));
 	if (rq) {
+		pthread_mutex_lock(&hs->track_lock);
+		hs->inflight--;
+		pthread_cond_broadcast(&hs->track_cond);
+		pthread_mutex_unlock(&hs->track_lock);
 		buf_finish(&rq->body);
 		free(rq);
 		*req_cls = NULL;
@@ -1176,6 +1181,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		buf_init(&rq->body, hs->cfg->max_body_bytes);
 		rq->route = route_of(url);
 		*req_cls = rq;
+		pthread_mutex_lock(&hs->track_lock);
+		hs->inflight++;
+		pthread_mutex_unlock(&hs->track_lock);
 		/*
 		 * Any method may carry a body (GET and DELETE too), so every
 		 * request is on the body clock until its last callback.
@@ -1422,6 +1430,29 @@ void http_server_add_health(struct http_server *hs, http_health_fn fn,
 unsigned http_server_port(const struct http_server *hs)
 {
 	return hs->port;
+}
+
+unsigned http_server_wait_idle(struct http_server *hs, unsigned timeout_ms)
+{
+	struct timespec dl;
+	unsigned left;
+
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	dl.tv_sec += timeout_ms / 1000;
+	dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&hs->track_lock);
+	while (hs->inflight) {
+		if (pthread_cond_timedwait(&hs->track_cond, &hs->track_lock,
+		                           &dl) == ETIMEDOUT)
+			break;
+	}
+	left = hs->inflight;
+	pthread_mutex_unlock(&hs->track_lock);
+	return left;
 }
 
 void http_server_destroy(struct http_server *hs)

@@ -63,6 +63,14 @@ void http_server_add_health(struct http_server *hs, http_health_fn fn,
 /* The port actually bound (useful when configured as 0). */
 unsigned http_server_port(const struct http_server *hs);
 
+/*
+ * Waits up to timeout_ms until no request is in progress (every response
+ * sent), so a shutdown does not cut answers already produced. Returns the
+ * number still in progress. Open event streams count: end them first
+ * (mcp_server_close_sessions).
+ */
+unsigned http_server_wait_idle(struct http_server *hs, unsigned timeout_ms);
+
 /* Stops serving, closing every connection, and frees. NULL-safe. */
 void http_server_destroy(struct http_server *hs);
 

@@ -411,7 +411,13 @@ struct runner_waiter {
 struct runner_rm {
 	struct runner_rm *next;
 	char id[DOCKER_ID_LEN + 1];
+	long long not_before; /* ms, for retries after a failure */
+	unsigned tries;
 };
+
+/* Removal retries: every 5 s, then less often, for about ten minutes. */
+#define RUNNER_RM_RETRY_MS 5000
+#define RUNNER_RM_TRIES 20
 
 struct runner {
 	const struct config *cfg;
@@ -592,6 +598,17 @@ fail:
 }
 
 /* Queues a container for removal by the remover thread. */
+/* Appends m to the removal queue. Called with rm_lock held. */
+static void runner_rm_append(struct runner *r, struct runner_rm *m)
+{
+	m->next = NULL;
+	if (r->rm_tail)
+		r->rm_tail->next = m;
+	else
+		r->rm_head = m;
+	r->rm_tail = m;
+}
+
 static void runner_rm_queue(struct runner *r, const char *id)
 {
 	struct runner_rm *m = calloc(1, sizeof(*m));
@@ -606,15 +623,17 @@ static void runner_rm_queue(struct runner *r, const char *id)
 	}
 	snprintf(m->id, sizeof(m->id), "%s", id);
 	pthread_mutex_lock(&r->rm_lock);
-	if (r->rm_tail)
-		r->rm_tail->next = m;
-	else
-		r->rm_head = m;
-	r->rm_tail = m;
+	runner_rm_append(r, m);
 	pthread_cond_signal(&r->rm_cond);
 	pthread_mutex_unlock(&r->rm_lock);
 }
 
+/*
+ * Removes queued containers. A removal that fails for a reason other than
+ * "already gone" (the engine is down or busy) is retried later with
+ * backoff, so a transient outage does not leave exited containers behind
+ * until the reaper's deadline; at shutdown each gets one last try.
+ */
 static void *runner_rm_main(void *arg)
 {
 	struct runner *r = arg;
@@ -623,6 +642,7 @@ static void *runner_rm_main(void *arg)
 	pthread_mutex_lock(&r->rm_lock);
 	for (;;) {
 		struct runner_rm *m = r->rm_head;
+		long long now = runner_now_ms();
 		int rc;
 
 		if (!m) {
@@ -631,20 +651,44 @@ static void *runner_rm_main(void *arg)
 			pthread_cond_wait(&r->rm_cond, &r->rm_lock);
 			continue;
 		}
+		if (m->not_before > now && !r->rm_stop) {
+			struct timespec ts;
+			long long ms = m->not_before - now;
+
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			ts.tv_sec += (time_t)(ms / 1000);
+			ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			pthread_cond_timedwait(&r->rm_cond, &r->rm_lock, &ts);
+			continue;
+		}
 		r->rm_head = m->next;
 		if (!r->rm_head)
 			r->rm_tail = NULL;
 		pthread_mutex_unlock(&r->rm_lock);
 		rc =
 		    docker_container_remove(r->docker, m->id, err, sizeof(err));
-		if (rc < 0 && rc != -ENOENT && rc != -EBUSY)
-			log_warnx("removing container %.12s failed (the "
-			          "reaper will retry after its deadline): %s",
-			          m->id, err);
-		else
-			log_debug("removed container %.12s", m->id);
-		free(m);
 		pthread_mutex_lock(&r->rm_lock);
+		if (rc == 0 || rc == -ENOENT) {
+			log_debug("removed container %.12s", m->id);
+		} else if (!r->rm_stop && ++m->tries < RUNNER_RM_TRIES) {
+			m->not_before =
+			    runner_now_ms() +
+			    (long long)RUNNER_RM_RETRY_MS * m->tries;
+			log_info("removing container %.12s failed, retrying "
+			         "later: %s",
+			         m->id, err);
+			runner_rm_append(r, m);
+			continue;
+		} else {
+			log_warnx("removing container %.12s failed (the "
+			          "reaper removes it after its deadline): %s",
+			          m->id, err);
+		}
+		free(m);
 	}
 	pthread_mutex_unlock(&r->rm_lock);
 	return NULL;
@@ -1200,13 +1244,28 @@ int runner_run(struct runner *r, const struct runner_request *req,
 	if (runner_execute(r, req, img, res) == -ENOENT) {
 		/* Rebuilt or removed since discovery: look again, once. */
 		const struct catalog_image *again;
+		struct catalog *old = cat;
 
 		if (runner_discover_now(r, msg, sizeof(msg)) < 0)
 			log_debug("rediscovery: %s", msg);
-		catalog_put(cat);
+		/* img points into the old catalog: keep it until compared. */
 		cat = runner_catalog_get(r);
 		again = catalog_find(cat, req->language);
-		if (again && strcmp(again->image_id, img->image_id) != 0) {
+		if (again && strcmp(again->image_id, img->image_id) == 0)
+			again = NULL;
+		img = again ? again : catalog_find(cat, req->language);
+		if (!img) {
+			/* The language vanished with the image. */
+			catalog_put(old);
+			runner_slot_release(r, runner_now_ms() - t_slot);
+			log_info("run lang=%s: the runner image was removed "
+			         "during the run",
+			         req->language);
+			rc = 0;
+			goto out;
+		}
+		catalog_put(old);
+		if (again) {
 			long long queue_ms = res->queue_ms;
 
 			runner_result_finish(res);
@@ -1215,7 +1274,6 @@ int runner_run(struct runner *r, const struct runner_request *req,
 			res->queue_ms = queue_ms;
 			res->timeout_s =
 			    req->timeout_s ? req->timeout_s : cfg->timeout_s;
-			img = again;
 			runner_result_fill_image(res, img);
 			(void)runner_execute(r, req, img, res);
 		}
@@ -1393,6 +1451,32 @@ int runner_reap(struct runner *r, char *err, size_t errlen)
 	return removed;
 }
 
+/*
+ * At shutdown: removes every container of this boot that is still there
+ * (runs have ended by now; these are removals that kept failing), so a
+ * clean stop leaves nothing behind.
+ */
+static void runner_sweep_own(struct runner *r)
+{
+	char label[96], err[512];
+	cJSON *list = NULL, *s;
+
+	snprintf(label, sizeof(label), "sandbox.boot=%s", r->boot);
+	if (docker_containers_list(r->docker, label, &list, err, sizeof(err)) <
+	    0)
+		return;
+	cJSON_ArrayForEach (s, list) {
+		const char *id = cJSON_GetStringValue(
+		    cJSON_GetObjectItemCaseSensitive(s, "Id"));
+
+		if (id && docker_container_remove(r->docker, id, err,
+		                                  sizeof(err)) < 0)
+			log_warnx("removing container %.12s at shutdown: %s",
+			          id, err);
+	}
+	cJSON_Delete(list);
+}
+
 /* Removes code directories older than any run can be (crash leftovers). */
 static void runner_sweep_runs(struct runner *r)
 {
@@ -1508,8 +1592,8 @@ int runner_create(const struct config *cfg, struct runner **out, char *err,
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&r->cond, &ca);
+	pthread_cond_init(&r->rm_cond, &ca);
 	pthread_condattr_destroy(&ca);
-	pthread_cond_init(&r->rm_cond, NULL);
 
 	rc = runner_random_hex(r->boot, 8);
 	if (rc < 0) {
@@ -1598,6 +1682,7 @@ void runner_destroy(struct runner *r)
 		pthread_mutex_unlock(&r->rm_lock);
 		pthread_join(r->rm_thread, NULL);
 	}
+	runner_sweep_own(r);
 	catalog_put(r->catalog);
 	docker_destroy(r->docker);
 	free(r->seccomp_opt);

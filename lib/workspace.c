@@ -410,6 +410,27 @@ static int create_workspace(struct workspace_mgr *m, struct ws_entry *e,
 	paths(m, e->name, dir, sizeof(dir), img, sizeof(img));
 	e->loop = m->loop;
 	if (m->loop) {
+		struct statvfs sv;
+
+		/*
+		 * Images are sparse, so the host can promise more than it has.
+		 * Admit a new one only while a whole quota still fits: an
+		 * image whose writes fail on the host aborts its journal and
+		 * turns read-only, which is worse than a clear refusal now.
+		 */
+		if (statvfs(cfg->sandbox_root, &sv) == 0 &&
+		    (unsigned long long)sv.f_bavail * sv.f_frsize <
+		        image_bytes(cfg) + 64ULL * 1024 * 1024) {
+			log_warnx("refusing a new workspace: %s has less free "
+			          "space than one quota (%zu bytes) plus 64 MB",
+			          cfg->sandbox_root,
+			          cfg->workspace_quota_bytes);
+			say(err, errlen,
+			    "the server's disk is too full for a new "
+			    "workspace; "
+			    "try again later (the operator has been told)");
+			return -ENOSPC;
+		}
 		r = loopfs_format(
 		    img, image_bytes(cfg), cfg->workspace_max_files,
 		    uid == (uid_t)-1 ? geteuid() : uid,

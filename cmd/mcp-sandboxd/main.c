@@ -199,7 +199,14 @@ int main(int argc, char **argv)
 		if (left)
 			log_warnx("%u run(s) still running at shutdown", left);
 	}
+	/*
+	 * Ending the sessions ends their event streams; their last events
+	 * (the results of the calls that just finished) are still sent.
+	 * Then wait for every answer to leave before closing connections.
+	 */
 	mcp_server_close_sessions(mcp);
+	if (http_server_wait_idle(http, 5000))
+		log_warnx("some responses were still being sent at shutdown");
 out:
 	http_server_destroy(http);
 	mcp_server_destroy(mcp);

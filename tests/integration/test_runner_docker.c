@@ -744,8 +744,13 @@ static void test_reap(struct runner *r, const struct config *cfg)
 		ok(0, "orphans created");
 		return;
 	}
+	/*
+	 * Another daemon on the same engine may reap the past-deadline one
+	 * first (any instance does), so count only that the pass worked;
+	 * the checks below say what is gone.
+	 */
 	n = runner_reap(r, err, sizeof(err));
-	ok(n >= 2, "reaper removed %d containers", n);
+	ok(n >= 0, "reaper pass succeeded (%d removed here)", n);
 	ok(!exists(d, old_boot), "reaped: our owner, an earlier boot");
 	ok(!exists(d, past), "reaped: another owner, past its deadline");
 	ok(exists(d, other), "kept: another owner, before its deadline");
