@@ -490,7 +490,13 @@ static void tools_run_save_stream(cJSON *sc, struct buf *text,
 			break;
 		got += (size_t)n;
 	}
-	if (workspace_save_output(ws, name, data, got, &rel, &url) == 0) {
+	if (workspace_save_output(ws, name, data, got, &rel, &url) < 0) {
+		r |= buf_printf(text,
+		                "\nThe whole %s (%zu bytes) could not be saved "
+		                "to /data (it is full or .mcp is not a "
+		                "directory); only its head and tail are shown",
+		                name, got);
+	} else {
 		snprintf(key, sizeof(key), "%s_url", name);
 		cJSON_AddStringToObject(sc, key, url);
 		r |= buf_printf(text,
