@@ -106,7 +106,7 @@ static const struct setting settings[] = {
      "Interval of ': keepalive' comments on quiet event streams"},
     {"MCP_INSTANCE_NAME", SET_STR, "", DERIVED, 0, 0, "sandbox-1",
      "Name of this daemon on the Docker engine; its containers carry it "
-     "(default: the host name)"},
+     "(default: the host name and a hash of SANDBOX_ROOT)"},
     {"MCP_LOG_LEVEL", SET_STR, "info", DERIVED, 0, 0, "info",
      "debug, info, warn or error"},
     {"MCP_LOG_FORMAT", SET_STR, "text", OFF(log_format), 0, 0, "json",
@@ -974,9 +974,28 @@ static int derive(struct config *cfg, char *err, size_t errlen)
 
 	v = raw(cfg, "MCP_INSTANCE_NAME");
 	if (!*v) {
-		if (gethostname(buf, sizeof(buf) - 1) < 0 || !buf[0])
-			snprintf(buf, sizeof(buf), "mcp-sandboxd");
-		buf[sizeof(buf) - 1] = '\0';
+		/*
+		 * The host name alone would let a second daemon on the same
+		 * host (another SANDBOX_ROOT) reap the first one's running
+		 * containers as leftovers of an earlier boot. A daemon is
+		 * identified by its host and its SANDBOX_ROOT, which no two
+		 * running daemons share.
+		 */
+		char host[41], fp[13];
+		size_t rl = strlen(cfg->sandbox_root);
+
+		while (rl > 1 && cfg->sandbox_root[rl - 1] == '/')
+			rl--;
+		if (gethostname(host, sizeof(host) - 1) < 0 || !host[0])
+			snprintf(host, sizeof(host), "mcp-sandboxd");
+		host[sizeof(host) - 1] = '\0';
+		for (char *p = host; *p; p++) {
+			if (!(isalnum((unsigned char)*p) || *p == '-' ||
+			      *p == '.'))
+				*p = '-';
+		}
+		log_fingerprint(cfg->sandbox_root, rl, fp);
+		snprintf(buf, sizeof(buf), "%s-%.8s", host, fp);
 		v = buf;
 	}
 	for (const char *p = v; *p; p++) {

@@ -87,7 +87,11 @@ enum route {
 	ROUTE_FILES,
 	ROUTE_WELL_KNOWN,
 	ROUTE_ROOT,
+	ROUTE_BAD_ESCAPE, /* an escaped /files/ prefix (see unescape) */
 };
+
+/* What unescape() leaves of a path whose /files/ prefix was escaped. */
+#define BAD_FILES_ESCAPE "/files!"
 
 struct request {
 	enum route route;
@@ -885,6 +889,8 @@ static enum route route_of(const char *url)
 		return ROUTE_MESSAGES;
 	if (strncmp(url, "/files/", 7) == 0)
 		return ROUTE_FILES;
+	if (strcmp(url, BAD_FILES_ESCAPE) == 0)
+		return ROUTE_BAD_ESCAPE;
 	if (strncmp(url, "/.well-known/", 13) == 0)
 		return ROUTE_WELL_KNOWN;
 	if (strcmp(url, "/") == 0)
@@ -982,7 +988,7 @@ static enum MHD_Result check_head(struct http_server *hs,
 	}
 	if (rq->route == ROUTE_HEALTH || rq->route == ROUTE_FILES ||
 	    rq->route == ROUTE_WELL_KNOWN || rq->route == ROUTE_ROOT ||
-	    rq->route == ROUTE_NONE) {
+	    rq->route == ROUTE_NONE || rq->route == ROUTE_BAD_ESCAPE) {
 		rq->answered = false;
 		return MHD_YES;
 	}
@@ -1131,6 +1137,10 @@ static enum MHD_Result dispatch(struct http_server *hs,
 	case ROUTE_NONE:
 		return respond_error(hs, conn, MHD_HTTP_NOT_FOUND,
 		                     "no such path; the MCP endpoint is /mcp");
+	case ROUTE_BAD_ESCAPE:
+		return respond_error(hs, conn, MHD_HTTP_BAD_REQUEST,
+		                     "percent-escapes are not accepted in the "
+		                     "/files/ prefix; use the URL as given");
 	case ROUTE_MCP:
 		if (strcmp(method, "OPTIONS") == 0)
 			return preflight(hs, conn, "GET, POST, DELETE");
@@ -1247,9 +1257,20 @@ static size_t unescape(void *cls, struct MHD_Connection *conn, char *s)
 {
 	(void)cls;
 	(void)conn;
+	size_t n;
+
 	if (strncmp(s, "/files/", 7) == 0)
 		return strlen(s);
-	return MHD_http_unescape(s);
+	n = MHD_http_unescape(s);
+	/*
+	 * "/%66iles/..." decodes to a /files/ path that would be decoded a
+	 * second time by the files hook: mark it so it is refused instead.
+	 */
+	if (strncmp(s, "/files/", 7) == 0) {
+		memcpy(s, BAD_FILES_ESCAPE, sizeof(BAD_FILES_ESCAPE));
+		n = sizeof(BAD_FILES_ESCAPE) - 1;
+	}
+	return n;
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)

@@ -484,3 +484,38 @@ int loopfs_propagates(const char *path)
 	fclose(f);
 	return result;
 }
+
+bool loopfs_engine_shares_mounts(void)
+{
+	struct stat self, other;
+	DIR *d;
+	struct dirent *e;
+	bool same = false;
+
+	if (stat("/proc/self/ns/mnt", &self) < 0)
+		return false;
+	d = opendir("/proc");
+	if (!d)
+		return false;
+	while (!same && (e = readdir(d))) {
+		char path[64], comm[32] = "";
+		FILE *f;
+
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%.20s/comm", e->d_name);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		if (!fgets(comm, sizeof(comm), f))
+			comm[0] = '\0';
+		fclose(f);
+		if (strcmp(comm, "dockerd\n") != 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%.20s/ns/mnt", e->d_name);
+		same = stat(path, &other) == 0 && other.st_ino == self.st_ino &&
+		       other.st_dev == self.st_dev;
+	}
+	closedir(d);
+	return same;
+}

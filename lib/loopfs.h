@@ -62,4 +62,11 @@ __attribute__((warn_unused_result)) int loopfs_is_mountpoint(int parentfd,
  */
 __attribute__((warn_unused_result)) int loopfs_propagates(const char *path);
 
+/*
+ * Whether a process named dockerd is visible and shares this process's
+ * mount namespace: then mounts made here are seen by the engine whatever
+ * their propagation.
+ */
+bool loopfs_engine_shares_mounts(void);
+
 #endif

@@ -420,9 +420,9 @@ static int create_workspace(struct workspace_mgr *m, struct ws_entry *e,
 		 */
 		if (statvfs(cfg->sandbox_root, &sv) == 0 &&
 		    (unsigned long long)sv.f_bavail * sv.f_frsize <
-		        image_bytes(cfg) + 64ULL * 1024 * 1024) {
+		        image_bytes(cfg) + 8ULL * 1024 * 1024) {
 			log_warnx("refusing a new workspace: %s has less free "
-			          "space than one quota (%zu bytes) plus 64 MB",
+			          "space than one quota (%zu bytes) plus 8 MB",
 			          cfg->sandbox_root,
 			          cfg->workspace_quota_bytes);
 			say(err, errlen,
@@ -1128,6 +1128,7 @@ static int choose_mode(struct workspace_mgr *m, char *err, size_t errlen)
 		 * own that the Docker host would not see. */
 		if ((strcmp(cfg->sandbox_root, cfg->sandbox_host_path) != 0 ||
 		     access("/.dockerenv", F_OK) == 0) &&
+		    !loopfs_engine_shares_mounts() &&
 		    loopfs_propagates(cfg->sandbox_root) == 0)
 			log_warnx("SANDBOX_ROOT=%s is on a mount that does not "
 			          "propagate mounts: the Docker host will not "

@@ -125,6 +125,23 @@ int main(int argc, char **argv)
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
 		log_warn("cannot make the process non-dumpable");
 
+	/*
+	 * Sandboxes start with the highest OOM score and may lower theirs to
+	 * 0; under memory pressure the kernel must still pick them before
+	 * the daemon. Lowering needs CAP_SYS_RESOURCE: best effort.
+	 */
+	{
+		FILE *f = fopen("/proc/self/oom_score_adj", "we");
+		bool ok = f && fputs("-500", f) >= 0;
+
+		if (f && fclose(f) != 0)
+			ok = false;
+		if (!ok)
+			log_info("cannot lower this daemon's OOM score (needs "
+			         "CAP_SYS_RESOURCE); sandboxes may be picked "
+			         "after it under memory pressure");
+	}
+
 	/* Signals go to this thread only, through sigwait below. */
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&sigs);
