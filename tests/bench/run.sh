@@ -1,0 +1,322 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Benchmarks of mcp-sandboxd against the real daemon, the real Docker engine
+# and the official MCP SDK client, on loopback. Prints figures, never fails
+# on timing. Builds what it needs (build/bench, release), starts its own
+# daemons with fresh secrets in a temporary SANDBOX_ROOT, and cleans up.
+#
+# Usage: tests/bench/run.sh [--quick] [--only SECTION[,SECTION...]]
+#                           [--runs N] [--markdown FILE] [--keep]
+# Sections: latency     run_code p50/p95 (Python, TypeScript, Bash) through
+#                       /mcp next to `docker run --rm`, interleaved
+#           engine      a cold run's create/start/wait/remove on the Engine
+#                       API, hardened create body vs bare ones
+#           throughput  Python hello world at 1, 4 and 16 concurrent calls
+#           http        tools/list requests per second with wrk (1 and 64
+#                       connections)
+#           rss         daemon VmRSS idle, with 200 SSE streams, over
+#                       10,000 calls and 200 run_code calls
+# --quick     fewer runs (about 1.5 minutes instead of about 5)
+# --runs N    latency runs per language (default 30, quick 8)
+# --rss-calls N, --rss-runs N   cheap calls and run_code calls of the rss
+#             section (default 10000 and 200; quick 2000 and 20)
+# --markdown  also write the tables as Markdown to FILE
+# --keep      keep the scratch directory (logs, results.jsonl)
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+export ROOT
+# shellcheck source=../../deploy/common.sh
+. "$ROOT/deploy/common.sh"
+
+ARGS="$*"
+ALL="latency,engine,throughput,http,rss"
+ONLY=$ALL
+QUICK=0
+RUNS=""
+RSS_CALLS_OPT=""
+RSS_RUNS_OPT=""
+MARKDOWN=""
+KEEP=0
+while [ $# -gt 0 ]; do
+	case $1 in
+	--quick) QUICK=1; shift ;;
+	--only) ONLY=$2; shift 2 ;;
+	--runs) RUNS=$2; shift 2 ;;
+	--rss-calls) RSS_CALLS_OPT=$2; shift 2 ;;
+	--rss-runs) RSS_RUNS_OPT=$2; shift 2 ;;
+	--markdown) MARKDOWN=$2; shift 2 ;;
+	--keep) KEEP=1; shift ;;
+	-h | --help)
+		sed -n '3,24p' "$0" | sed 's/^# \{0,1\}//'
+		exit 0
+		;;
+	*) die "unknown option $1 (see --help)" ;;
+	esac
+done
+want() { [[ ",$ONLY," == *",$1,"* ]]; }
+for s in ${ONLY//,/ }; do
+	[[ ",$ALL," == *",$s,"* ]] || die "unknown section $s (sections: $ALL)"
+done
+
+if [ "$QUICK" -eq 1 ]; then
+	RUNS=${RUNS:-8}
+	WARMUP=1
+	TP_CALLS=6,12,32
+	WRK_SECONDS=4
+	RSS_CALLS=2000
+	RSS_RUNS=20
+	ENGINE_ROUNDS=4
+else
+	RUNS=${RUNS:-30}
+	WARMUP=2
+	TP_CALLS=24,32,48
+	WRK_SECONDS=10
+	RSS_CALLS=10000
+	RSS_RUNS=200
+	ENGINE_ROUNDS=10
+fi
+RSS_CALLS=${RSS_CALLS_OPT:-$RSS_CALLS}
+RSS_RUNS=${RSS_RUNS_OPT:-$RSS_RUNS}
+RSS_SSE=200
+
+T0=$(date +%s)
+BUILD="$ROOT/build/bench"
+NODE_DIR="$ROOT/tests/integration"
+BENCH_JS="$ROOT/tests/bench/mcp_bench.mjs"
+
+msg "installing what is missing"
+ensure_build_deps
+ensure_docker
+ensure_node_modules "$NODE_DIR"
+want http && ensure_apt wrk
+ensure_runner_images
+msg "building (release) in ${BUILD#"$ROOT"/}"
+# As deploy/run.sh builds, but a warning -O3 alone raises must not stop a
+# benchmark (tests/run.sh's layers keep -Werror).
+meson_build "$BUILD" --buildtype=release -Dwerror=false
+BIN="$BUILD/cmd/mcp-sandboxd"
+CREATE_BODY="$BUILD/tests/bench/create_body"
+[ -x "$CREATE_BODY" ] || die "$CREATE_BODY was not built"
+
+WORK=$(mktemp -d /tmp/mcpsd-bench-XXXXXX)
+chmod 755 "$WORK"
+RESULTS="$WORK/results.jsonl"
+: >"$RESULTS"
+BENCH_TAG="run$$-$(date +%s)"
+export BENCH_RESULTS="$RESULTS" BENCH_WORK="$WORK" BENCH_CREATE_BODY="$CREATE_BODY" BENCH_TAG
+export DOCKER_SOCK
+PIDS=()
+INSTANCES=()
+
+stop_pid() {
+	local pid=$1
+	kill -0 "$pid" 2>/dev/null || return 0
+	kill -TERM "$pid" 2>/dev/null
+	for _ in $(seq 1 600); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		warn "daemon $pid did not stop within 60 s; killing it"
+		kill -KILL "$pid" 2>/dev/null
+	fi
+	wait "$pid" 2>/dev/null
+}
+
+cleanup() {
+	local pid inst ids m left
+	for pid in "${PIDS[@]}"; do stop_pid "$pid"; done
+	PIDS=()
+	# Anything of ours still on the engine (there should be nothing).
+	ids=$(docker ps -aq --filter "label=mcpsd.bench=$BENCH_TAG" 2>/dev/null)
+	for inst in "${INSTANCES[@]}"; do
+		ids="$ids $(docker ps -aq --filter "label=sandbox.owner=$inst" 2>/dev/null)"
+	done
+	ids=$(echo "$ids" | xargs)
+	if [ -n "$ids" ]; then
+		warn "removing leftover containers: $ids"
+		# shellcheck disable=SC2086
+		docker rm -f $ids >/dev/null 2>&1
+	fi
+	# Workspaces the daemons mounted (loop images), deepest first.
+	while read -r m; do
+		[ -n "$m" ] && umount -l "$m" 2>/dev/null
+	done < <(awk -v w="$WORK" 'index($2, w) == 1 {print $2}' /proc/mounts | sort -r)
+	if [ "$KEEP" -eq 1 ]; then
+		msg "kept $WORK (logs, results.jsonl)"
+	else
+		rm -rf "$WORK"
+	fi
+	left=$(docker ps -aq --filter "label=mcpsd.bench=$BENCH_TAG" | wc -l)
+	for inst in "${INSTANCES[@]}"; do
+		left=$((left + $(docker ps -aq --filter "label=sandbox.owner=$inst" | wc -l)))
+	done
+	msg "containers of this bench left on the engine: $left ($(echo "$ids" | wc -w) removed at cleanup); sandbox.managed=true containers of any daemon: $(docker ps -aq --filter label=sandbox.managed=true | wc -l)"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# start_daemon NAME LOG_LEVEL: a daemon on a free loopback port with fresh
+# secrets and its own SANDBOX_ROOT; sets BENCH_URL, BENCH_TOKEN, BENCH_PID,
+# BENCH_LOG, BENCH_INSTANCE, BENCH_ENV_FILE (exported for mcp_bench.mjs).
+start_daemon() {
+	local name=$1 level=$2 port envf
+	port=$(free_port)
+	envf="$WORK/$name.env"
+	BENCH_TOKEN=$(random_secret)
+	BENCH_INSTANCE="bench-$name-$$"
+	BENCH_LOG="$WORK/$name.log"
+	mkdir -p "$WORK/$name-root"
+	cat >"$envf" <<EOF
+MCP_HTTP_ADDR=127.0.0.1:$port
+MCP_API_TOKEN=$BENCH_TOKEN
+FILE_SECRET=$(random_secret)
+SANDBOX_ROOT=$WORK/$name-root
+MCP_INSTANCE_NAME=$BENCH_INSTANCE
+MCP_LOG_LEVEL=$level
+EOF
+	env -i PATH="$PATH" HOME="${HOME:-/root}" "$BIN" --env-file "$envf" >"$BENCH_LOG" 2>&1 &
+	BENCH_PID=$!
+	PIDS+=("$BENCH_PID")
+	INSTANCES+=("$BENCH_INSTANCE")
+	BENCH_URL="http://127.0.0.1:$port/mcp"
+	BENCH_ENV_FILE=$envf
+	export BENCH_URL BENCH_TOKEN BENCH_PID BENCH_LOG BENCH_INSTANCE BENCH_ENV_FILE
+	for _ in $(seq 1 200); do
+		curl -sf "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && return 0
+		kill -0 "$BENCH_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	tail -20 "$BENCH_LOG" >&2
+	die "daemon $name did not become healthy (log above)"
+}
+
+stop_daemon() {
+	stop_pid "$BENCH_PID"
+	local keep=() p
+	for p in "${PIDS[@]}"; do [ "$p" != "$BENCH_PID" ] && keep+=("$p"); done
+	PIDS=("${keep[@]}")
+}
+
+bench() { (cd "$ROOT" && node "$BENCH_JS" "$@"); }
+
+# check_daemon NAME LEVEL: after a section, a daemon that died is a finding,
+# not a reason to stop: say so with its log's tail and start a fresh one.
+check_daemon() {
+	local st keep
+	kill -0 "$BENCH_PID" 2>/dev/null && return 0
+	wait "$BENCH_PID" 2>/dev/null
+	st=$?
+	FAILED=1
+	mkdir -p "$ROOT/build/bench-logs"
+	keep="$ROOT/build/bench-logs/daemon-$1-died-$(date +%Y%m%dT%H%M%S).log"
+	cp "$BENCH_LOG" "$keep"
+	DIED+=("daemon $1 (pid $BENCH_PID) exited with status $st$([ "$st" -gt 128 ] && echo " (signal $((st - 128)))") during the bench; its log: ${keep#"$ROOT"/}")
+	warn "${DIED[-1]}; last lines:"
+	tail -5 "$BENCH_LOG" >&2
+	start_daemon "${1}2" "$2"
+}
+
+# mcp_post SID BODY [CURL ARGS...]: one JSON-RPC POST to the daemon.
+mcp_post() {
+	local sid=$1 body=$2
+	shift 2
+	curl -s --max-time 10 -X POST "$BENCH_URL" \
+		-H "Authorization: Bearer $BENCH_TOKEN" \
+		-H 'Content-Type: application/json' \
+		-H 'Accept: application/json, text/event-stream' \
+		${sid:+-H "Mcp-Session-Id: $sid"} \
+		${PROTO:+-H "MCP-Protocol-Version: $PROTO"} \
+		-d "$body" "$@"
+}
+
+# new_session: initializes an MCP session with curl; prints its id.
+new_session() {
+	local hdr sid
+	hdr=$(mcp_post "" '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench-wrk","version":"1"}}}' -D - -o "$WORK/init.out")
+	sid=$(echo "$hdr" | tr -d '\r' | awk 'tolower($1) == "mcp-session-id:" {print $2}')
+	[ -n "$sid" ] || die "initialize gave no session id: $hdr $(cat "$WORK/init.out")"
+	PROTO=$(grep -o '"protocolVersion":"[^"]*"' "$WORK/init.out" | head -1 | cut -d'"' -f4)
+	mcp_post "$sid" '{"jsonrpc":"2.0","method":"notifications/initialized"}' -o /dev/null
+	echo "$sid"
+}
+
+run_wrk() {
+	local conns=$1 threads=$2 sids=() out
+	PROTO=""
+	while [ ${#sids[@]} -lt "$threads" ]; do sids+=("$(new_session)"); done
+	# The version the daemon chose (new_session ran in a subshell).
+	PROTO=$(grep -o '"protocolVersion":"[^"]*"' "$WORK/init.out" | head -1 | cut -d'"' -f4)
+	mcp_post "${sids[0]}" '{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}' |
+		grep -q '"run_code"' || die "tools/list through curl did not list run_code"
+	out="$WORK/wrk-$conns.txt"
+	BENCH_SESSIONS=$(
+		IFS=,
+		echo "${sids[*]}"
+	) BENCH_PROTOCOL=$PROTO \
+		timeout $((WRK_SECONDS + 30)) wrk -t"$threads" -c"$conns" -d"${WRK_SECONDS}s" --timeout 5s \
+		--latency -s "$ROOT/tests/bench/tools_list.lua" "$BENCH_URL" >"$out" 2>&1
+	bench wrk-parse --file "$out" --connections "$conns" --threads "$threads"
+}
+
+describe_machine() {
+	local cg
+	if [ -f /sys/fs/cgroup/cgroup.controllers ]; then cg=v2; else cg=v1; fi
+	echo "machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), kernel $(uname -r), $(. /etc/os-release && echo "$PRETTY_NAME")"
+	echo "docker: engine $(docker version --format '{{.Server.Version}}' 2>/dev/null), API $(docker version --format '{{.Server.APIVersion}}' 2>/dev/null), storage $(docker info --format '{{.Driver}}' 2>/dev/null), cgroup $cg, runtime $(docker info --format '{{.DefaultRuntime}}' 2>/dev/null)"
+	echo "node $(node --version), wrk $(wrk -v 2>&1 | awk 'NR==1 {print $2}'), daemon $("$BIN" --version 2>&1 | head -1) (release build)"
+	echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg); other containers running: $(docker ps -q | wc -l)"
+	echo "command: tests/bench/run.sh $ARGS"
+}
+
+DESC="$WORK/machine.txt"
+describe_machine | tee "$DESC"
+
+FAILED=0
+DIED=()
+if want latency || want engine || want throughput; then
+	msg "daemon A (debug log, for its phase timings)"
+	start_daemon A debug
+	if want latency; then
+		msg "latency: $RUNS runs per language, interleaved with docker run --rm"
+		bench latency --runs "$RUNS" --warmup "$WARMUP" || FAILED=1
+		check_daemon A debug
+	fi
+	if want engine; then
+		msg "engine: create/start/wait/remove, hardened vs bare"
+		bench engine --rounds "$ENGINE_ROUNDS" || FAILED=1
+	fi
+	if want throughput; then
+		msg "throughput at 1, 4, 16 concurrent calls"
+		bench throughput --levels 1,4,16 --calls "$TP_CALLS" || FAILED=1
+		check_daemon A debug
+	fi
+	stop_daemon
+fi
+if want rss || want http; then
+	msg "daemon B (info log)"
+	start_daemon B info
+	if want rss; then
+		msg "rss: idle, $RSS_SSE SSE streams, $RSS_CALLS calls, $RSS_RUNS run_code calls"
+		bench rss --sse "$RSS_SSE" --calls "$RSS_CALLS" --runs "$RSS_RUNS" || FAILED=1
+		check_daemon B info
+	fi
+	if want http; then
+		msg "tools/list with wrk, ${WRK_SECONDS}s per level"
+		run_wrk 1 1 || FAILED=1
+		run_wrk 64 2 || FAILED=1
+		bench rss-point --label "after wrk" || FAILED=1
+		check_daemon B info
+	fi
+	stop_daemon
+fi
+
+echo
+cat "$DESC"
+bench table ${MARKDOWN:+--markdown "$MARKDOWN"}
+echo
+echo "bench took $(($(date +%s) - T0)) s"
+for d in "${DIED[@]}"; do warn "$d"; done
+[ "$FAILED" -eq 0 ] || warn "a section did not finish (see above)"
+exit "$FAILED"
