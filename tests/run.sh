@@ -312,7 +312,7 @@ layer_conformance() {
 
 layer_integration() {
 	[ -n "${BUILD_BROKEN:-}" ] && { record integration 0 1; return; }
-	ensure_apt socat
+	ensure_apt socat chromium
 	# C-level runner tests against the real engine and images.
 	meson_suite "$BUILD" docker
 	run_integration integration
