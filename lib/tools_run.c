@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "buf.h"
@@ -467,8 +468,10 @@ static void tools_run_save_stream(cJSON *sc, struct buf *text,
                                   size_t max)
 {
 	off_t size;
-	char *data, *rel = NULL, *url = NULL;
-	size_t got = 0;
+	void *map;
+	const char *data;
+	char *rel = NULL, *url = NULL;
+	size_t got;
 	char key[32];
 	int r = 0;
 
@@ -479,17 +482,15 @@ static void tools_run_save_stream(cJSON *sc, struct buf *text,
 		return;
 	if ((size_t)size > max)
 		size = (off_t)max;
-	data = malloc((size_t)size);
-	if (!data)
+	/*
+	 * Mapped, not copied: up to SANDBOX_OUTPUT_MAX_BYTES per stream would
+	 * otherwise pass through the heap for every long output.
+	 */
+	got = (size_t)size;
+	map = mmap(NULL, got, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (map == MAP_FAILED)
 		return;
-	while (got < (size_t)size) {
-		ssize_t n =
-		    pread(fd, data + got, (size_t)size - got, (off_t)got);
-
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-	}
+	data = map;
 	if (workspace_save_output(ws, name, data, got, &rel, &url) < 0) {
 		r |= buf_printf(text,
 		                "\nThe whole %s (%zu bytes) could not be saved "
@@ -509,7 +510,7 @@ static void tools_run_save_stream(cJSON *sc, struct buf *text,
 		          name);
 	free(rel);
 	free(url);
-	free(data);
+	munmap(map, got);
 }
 
 /*
