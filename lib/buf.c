@@ -130,3 +130,20 @@ void buf_consume(struct buf *b, size_t n)
 	b->len -= n;
 	b->data[b->len] = '\0';
 }
+
+char *buf_asprintf(const char *fmt, ...)
+{
+	struct buf b;
+	va_list ap;
+	int r;
+
+	buf_init(&b, 0);
+	va_start(ap, fmt);
+	r = buf_vprintf(&b, fmt, ap);
+	va_end(ap);
+	if (r < 0) {
+		buf_finish(&b);
+		return NULL;
+	}
+	return buf_take(&b, NULL);
+}

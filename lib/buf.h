@@ -42,6 +42,12 @@ buf_vprintf(struct buf *b, const char *fmt, va_list ap);
  */
 char *buf_take(struct buf *b, size_t *len);
 
+/*
+ * printf into a fresh allocation (free with free()); NULL on allocation
+ * failure or a bad format.
+ */
+char *buf_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* Removes the first n bytes (n <= len). */
 void buf_consume(struct buf *b, size_t n);
 

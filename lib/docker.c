@@ -598,26 +598,33 @@ static int docker_get_json(struct docker *d, const char *path, cJSON **out,
 	return r;
 }
 
-int docker_images_list(struct docker *d, const char *label, cJSON **out,
-                       char *err, size_t errlen)
+/* GET a list endpoint filtered by label; the answer must be an array. */
+static int docker_list(struct docker *d, const char *base, const char *label,
+                       const char *what, cJSON **out, char *err, size_t errlen)
 {
 	char path[1024];
 	int r;
 
 	*out = NULL;
-	r = docker_label_filter(path, sizeof(path), "/images/json", label);
+	r = docker_label_filter(path, sizeof(path), base, label);
 	if (r < 0) {
 		snprintf(err, errlen, "invalid label filter");
 		return r;
 	}
 	r = docker_get_json(d, path, out, err, errlen);
 	if (r == 0 && !cJSON_IsArray(*out)) {
-		snprintf(err, errlen, "Docker engine sent no image list");
+		snprintf(err, errlen, "Docker engine sent no %s list", what);
 		cJSON_Delete(*out);
 		*out = NULL;
 		r = -EPROTO;
 	}
 	return r;
+}
+
+int docker_images_list(struct docker *d, const char *label, cJSON **out,
+                       char *err, size_t errlen)
+{
+	return docker_list(d, "/images/json", label, "image", out, err, errlen);
 }
 
 int docker_image_inspect(struct docker *d, const char *ref, cJSON **out,
@@ -635,24 +642,8 @@ int docker_image_inspect(struct docker *d, const char *ref, cJSON **out,
 int docker_containers_list(struct docker *d, const char *label, cJSON **out,
                            char *err, size_t errlen)
 {
-	char path[1024];
-	int r;
-
-	*out = NULL;
-	r = docker_label_filter(path, sizeof(path), "/containers/json?all=1",
-	                        label);
-	if (r < 0) {
-		snprintf(err, errlen, "invalid label filter");
-		return r;
-	}
-	r = docker_get_json(d, path, out, err, errlen);
-	if (r == 0 && !cJSON_IsArray(*out)) {
-		snprintf(err, errlen, "Docker engine sent no container list");
-		cJSON_Delete(*out);
-		*out = NULL;
-		r = -EPROTO;
-	}
-	return r;
+	return docker_list(d, "/containers/json?all=1", label, "container", out,
+	                   err, errlen);
 }
 
 /* ---- create body -------------------------------------------------------- */

@@ -371,26 +371,21 @@ static int status_rpc_code(unsigned status)
 	}
 }
 
-static enum MHD_Result respond_error(struct http_server *hs,
-                                     struct MHD_Connection *conn,
-                                     unsigned status, const char *fmt, ...)
+/* A JSON-RPC error body (id null) with the headers every refusal has. */
+static struct MHD_Response *error_response(struct http_server *hs,
+                                           struct MHD_Connection *conn,
+                                           unsigned status, const char *msg)
 {
-	char msg[512];
-	char *body;
-	va_list ap;
+	char *body = rpc_error(NULL, status_rpc_code(status), msg, NULL);
 	struct MHD_Response *r;
 
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	body = rpc_error(NULL, status_rpc_code(status), msg, NULL);
 	if (!body)
-		return MHD_NO;
+		return NULL;
 	r = MHD_create_response_from_buffer(strlen(body), body,
 	                                    MHD_RESPMEM_MUST_FREE);
 	if (!r) {
 		free(body);
-		return MHD_NO;
+		return NULL;
 	}
 	MHD_add_response_header(r, "Content-Type", "application/json");
 	MHD_add_response_header(r, "Cache-Control", "no-store");
@@ -404,29 +399,36 @@ static enum MHD_Result respond_error(struct http_server *hs,
 		        ? "Bearer realm=\"mcp\", error=\"invalid_token\""
 		        : "Bearer realm=\"mcp\"");
 	}
-	return queue(conn, status, r);
+	return r;
+}
+
+static enum MHD_Result respond_error(struct http_server *hs,
+                                     struct MHD_Connection *conn,
+                                     unsigned status, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	struct MHD_Response *r;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	r = error_response(hs, conn, status, msg);
+	return r ? queue(conn, status, r) : MHD_NO;
 }
 
 static enum MHD_Result respond_405(struct http_server *hs,
                                    struct MHD_Connection *conn,
                                    const char *allow)
 {
-	char *body = rpc_error(NULL, RPC_INVALID_REQUEST,
-	                       "method not allowed here", NULL);
+	char msg[128];
 	struct MHD_Response *r;
 
-	if (!body)
+	snprintf(msg, sizeof(msg), "method not allowed here; use %s", allow);
+	r = error_response(hs, conn, MHD_HTTP_METHOD_NOT_ALLOWED, msg);
+	if (!r)
 		return MHD_NO;
-	r = MHD_create_response_from_buffer(strlen(body), body,
-	                                    MHD_RESPMEM_MUST_FREE);
-	if (!r) {
-		free(body);
-		return MHD_NO;
-	}
-	MHD_add_response_header(r, "Content-Type", "application/json");
 	MHD_add_response_header(r, "Allow", allow);
-	add_common_headers(r);
-	add_cors(hs, conn, r);
 	return queue(conn, MHD_HTTP_METHOD_NOT_ALLOWED, r);
 }
 

@@ -44,6 +44,8 @@
 #include "fsname.h"
 #include "fstree.h"
 #include "log.h"
+#include "workspace_internal.h"
+#include "buf.h"
 #include "loopfs.h"
 
 #define SWEEP_INTERVAL_MS 60000
@@ -118,9 +120,7 @@ static struct timespec deadline_ts(long long ms_from_now)
 	return ts;
 }
 
-/* Writes a message for the caller into err (which may be NULL). */
-__attribute__((format(printf, 3, 4))) static void say(char *err, size_t errlen,
-                                                      const char *fmt, ...)
+void workspace_say(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -131,9 +131,7 @@ __attribute__((format(printf, 3, 4))) static void say(char *err, size_t errlen,
 	}
 }
 
-/* say(), then returns code (a negative errno). */
-__attribute__((format(printf, 4, 5))) static int
-fail(int code, char *err, size_t errlen, const char *fmt, ...)
+int workspace_fail(int code, char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -143,27 +141,6 @@ fail(int code, char *err, size_t errlen, const char *fmt, ...)
 		va_end(ap);
 	}
 	return code;
-}
-
-/* snprintf into a fresh allocation. */
-__attribute__((format(printf, 1, 2))) static char *strf(const char *fmt, ...)
-{
-	va_list ap;
-	char *s;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return NULL;
-	s = malloc((size_t)n + 1);
-	if (!s)
-		return NULL;
-	va_start(ap, fmt);
-	vsnprintf(s, (size_t)n + 1, fmt, ap);
-	va_end(ap);
-	return s;
 }
 
 static bool is_name(const char *s)
@@ -249,10 +226,12 @@ int workspace_check_conversation_id(const char *id, char *err, size_t errlen)
 	char why[200];
 
 	if (!id)
-		return fail(-EINVAL, err, errlen, "conversationId is required");
+		return workspace_fail(-EINVAL, err, errlen,
+		                      "conversationId is required");
 	if (fsname_check_text(id, strlen(id), CONVERSATION_ID_MAX,
 	                      "conversationId", why, sizeof(why)) < 0) {
-		say(err, errlen,
+		workspace_say(
+		    err, errlen,
 		    "%s; use 1 to %d bytes of printable UTF-8, the same id "
 		    "on every call of one conversation, e.g. 'chat-42'",
 		    why, CONVERSATION_ID_MAX);
@@ -345,8 +324,8 @@ static int mount_image(struct workspace_mgr *m, struct ws_entry *e, char *err,
 
 	paths(m, e->name, dir, sizeof(dir), img, sizeof(img));
 	if (mkdirat(m->wsfd, e->name, 0) < 0 && errno != EEXIST)
-		return fail(-EIO, err, errlen, "cannot create %s: %s", dir,
-		            strerror(errno));
+		return workspace_fail(-EIO, err, errlen, "cannot create %s: %s",
+		                      dir, strerror(errno));
 	r = loopfs_is_mountpoint(m->wsfd, e->name);
 	if (r == 1) {
 		e->mounted = true;
@@ -355,7 +334,8 @@ static int mount_image(struct workspace_mgr *m, struct ws_entry *e, char *err,
 	r = loopfs_mount(img, dir, why, sizeof(why));
 	if (r < 0) {
 		log_errorx("workspace %.12s: %s", e->name, why);
-		say(err, errlen,
+		workspace_say(
+		    err, errlen,
 		    "the workspace of this conversation cannot be mounted "
 		    "now; try again later");
 		return r;
@@ -425,7 +405,8 @@ static int create_workspace(struct workspace_mgr *m, struct ws_entry *e,
 			          "space than one quota (%zu bytes) plus 8 MB",
 			          cfg->sandbox_root,
 			          cfg->workspace_quota_bytes);
-			say(err, errlen,
+			workspace_say(
+			    err, errlen,
 			    "the server's disk is too full for a new "
 			    "workspace; "
 			    "try again later (the operator has been told)");
@@ -437,9 +418,9 @@ static int create_workspace(struct workspace_mgr *m, struct ws_entry *e,
 		    gid == (gid_t)-1 ? getegid() : gid, why, sizeof(why));
 		if (r < 0) {
 			log_errorx("workspace %.12s: %s", e->name, why);
-			say(err, errlen,
-			    "cannot create a workspace for this "
-			    "conversation now; try again later");
+			workspace_say(err, errlen,
+			              "cannot create a workspace for this "
+			              "conversation now; try again later");
 			return r;
 		}
 		r = mount_image(m, e, err, errlen);
@@ -467,7 +448,8 @@ static int create_workspace(struct workspace_mgr *m, struct ws_entry *e,
 	return 0;
 undo:
 	if (err && !err[0])
-		say(err, errlen,
+		workspace_say(
+		    err, errlen,
 		    "cannot create a workspace for this conversation: %s",
 		    strerror(-r));
 	log_errorx("workspace %.12s: creation failed: %s", e->name,
@@ -494,7 +476,8 @@ static int prepare(struct workspace_mgr *m, struct ws_entry *e, bool create,
 			pthread_mutex_unlock(&m->mu);
 			log_warnx("workspace cap of %u reached",
 			          cfg->max_workspaces);
-			say(err, errlen,
+			workspace_say(
+			    err, errlen,
 			    "this server already keeps %u workspaces, its "
 			    "maximum; try again later (idle workspaces are "
 			    "deleted after %u hours) or ask the operator to "
@@ -518,7 +501,8 @@ static int prepare(struct workspace_mgr *m, struct ws_entry *e, bool create,
 			log_errorx("workspace %.12s has an image but loop "
 			           "mounts are not in use",
 			           e->name);
-			say(err, errlen,
+			workspace_say(
+			    err, errlen,
 			    "the workspace of this conversation was made "
 			    "with a quota image, which this server cannot "
 			    "mount now; ask the operator (quota mode)");
@@ -533,9 +517,9 @@ static int prepare(struct workspace_mgr *m, struct ws_entry *e, bool create,
 			(void)!fchownat(m->wsfd, e->name, uid, gid,
 			                AT_SYMLINK_NOFOLLOW);
 	} else if (errno != EEXIST) {
-		return fail(-EIO, err, errlen,
-		            "cannot prepare the workspace: %s",
-		            strerror(errno));
+		return workspace_fail(-EIO, err, errlen,
+		                      "cannot prepare the workspace: %s",
+		                      strerror(errno));
 	}
 	return 0;
 }
@@ -619,14 +603,15 @@ static int open_handle(struct workspace_mgr *m, const char *name, bool create,
 	    (fstat(ws->dirfd, &self) < 0 || fstat(m->wsfd, &parent) < 0 ||
 	     self.st_dev == parent.st_dev)) {
 		log_errorx("workspace %.12s: not mounted where expected", name);
-		say(err, errlen,
+		workspace_say(
+		    err, errlen,
 		    "the workspace of this conversation is not available "
 		    "now; try again later");
 		r = -EIO;
 		goto fail;
 	}
 	ws->host_path =
-	    strf("%s/workspaces/%s", m->cfg->sandbox_host_path, name);
+	    buf_asprintf("%s/workspaces/%s", m->cfg->sandbox_host_path, name);
 	ws->conv = conv ? strdup(conv) : NULL;
 	if (!ws->host_path || (conv && !ws->conv)) {
 		r = -ENOMEM;
@@ -662,7 +647,8 @@ int workspace_open(struct workspace_mgr *mgr, const char *tenant,
 		return -ENOMEM;
 	r = open_handle(mgr, name, create, conversation_id, out, err, errlen);
 	if (r == -ENOENT && err && errlen && !err[0])
-		say(err, errlen,
+		workspace_say(
+		    err, errlen,
 		    "this conversation has no files yet: upload one with "
 		    "upload_file or write to /data in a run");
 	if (r < 0)
@@ -773,8 +759,8 @@ char *workspace_file_url(const struct workspace_mgr *mgr,
 
 	if (!enc)
 		return NULL;
-	url =
-	    strf("%s/files/%s/%s", mgr->cfg->files_base_url, ws->e->name, enc);
+	url = buf_asprintf("%s/files/%s/%s", mgr->cfg->files_base_url,
+	                   ws->e->name, enc);
 	free(enc);
 	return url;
 }
@@ -788,7 +774,7 @@ char *workspace_resource_uri(const struct workspace *ws, const char *rel)
 	c = pct(ws->conv, false);
 	r = pct(rel, true);
 	if (c && r)
-		uri = strf("sandbox://%s/%s", c, r);
+		uri = buf_asprintf("sandbox://%s/%s", c, r);
 	free(c);
 	free(r);
 	return uri;
@@ -1009,13 +995,15 @@ static int open_sub(struct workspace_mgr *m, const char *sub, int *fd,
                     char *err, size_t errlen)
 {
 	if (mkdirat(m->rootfd, sub, 0700) < 0 && errno != EEXIST)
-		return fail(-errno, err, errlen, "cannot create %s/%s: %s",
-		            m->cfg->sandbox_root, sub, strerror(errno));
+		return workspace_fail(
+		    -errno, err, errlen, "cannot create %s/%s: %s",
+		    m->cfg->sandbox_root, sub, strerror(errno));
 	*fd = openat(m->rootfd, sub,
 	             O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (*fd < 0)
-		return fail(-errno, err, errlen, "cannot open %s/%s: %s",
-		            m->cfg->sandbox_root, sub, strerror(errno));
+		return workspace_fail(
+		    -errno, err, errlen, "cannot open %s/%s: %s",
+		    m->cfg->sandbox_root, sub, strerror(errno));
 	return 0;
 }
 
@@ -1025,24 +1013,26 @@ static int prepare_dirs(struct workspace_mgr *m, char *err, size_t errlen)
 	int r;
 
 	if (mkdir(root, 0711) < 0 && errno != EEXIST)
-		return fail(-errno, err, errlen,
-		            "cannot create SANDBOX_ROOT=%s: %s", root,
-		            strerror(errno));
+		return workspace_fail(-errno, err, errlen,
+		                      "cannot create SANDBOX_ROOT=%s: %s", root,
+		                      strerror(errno));
 	m->rootfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (m->rootfd < 0)
-		return fail(-errno, err, errlen,
-		            "cannot open SANDBOX_ROOT=%s: %s", root,
-		            strerror(errno));
+		return workspace_fail(-errno, err, errlen,
+		                      "cannot open SANDBOX_ROOT=%s: %s", root,
+		                      strerror(errno));
 	m->lockfd = openat(m->rootfd, ".lock",
 	                   O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (m->lockfd < 0)
-		return fail(-errno, err, errlen, "cannot create %s/.lock: %s",
-		            root, strerror(errno));
+		return workspace_fail(-errno, err, errlen,
+		                      "cannot create %s/.lock: %s", root,
+		                      strerror(errno));
 	if (flock(m->lockfd, LOCK_EX | LOCK_NB) < 0)
-		return fail(-EBUSY, err, errlen,
-		            "another mcp-sandboxd uses SANDBOX_ROOT=%s; give "
-		            "each instance its own",
-		            root);
+		return workspace_fail(
+		    -EBUSY, err, errlen,
+		    "another mcp-sandboxd uses SANDBOX_ROOT=%s; give "
+		    "each instance its own",
+		    root);
 	if ((r = open_sub(m, "workspaces", &m->wsfd, err, errlen)) < 0 ||
 	    (r = open_sub(m, "meta", &m->metafd, err, errlen)) < 0 ||
 	    (r = open_sub(m, "images", &m->imgfd, err, errlen)) < 0)
@@ -1067,8 +1057,9 @@ static int probe_loop(struct workspace_mgr *m, char *why, size_t whylen)
 	unlinkat(m->rootfd, ".probe.img", 0);
 	(void)!fstree_remove(m->rootfd, ".probe");
 	if (mkdirat(m->rootfd, ".probe", 0) < 0)
-		return fail(-errno, why, whylen, "cannot create %s: %s", mnt,
-		            strerror(errno));
+		return workspace_fail(-errno, why, whylen,
+		                      "cannot create %s: %s", mnt,
+		                      strerror(errno));
 	r = loopfs_format(img, PROBE_BYTES, 64, geteuid(), getegid(), why,
 	                  whylen);
 	if (r < 0)
@@ -1077,14 +1068,14 @@ static int probe_loop(struct workspace_mgr *m, char *why, size_t whylen)
 	if (r < 0)
 		goto out;
 	if (loopfs_is_mountpoint(m->rootfd, ".probe") != 1) {
-		r = fail(-EIO, why, whylen, "the mount at %s is not visible",
-		         mnt);
+		r = workspace_fail(-EIO, why, whylen,
+		                   "the mount at %s is not visible", mnt);
 		goto umount;
 	}
 	fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0 || fstatvfs(fd, &sv) < 0 || sv.f_files > 1024) {
-		r = fail(-EIO, why, whylen,
-		         "the probe image does not limit inodes");
+		r = workspace_fail(-EIO, why, whylen,
+		                   "the probe image does not limit inodes");
 		if (fd >= 0)
 			close(fd);
 		goto umount;
@@ -1093,8 +1084,8 @@ static int probe_loop(struct workspace_mgr *m, char *why, size_t whylen)
 	r = 0;
 umount:
 	if (loopfs_umount(mnt) < 0 && r == 0)
-		r = fail(-EIO, why, whylen, "cannot unmount %s: %s", mnt,
-		         strerror(errno));
+		r = workspace_fail(-EIO, why, whylen, "cannot unmount %s: %s",
+		                   mnt, strerror(errno));
 out:
 	unlinkat(m->rootfd, ".probe.img", 0);
 	unlinkat(m->rootfd, ".probe", AT_REMOVEDIR);
@@ -1139,7 +1130,8 @@ static int choose_mode(struct workspace_mgr *m, char *err, size_t errlen)
 		return 0;
 	}
 	if (strcmp(cfg->quota_mode, "loop") == 0) {
-		say(err, errlen,
+		workspace_say(
+		    err, errlen,
 		    "WORKSPACE_QUOTA_MODE=loop, but loop mounts do not work "
 		    "here: %s. Run the daemon as root with /dev/loop-control "
 		    "and /dev/loop* (docs/workspaces.md), or set "
@@ -1274,13 +1266,13 @@ int workspace_mgr_create(const struct config *cfg, struct workspace_mgr **out,
 	          (const unsigned char *)name_purpose, sizeof(name_purpose) - 1,
 	          m->key, &klen) ||
 	    klen != sizeof(m->key)) {
-		r = fail(-EIO, err, errlen,
-		         "cannot derive the workspace name key");
+		r = workspace_fail(-EIO, err, errlen,
+		                   "cannot derive the workspace name key");
 		goto fail;
 	}
 	m->mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
 	if (!m->mac) {
-		r = fail(-EIO, err, errlen, "OpenSSL has no HMAC");
+		r = workspace_fail(-EIO, err, errlen, "OpenSSL has no HMAC");
 		goto fail;
 	}
 	r = prepare_dirs(m, err, errlen);
@@ -1291,8 +1283,8 @@ int workspace_mgr_create(const struct config *cfg, struct workspace_mgr **out,
 		goto fail;
 	r = recover(m);
 	if (r < 0) {
-		say(err, errlen, "cannot read %s: %s", cfg->sandbox_root,
-		    strerror(-r));
+		workspace_say(err, errlen, "cannot read %s: %s",
+		              cfg->sandbox_root, strerror(-r));
 		goto fail;
 	}
 	log_info("workspaces: %u of at most %u under %s (Docker host path %s), "
@@ -1305,8 +1297,9 @@ int workspace_mgr_create(const struct config *cfg, struct workspace_mgr **out,
 	r = -pthread_create(&m->sweeper, NULL, sweeper_main, m);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r < 0) {
-		say(err, errlen, "cannot start the workspace sweeper: %s",
-		    strerror(-r));
+		workspace_say(err, errlen,
+		              "cannot start the workspace sweeper: %s",
+		              strerror(-r));
 		goto fail;
 	}
 	m->thread_started = true;

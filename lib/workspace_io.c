@@ -28,56 +28,10 @@
 #include "fsname.h"
 #include "fstree.h"
 #include "log.h"
+#include "workspace_internal.h"
+#include "buf.h"
 
 #define SNAPSHOT_EXTRA 1000
-
-/* Writes a message for the caller into err (which may be NULL). */
-__attribute__((format(printf, 3, 4))) static void say(char *err, size_t errlen,
-                                                      const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-}
-
-/* say(), then returns code (a negative errno). */
-__attribute__((format(printf, 4, 5))) static int
-fail(int code, char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return code;
-}
-
-/* snprintf into a fresh allocation. */
-__attribute__((format(printf, 1, 2))) static char *strf(const char *fmt, ...)
-{
-	va_list ap;
-	char *s;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return NULL;
-	s = malloc((size_t)n + 1);
-	if (!s)
-		return NULL;
-	va_start(ap, fmt);
-	vsnprintf(s, (size_t)n + 1, fmt, ap);
-	va_end(ap);
-	return s;
-}
 
 /* Who owns what the daemon writes ((uid_t)-1: leave it to the daemon). */
 static void owner(const struct workspace *ws, uid_t *uid, gid_t *gid)
@@ -157,15 +111,15 @@ int workspace_check_quota(struct workspace *ws, unsigned long long extra,
 		if (fstatvfs(workspace_dirfd(ws), &sv) < 0)
 			return -errno;
 		if (extra > (unsigned long long)sv.f_bavail * sv.f_frsize)
-			return fail(-EDQUOT, err, errlen,
-			            "%llu bytes do not fit: the workspace of "
-			            "this conversation has %llu bytes free; "
-			            "delete files with delete_file or in a run",
-			            extra,
-			            (unsigned long long)sv.f_bavail *
-			                sv.f_frsize);
+			return workspace_fail(
+			    -EDQUOT, err, errlen,
+			    "%llu bytes do not fit: the workspace of "
+			    "this conversation has %llu bytes free; "
+			    "delete files with delete_file or in a run",
+			    extra,
+			    (unsigned long long)sv.f_bavail * sv.f_frsize);
 		if (extra && sv.f_favail == 0)
-			return fail(
+			return workspace_fail(
 			    -EDQUOT, err, errlen,
 			    "the workspace of this conversation holds "
 			    "as many files as it may; delete files with "
@@ -176,23 +130,23 @@ int workspace_check_quota(struct workspace *ws, unsigned long long extra,
 	if (r < 0)
 		return r;
 	if (u.over)
-		return fail(-EDQUOT, err, errlen,
-		            "the workspace of this conversation holds %s%llu "
-		            "files and %s%llu bytes, over its quota of %llu "
-		            "files and %llu bytes; runs and uploads are "
-		            "refused until files are deleted with delete_file "
-		            "(or use a new conversationId)",
-		            u.partial ? "over " : "", u.files,
-		            u.partial ? "over " : "", u.bytes, u.quota_files,
-		            u.quota_bytes);
+		return workspace_fail(
+		    -EDQUOT, err, errlen,
+		    "the workspace of this conversation holds %s%llu "
+		    "files and %s%llu bytes, over its quota of %llu "
+		    "files and %llu bytes; runs and uploads are "
+		    "refused until files are deleted with delete_file "
+		    "(or use a new conversationId)",
+		    u.partial ? "over " : "", u.files, u.partial ? "over " : "",
+		    u.bytes, u.quota_files, u.quota_bytes);
 	if (extra &&
 	    (u.bytes + extra > u.quota_bytes || u.files + 1 > u.quota_files))
-		return fail(-EDQUOT, err, errlen,
-		            "%llu more bytes do not fit: the workspace of this "
-		            "conversation holds %llu of %llu bytes and %llu of "
-		            "%llu files; delete files with delete_file",
-		            extra, u.bytes, u.quota_bytes, u.files,
-		            u.quota_files);
+		return workspace_fail(
+		    -EDQUOT, err, errlen,
+		    "%llu more bytes do not fit: the workspace of this "
+		    "conversation holds %llu of %llu bytes and %llu of "
+		    "%llu files; delete files with delete_file",
+		    extra, u.bytes, u.quota_bytes, u.files, u.quota_files);
 	return 0;
 }
 
@@ -220,29 +174,34 @@ static int write_error(int r, const char *rel, char *err, size_t errlen)
 	switch (r) {
 	case -ENOSPC:
 	case -EDQUOT:
-		say(err, errlen,
+		workspace_say(
+		    err, errlen,
 		    "the workspace of this conversation is full (no space or "
 		    "no more files allowed); delete files with delete_file "
 		    "or in a run, then try again");
 		return -EDQUOT;
 	case -ELOOP:
 	case -EXDEV:
-		say(err, errlen,
+		workspace_say(
+		    err, errlen,
 		    "the path '%s' goes through a symbolic link, which is "
 		    "never followed; choose another path",
 		    rel);
 		return -ELOOP;
 	case -ENOTDIR:
-		say(err, errlen,
+		workspace_say(
+		    err, errlen,
 		    "a directory in the path '%s' is a file; choose another "
 		    "path",
 		    rel);
 		return r;
 	case -EFBIG:
-		say(err, errlen, "the file is too large for the workspace");
+		workspace_say(err, errlen,
+		              "the file is too large for the workspace");
 		return r;
 	default:
-		say(err, errlen, "cannot write '%s': %s", rel, strerror(-r));
+		workspace_say(err, errlen, "cannot write '%s': %s", rel,
+		              strerror(-r));
 		return r;
 	}
 }
@@ -277,24 +236,26 @@ int workspace_write_file(struct workspace *ws, const char *rel,
 	}
 	if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0) {
 		if (S_ISDIR(st.st_mode)) {
-			r = fail(-EISDIR, err, errlen,
-			         "'%s' is a directory; choose another name",
-			         rel);
+			r = workspace_fail(
+			    -EISDIR, err, errlen,
+			    "'%s' is a directory; choose another name", rel);
 			goto out;
 		}
 		if (!S_ISREG(st.st_mode)) {
-			r = fail(-EEXIST, err, errlen,
-			         "'%s' exists and is not a regular file (a "
-			         "link, FIFO or socket made by code); delete "
-			         "it first or choose another name",
-			         rel);
+			r = workspace_fail(
+			    -EEXIST, err, errlen,
+			    "'%s' exists and is not a regular file (a "
+			    "link, FIFO or socket made by code); delete "
+			    "it first or choose another name",
+			    rel);
 			goto out;
 		}
 		if (!overwrite) {
-			r = fail(-EEXIST, err, errlen,
-			         "'%s' already exists; pass overwrite: true "
-			         "to replace it, or choose another name",
-			         rel);
+			r = workspace_fail(
+			    -EEXIST, err, errlen,
+			    "'%s' already exists; pass overwrite: true "
+			    "to replace it, or choose another name",
+			    rel);
 			goto out;
 		}
 	}
@@ -328,7 +289,8 @@ int workspace_write_file(struct workspace *ws, const char *rel,
 	if (r < 0) {
 		unlinkat(dfd, tmp, 0);
 		if (r == -EEXIST)
-			say(err, errlen,
+			workspace_say(
+			    err, errlen,
 			    "'%s' already exists; pass overwrite: true to "
 			    "replace it",
 			    rel);
@@ -497,7 +459,7 @@ static cJSON *change_item(struct workspace *ws, const struct snap_entry *x,
 {
 	char when[FILES_ISO8601_LEN];
 	cJSON *o = cJSON_CreateObject();
-	char *path = strf("/data/%s", x->rel);
+	char *path = buf_asprintf("/data/%s", x->rel);
 	char *url = workspace_file_url(workspace_mgr_of(ws), ws, x->rel);
 	char *uri = workspace_resource_uri(ws, x->rel);
 
