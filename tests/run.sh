@@ -147,11 +147,11 @@ layer_fuzz() {
 	fi
 }
 
-# Each libFuzzer target for a short budget (FUZZ_SECONDS, default 20) on a
+# Each libFuzzer target for a short budget (FUZZ_SECONDS, default 10) on a
 # copy of its corpus, with AddressSanitizer and UBSan. A crash fails.
 layer_fuzzrun() {
 	ensure_apt clang libclang-rt-14-dev
-	local dir="$ROOT/build/fuzz" secs=${FUZZ_SECONDS:-20} t out okc=0 nbad=0
+	local dir="$ROOT/build/fuzz" secs=${FUZZ_SECONDS:-10} t out okc=0 nbad=0
 	mkdir -p "$LOG_DIR"
 	if ! (CC=clang meson_build "$dir" -Dfuzzing=true -Db_sanitize=address,undefined \
 		-Db_lundef=false); then
