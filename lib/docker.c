@@ -262,6 +262,25 @@ static const char *docker_connect_hint(long oserr)
 
 static int docker_negotiate(struct docker *d, char *err, size_t errlen);
 
+/* The negotiated API version ("1.41"), negotiating first if none yet. */
+static int docker_api_version(struct docker *d, char *ver, size_t n, char *err,
+                              size_t errlen)
+{
+	int r;
+
+	for (int pass = 0; pass < 2; pass++) {
+		pthread_mutex_lock(&d->lock);
+		snprintf(ver, n, "%s", d->health.api_version);
+		pthread_mutex_unlock(&d->lock);
+		if (ver[0] || pass)
+			return 0;
+		r = docker_negotiate(d, err, errlen);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 static int docker_call(struct docker *d, struct docker_req *rq, char *err,
                        size_t errlen)
 {
@@ -280,17 +299,9 @@ static int docker_call(struct docker *d, struct docker_req *rq, char *err,
 	buf_init(&rq->resp, DOCKER_RESP_MAX);
 	ver[0] = '\0';
 	if (rq->versioned) {
-		pthread_mutex_lock(&d->lock);
-		snprintf(ver, sizeof(ver), "%s", d->health.api_version);
-		pthread_mutex_unlock(&d->lock);
-		if (!ver[0]) {
-			r = docker_negotiate(d, err, errlen);
-			if (r < 0)
-				return r;
-			pthread_mutex_lock(&d->lock);
-			snprintf(ver, sizeof(ver), "%s", d->health.api_version);
-			pthread_mutex_unlock(&d->lock);
-		}
+		r = docker_api_version(d, ver, sizeof(ver), err, errlen);
+		if (r < 0)
+			return r;
 	}
 	n = snprintf(url, sizeof(url), "http://docker%s%s%s",
 	             ver[0] ? "/v" : "", ver, rq->path);
@@ -1081,17 +1092,9 @@ int docker_container_attach(struct docker *d, const char *id,
 	*out = NULL;
 	if (!docker_id_ok(id))
 		return docker_bad_id("container id", err, errlen);
-	pthread_mutex_lock(&d->lock);
-	snprintf(ver, sizeof(ver), "%s", d->health.api_version);
-	pthread_mutex_unlock(&d->lock);
-	if (!ver[0]) {
-		r = docker_negotiate(d, err, errlen);
-		if (r < 0)
-			return r;
-		pthread_mutex_lock(&d->lock);
-		snprintf(ver, sizeof(ver), "%s", d->health.api_version);
-		pthread_mutex_unlock(&d->lock);
-	}
+	r = docker_api_version(d, ver, sizeof(ver), err, errlen);
+	if (r < 0)
+		return r;
 	a = calloc(1, sizeof(*a));
 	if (!a || !(a->h = curl_easy_init())) {
 		snprintf(err, errlen, "out of memory");

@@ -1352,19 +1352,27 @@ static int runner_discover(struct runner *r, char *err, size_t errlen)
 	return 0;
 }
 
+/* Discovers and records the outcome for runner_refresh. disc_lock held. */
+static int runner_discover_record(struct runner *r, char *err, size_t errlen)
+{
+	int rc = runner_discover(r, r->last_refresh_err,
+	                         sizeof(r->last_refresh_err));
+
+	if (rc == 0)
+		r->last_refresh_err[0] = '\0';
+	r->last_refresh_rc = rc;
+	r->last_refresh_ms = runner_now_ms();
+	snprintf(err, errlen, "%s", r->last_refresh_err);
+	return rc;
+}
+
 /* Discovers now, whatever the rate limit says. */
 static int runner_discover_now(struct runner *r, char *err, size_t errlen)
 {
 	int rc;
 
 	pthread_mutex_lock(&r->disc_lock);
-	rc = runner_discover(r, r->last_refresh_err,
-	                     sizeof(r->last_refresh_err));
-	if (rc == 0)
-		r->last_refresh_err[0] = '\0';
-	r->last_refresh_rc = rc;
-	r->last_refresh_ms = runner_now_ms();
-	snprintf(err, errlen, "%s", r->last_refresh_err);
+	rc = runner_discover_record(r, err, errlen);
 	pthread_mutex_unlock(&r->disc_lock);
 	return rc;
 }
@@ -1380,13 +1388,7 @@ int runner_refresh(struct runner *r, char *err, size_t errlen)
 		rc = r->last_refresh_rc;
 		snprintf(err, errlen, "%s", r->last_refresh_err);
 	} else {
-		rc = runner_discover(r, r->last_refresh_err,
-		                     sizeof(r->last_refresh_err));
-		if (rc == 0)
-			r->last_refresh_err[0] = '\0';
-		r->last_refresh_rc = rc;
-		r->last_refresh_ms = runner_now_ms();
-		snprintf(err, errlen, "%s", r->last_refresh_err);
+		rc = runner_discover_record(r, err, errlen);
 	}
 	pthread_mutex_unlock(&r->disc_lock);
 	return rc;
