@@ -149,7 +149,7 @@ Claude Desktop (claude_desktop_config.json), through mcp-remote:
 n8n (MCP Client Tool): Endpoint $URL, Server Transport "HTTP Streamable",
   Authentication "Bearer Auth" with the token above.
 
-MCP Inspector:
+MCP Inspector (needs Node.js 22.19 or newer):
   npx @modelcontextprotocol/inspector --cli $URL --transport http \\
     --header "Authorization: Bearer $TOKEN" --method tools/list
 
