@@ -17,16 +17,9 @@
 
 #include "dstream.h"
 #include "log.h"
+#include "util/mono.h"
 
 #define ATTACHIO_CHUNK (64 * 1024)
-
-long long attachio_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- UTF-8 -------------------------------------------------------------- */
 
@@ -311,7 +304,7 @@ enum attachio_end attachio_run(struct docker_attach *a,
 		    {.fd = docker_attach_fd(a), .events = POLLIN},
 		    {.fd = p->cancel_fd, .events = POLLIN},
 		};
-		long long left = p->deadline - attachio_now_ms();
+		long long left = p->deadline - mono_ms();
 		int n, rounds;
 
 		if (left <= 0) {

@@ -71,7 +71,7 @@ enum attachio_end {
 struct attachio_params {
 	const char *in; /* stdin bytes, or NULL */
 	size_t in_len;
-	long long deadline; /* CLOCK_MONOTONIC milliseconds */
+	long long deadline; /* mono_ms() clock (util/mono.h) */
 	int cancel_fd;      /* readable means cancel; -1 for none */
 	size_t max_total;   /* stdout + stderr bytes before ATTACHIO_LIMIT */
 	struct attachio_capture *out, *err; /* borrowed */
@@ -86,8 +86,5 @@ struct attachio_params {
 enum attachio_end attachio_run(struct docker_attach *a,
                                const struct attachio_params *p, char *err,
                                size_t errlen);
-
-/* CLOCK_MONOTONIC in milliseconds, the clock of deadlines. */
-long long attachio_now_ms(void);
 
 #endif

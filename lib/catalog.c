@@ -8,12 +8,14 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "buf.h"
 #include "log.h"
+#include "util/num.h"
 
 #define CATALOG_CMD_MAX 64
 #define CATALOG_ALIASES_MAX 16
@@ -283,11 +285,9 @@ int catalog_image_parse(const cJSON *s, struct catalog_image *out, char *err,
 	}
 	prio = catalog_label(labels, "sandbox.priority");
 	if (prio && prio[0]) {
-		char *end;
+		int64_t p = 0;
 
-		errno = 0;
-		out->priority = strtol(prio, &end, 10);
-		if (errno || *end || end == prio) {
+		if (num_i64(prio, INT_MIN, INT_MAX, &p) < 0) {
 			snprintf(err, errlen,
 			         "image %.19s: sandbox.priority must be an "
 			         "integer",
@@ -295,6 +295,7 @@ int catalog_image_parse(const cJSON *s, struct catalog_image *out, char *err,
 			r = -EINVAL;
 			goto fail;
 		}
+		out->priority = (int)p;
 	}
 	out->version =
 	    catalog_clean_text(catalog_label(labels, "sandbox.version"), 63);

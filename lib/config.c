@@ -22,6 +22,8 @@
 #include <openssl/rand.h>
 
 #include "buf.h"
+#include "util/errmsg.h"
+#include "util/num.h"
 
 enum setting_type {
 	SET_STR,
@@ -200,19 +202,6 @@ static const struct setting settings[] = {
 
 #define N_SETTINGS (sizeof(settings) / sizeof(settings[0]))
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -EINVAL;
-}
-
 static const struct setting *setting_find(const char *name)
 {
 	for (size_t i = 0; i < N_SETTINGS; i++) {
@@ -268,10 +257,11 @@ static int dotenv_read(struct config *cfg, const char *path, char *err,
 
 		lineno++;
 		if (!strchr(line, '\n') && !feof(f)) {
-			r = fail(err, errlen,
-			         "%s:%d: line longer than %zu bytes; shorten "
-			         "it",
-			         path, lineno, sizeof(line) - 2);
+			r = errmsg_fail(
+			    -EINVAL, err, errlen,
+			    "%s:%d: line longer than %zu bytes; shorten "
+			    "it",
+			    path, lineno, sizeof(line) - 2);
 			goto out;
 		}
 		line[strcspn(line, "\n")] = '\0';
@@ -283,10 +273,10 @@ static int dotenv_read(struct config *cfg, const char *path, char *err,
 			k += 7;
 		eq = strchr(k, '=');
 		if (!eq) {
-			r = fail(err, errlen,
-			         "%s:%d: expected NAME=value, e.g. "
-			         "MCP_HTTP_ADDR=127.0.0.1:8080",
-			         path, lineno);
+			r = errmsg_fail(-EINVAL, err, errlen,
+			                "%s:%d: expected NAME=value, e.g. "
+			                "MCP_HTTP_ADDR=127.0.0.1:8080",
+			                path, lineno);
 			goto out;
 		}
 		*eq = '\0';
@@ -353,15 +343,12 @@ static const char *raw(const struct config *cfg, const char *name)
 
 int config_parse_bytes(const char *s, size_t *out)
 {
-	char *end;
-	unsigned long long v, mul = 1;
+	const char *end;
+	uint64_t v, mul = 1;
 
 	*out = 0;
-	if (!s || !isdigit((unsigned char)*s))
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno)
+	end = num_scan_u64(s, UINT64_MAX, &v);
+	if (!end)
 		return -EINVAL;
 	if (*end) {
 		char c = (char)tolower((unsigned char)*end);
@@ -384,7 +371,7 @@ int config_parse_bytes(const char *s, size_t *out)
 		if (*end)
 			return -EINVAL;
 	}
-	if (v > (unsigned long long)SIZE_MAX / mul)
+	if (v > (uint64_t)SIZE_MAX / mul)
 		return -EINVAL;
 	*out = (size_t)(v * mul);
 	return 0;
@@ -413,8 +400,7 @@ static int parse_bool(const char *s, bool *out)
 int config_parse_addr(const char *s, char **host, unsigned *port)
 {
 	const char *colon;
-	char *end;
-	long p;
+	uint64_t p = 0;
 	size_t hl;
 
 	*host = NULL;
@@ -435,11 +421,7 @@ int config_parse_addr(const char *s, char **host, unsigned *port)
 		if (memchr(s, ':', hl))
 			return -EINVAL; /* bare IPv6 needs brackets */
 	}
-	if (!isdigit((unsigned char)colon[1]))
-		return -EINVAL;
-	errno = 0;
-	p = strtol(colon + 1, &end, 10);
-	if (errno || *end || p < 1 || p > 65535)
+	if (num_u64(colon + 1, 65535, &p) < 0 || p < 1)
 		return -EINVAL;
 	*host = strndup(s, hl);
 	if (!*host)
@@ -471,7 +453,6 @@ static int parse_table(struct config *cfg, char *err, size_t errlen)
 		const struct setting *s = &settings[i];
 		const char *v = raw(cfg, s->name);
 		char *base = (char *)cfg;
-		char *end;
 
 		if (s->off == DERIVED)
 			continue;
@@ -483,23 +464,23 @@ static int parse_table(struct config *cfg, char *err, size_t errlen)
 			break;
 		case SET_BOOL:
 			if (parse_bool(v, (bool *)(void *)(base + s->off)) < 0)
-				return fail(err, errlen,
-				            "%s='%s' is not a boolean; use "
-				            "true or false, e.g. %s=%s",
-				            s->name, v, s->name, s->example);
+				return errmsg_fail(
+				    -EINVAL, err, errlen,
+				    "%s='%s' is not a boolean; use "
+				    "true or false, e.g. %s=%s",
+				    s->name, v, s->name, s->example);
 			break;
 		case SET_UINT: {
-			unsigned long long u;
+			uint64_t u = 0;
 
-			errno = 0;
-			u = strtoull(v, &end, 10);
-			if (!isdigit((unsigned char)*v) || *end || errno ||
-			    (double)u < s->min || (double)u > s->max)
-				return fail(err, errlen,
-				            "%s='%s' must be a whole number "
-				            "from %.0f to %.0f, e.g. %s=%s",
-				            s->name, v, s->min, s->max, s->name,
-				            s->example);
+			if (num_u64(v, (uint64_t)s->max, &u) < 0 ||
+			    (double)u < s->min)
+				return errmsg_fail(
+				    -EINVAL, err, errlen,
+				    "%s='%s' must be a whole number "
+				    "from %.0f to %.0f, e.g. %s=%s",
+				    s->name, v, s->min, s->max, s->name,
+				    s->example);
 			*(unsigned *)(void *)(base + s->off) = (unsigned)u;
 			break;
 		}
@@ -508,27 +489,26 @@ static int parse_table(struct config *cfg, char *err, size_t errlen)
 
 			if (config_parse_bytes(v, &b) < 0 ||
 			    (double)b < s->min || (double)b > s->max)
-				return fail(err, errlen,
-				            "%s='%s' must be a size from %.0f "
-				            "to %.0f bytes, with an optional "
-				            "k/m/g suffix, e.g. %s=%s",
-				            s->name, v, s->min, s->max, s->name,
-				            s->example);
+				return errmsg_fail(
+				    -EINVAL, err, errlen,
+				    "%s='%s' must be a size from %.0f "
+				    "to %.0f bytes, with an optional "
+				    "k/m/g suffix, e.g. %s=%s",
+				    s->name, v, s->min, s->max, s->name,
+				    s->example);
 			*(size_t *)(void *)(base + s->off) = b;
 			break;
 		}
 		case SET_DOUBLE: {
-			double d;
+			double d = 0;
 
-			errno = 0;
-			d = strtod(v, &end);
-			if (end == v || *end || errno || !(d >= s->min) ||
-			    !(d <= s->max))
-				return fail(err, errlen,
-				            "%s='%s' must be a number from %g "
-				            "to %g, e.g. %s=%s",
-				            s->name, v, s->min, s->max, s->name,
-				            s->example);
+			if (num_double(v, s->min, s->max, &d) < 0)
+				return errmsg_fail(
+				    -EINVAL, err, errlen,
+				    "%s='%s' must be a number from %g "
+				    "to %g, e.g. %s=%s",
+				    s->name, v, s->min, s->max, s->name,
+				    s->example);
 			*(double *)(void *)(base + s->off) = d;
 			break;
 		}
@@ -552,16 +532,17 @@ static int check_base_url(const char *name, char **url, char *err,
 	else if (strncmp(u, "https://", 8) == 0)
 		rest = u + 8;
 	else
-		return fail(err, errlen,
-		            "%s='%s' must start with http:// or https://, e.g. "
-		            "%s=https://sandbox.example.com",
-		            name, u, name);
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "%s='%s' must start with http:// or https://, e.g. "
+		    "%s=https://sandbox.example.com",
+		    name, u, name);
 	if (!*rest || strpbrk(rest, "?#@ \t\r\n\"<>\\"))
-		return fail(err, errlen,
-		            "%s='%s' must be a base URL without query, "
-		            "fragment, credentials or spaces, e.g. "
-		            "%s=https://sandbox.example.com",
-		            name, u, name);
+		return errmsg_fail(-EINVAL, err, errlen,
+		                   "%s='%s' must be a base URL without query, "
+		                   "fragment, credentials or spaces, e.g. "
+		                   "%s=https://sandbox.example.com",
+		                   name, u, name);
 	return 0;
 }
 
@@ -675,13 +656,14 @@ static int add_token(struct config *cfg, const char *tenant, size_t tlen,
 	unsigned int mdlen = 0;
 
 	if (!tenant_name_ok(tenant, tlen))
-		return fail(err, errlen,
-		            "%s: tenant name '%.*s' must be 1-64 letters, "
-		            "digits, '.', '_' or '-', e.g. %s=alice:<token>",
-		            var, (int)(tlen > 64 ? 64 : tlen), tenant, var);
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "%s: tenant name '%.*s' must be 1-64 letters, "
+		    "digits, '.', '_' or '-', e.g. %s=alice:<token>",
+		    var, (int)(tlen > 64 ? 64 : tlen), tenant, var);
 	if (toklen < 16)
-		return fail(
-		    err, errlen,
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
 		    "%s: the token of tenant '%.*s' has %zu characters; "
 		    "use at least 16, e.g. the output of "
 		    "'openssl rand -hex 32'",
@@ -690,12 +672,13 @@ static int add_token(struct config *cfg, const char *tenant, size_t tlen,
 		unsigned char c = (unsigned char)tok[i];
 
 		if (c <= 0x20 || c >= 0x7f || c == ',')
-			return fail(err, errlen,
-			            "%s: the token of tenant '%.*s' contains a "
-			            "space, comma or non-printable character; "
-			            "use printable ASCII, e.g. the output of "
-			            "'openssl rand -hex 32'",
-			            var, (int)tlen, tenant);
+			return errmsg_fail(
+			    -EINVAL, err, errlen,
+			    "%s: the token of tenant '%.*s' contains a "
+			    "space, comma or non-printable character; "
+			    "use printable ASCII, e.g. the output of "
+			    "'openssl rand -hex 32'",
+			    var, (int)tlen, tenant);
 	}
 	nt = realloc(cfg->tokens, (cfg->n_tokens + 1) * sizeof(*nt));
 	if (!nt)
@@ -712,11 +695,12 @@ static int add_token(struct config *cfg, const char *tenant, size_t tlen,
 	for (size_t i = 0; i + 1 < cfg->n_tokens; i++) {
 		if (memcmp(cfg->tokens[i].digest, t->digest,
 		           sizeof(t->digest)) == 0)
-			return fail(err, errlen,
-			            "%s: the same token is configured twice "
-			            "(tenants '%s' and '%s'); give each tenant "
-			            "its own token",
-			            var, cfg->tokens[i].tenant, t->tenant);
+			return errmsg_fail(
+			    -EINVAL, err, errlen,
+			    "%s: the same token is configured twice "
+			    "(tenants '%s' and '%s'); give each tenant "
+			    "its own token",
+			    var, cfg->tokens[i].tenant, t->tenant);
 	}
 	return 0;
 }
@@ -747,8 +731,8 @@ static int parse_tokens(struct config *cfg, char *err, size_t errlen)
 			len--;
 		if (len) {
 			if (!colon)
-				return fail(
-				    err, errlen,
+				return errmsg_fail(
+				    -EINVAL, err, errlen,
 				    "MCP_API_TOKENS: entry %zu has no "
 				    "'tenant:' prefix; write entries as "
 				    "tenant:token separated by commas, "
@@ -785,29 +769,33 @@ static int parse_secret(struct config *cfg, char *err, size_t errlen)
 
 	if (n == 0) {
 		if (!cfg->auth_none)
-			return fail(err, errlen,
-			            "FILE_SECRET is not set; it keys workspace "
-			            "names and file URLs. Set 32 or more "
-			            "random characters, e.g. "
-			            "FILE_SECRET=$(openssl rand -hex 32)");
+			return errmsg_fail(
+			    -EINVAL, err, errlen,
+			    "FILE_SECRET is not set; it keys workspace "
+			    "names and file URLs. Set 32 or more "
+			    "random characters, e.g. "
+			    "FILE_SECRET=$(openssl rand -hex 32)");
 		/* Local testing only: links die with the process. */
 		if (RAND_bytes(cfg->file_secret, 32) != 1)
-			return fail(err, errlen,
-			            "FILE_SECRET: no randomness available");
+			return errmsg_fail(
+			    -EINVAL, err, errlen,
+			    "FILE_SECRET: no randomness available");
 		cfg->file_secret_len = 32;
 		cfg->file_secret_ephemeral = true;
 		return 0;
 	}
 	if (n < 32)
-		return fail(err, errlen,
-		            "FILE_SECRET has %zu characters; use at least 32, "
-		            "e.g. FILE_SECRET=$(openssl rand -hex 32)",
-		            n);
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "FILE_SECRET has %zu characters; use at least 32, "
+		    "e.g. FILE_SECRET=$(openssl rand -hex 32)",
+		    n);
 	if (n > CONFIG_SECRET_MAX * 2)
-		return fail(err, errlen,
-		            "FILE_SECRET has %zu characters; use at most %d, "
-		            "e.g. FILE_SECRET=$(openssl rand -hex 32)",
-		            n, CONFIG_SECRET_MAX * 2);
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "FILE_SECRET has %zu characters; use at most %d, "
+		    "e.g. FILE_SECRET=$(openssl rand -hex 32)",
+		    n, CONFIG_SECRET_MAX * 2);
 	/* A hex secret is used as the bytes it spells. */
 	bool hex = n % 2 == 0;
 
@@ -825,10 +813,11 @@ static int parse_secret(struct config *cfg, char *err, size_t errlen)
 		memcpy(cfg->file_secret, s, n);
 		cfg->file_secret_len = n;
 	} else {
-		return fail(err, errlen,
-		            "FILE_SECRET is longer than %d characters and not "
-		            "hex; use e.g. FILE_SECRET=$(openssl rand -hex 32)",
-		            CONFIG_SECRET_MAX);
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "FILE_SECRET is longer than %d characters and not "
+		    "hex; use e.g. FILE_SECRET=$(openssl rand -hex 32)",
+		    CONFIG_SECRET_MAX);
 	}
 	return 0;
 }
@@ -843,33 +832,37 @@ static int derive(struct config *cfg, char *err, size_t errlen)
 	/* Log level first, so later warnings respect it. */
 	v = raw(cfg, "MCP_LOG_LEVEL");
 	if (log_parse_level(v, &cfg->log_level) < 0)
-		return fail(err, errlen,
-		            "MCP_LOG_LEVEL='%s' is not a level; use debug, "
-		            "info, warn or error, e.g. MCP_LOG_LEVEL=info",
-		            v);
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "MCP_LOG_LEVEL='%s' is not a level; use debug, "
+		    "info, warn or error, e.g. MCP_LOG_LEVEL=info",
+		    v);
 	if (log_set_format(cfg->log_format) < 0)
-		return fail(err, errlen,
-		            "MCP_LOG_FORMAT='%s' is not a format; use text or "
-		            "json, e.g. MCP_LOG_FORMAT=json",
-		            cfg->log_format);
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "MCP_LOG_FORMAT='%s' is not a format; use text or "
+		    "json, e.g. MCP_LOG_FORMAT=json",
+		    cfg->log_format);
 
 	v = raw(cfg, "MCP_AUTH");
 	if (strcasecmp(v, "none") == 0)
 		cfg->auth_none = true;
 	else if (strcasecmp(v, "bearer") != 0)
-		return fail(err, errlen,
-		            "MCP_AUTH='%s' is not a mode; use bearer (tokens "
-		            "required) or none (local testing only), e.g. "
-		            "MCP_AUTH=bearer",
-		            v);
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "MCP_AUTH='%s' is not a mode; use bearer (tokens "
+		    "required) or none (local testing only), e.g. "
+		    "MCP_AUTH=bearer",
+		    v);
 
 	if (config_parse_addr(cfg->http_addr, &cfg->listen_host,
 	                      &cfg->listen_port) < 0)
-		return fail(err, errlen,
-		            "MCP_HTTP_ADDR='%s' is not host:port; e.g. "
-		            "MCP_HTTP_ADDR=127.0.0.1:8080 (loopback only) or "
-		            "MCP_HTTP_ADDR=:8080 (every interface)",
-		            cfg->http_addr);
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "MCP_HTTP_ADDR='%s' is not host:port; e.g. "
+		    "MCP_HTTP_ADDR=127.0.0.1:8080 (loopback only) or "
+		    "MCP_HTTP_ADDR=:8080 (every interface)",
+		    cfg->http_addr);
 	cfg->listen_loopback =
 	    cfg->listen_host[0] && host_is_loopback(cfg->listen_host);
 	if (cfg->auth_none && !cfg->listen_loopback) {
@@ -887,11 +880,12 @@ static int derive(struct config *cfg, char *err, size_t errlen)
 	if (r < 0)
 		return r;
 	if (!cfg->auth_none && cfg->n_tokens == 0)
-		return fail(err, errlen,
-		            "MCP_API_TOKEN is not set and MCP_API_TOKENS is "
-		            "empty; clients must present a bearer token. Set "
-		            "e.g. MCP_API_TOKEN=$(openssl rand -hex 32), or "
-		            "MCP_AUTH=none for local testing only");
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "MCP_API_TOKEN is not set and MCP_API_TOKENS is "
+		    "empty; clients must present a bearer token. Set "
+		    "e.g. MCP_API_TOKEN=$(openssl rand -hex 32), or "
+		    "MCP_AUTH=none for local testing only");
 
 	v = raw(cfg, "PUBLIC_BASE_URL");
 	if (*v) {
@@ -905,8 +899,8 @@ static int derive(struct config *cfg, char *err, size_t errlen)
 		         v6 ? "]" : "", cfg->listen_port);
 	}
 	if (strlen(v) >= 400)
-		return fail(
-		    err, errlen,
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
 		    "PUBLIC_BASE_URL is longer than 400 characters; "
 		    "use e.g. PUBLIC_BASE_URL=https://sandbox.example.com");
 	if (set_str(&cfg->public_base_url, buf) < 0)
@@ -917,8 +911,8 @@ static int derive(struct config *cfg, char *err, size_t errlen)
 		return r;
 	v = raw(cfg, "FILES_BASE_URL");
 	if (strlen(v) >= 400)
-		return fail(
-		    err, errlen,
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
 		    "FILES_BASE_URL is longer than 400 characters; "
 		    "use e.g. FILES_BASE_URL=https://files.example.com");
 	if (set_str(&cfg->files_base_url, *v ? v : cfg->public_base_url) < 0)
@@ -1002,48 +996,52 @@ static int derive(struct config *cfg, char *err, size_t errlen)
 		if (!(isalnum((unsigned char)*p) || *p == '-' || *p == '_' ||
 		      *p == '.') ||
 		    p - v >= 63)
-			return fail(err, errlen,
-			            "MCP_INSTANCE_NAME='%s' must be 1-63 "
-			            "letters, digits, '.', '_' or '-', e.g. "
-			            "MCP_INSTANCE_NAME=sandbox-1",
-			            v);
+			return errmsg_fail(
+			    -EINVAL, err, errlen,
+			    "MCP_INSTANCE_NAME='%s' must be 1-63 "
+			    "letters, digits, '.', '_' or '-', e.g. "
+			    "MCP_INSTANCE_NAME=sandbox-1",
+			    v);
 	}
 	if (set_str(&cfg->instance_name, v) < 0)
 		return -ENOMEM;
 
 	if (strncmp(cfg->docker_host, "unix://", 7) != 0 ||
 	    cfg->docker_host[7] != '/')
-		return fail(err, errlen,
-		            "DOCKER_HOST='%s' is not supported; this daemon "
-		            "talks to the engine over a unix socket, e.g. "
-		            "DOCKER_HOST=unix:///var/run/docker.sock",
-		            cfg->docker_host);
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "DOCKER_HOST='%s' is not supported; this daemon "
+		    "talks to the engine over a unix socket, e.g. "
+		    "DOCKER_HOST=unix:///var/run/docker.sock",
+		    cfg->docker_host);
 	if (strlen(cfg->docker_host) - 7 >= 108)
-		return fail(
-		    err, errlen,
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
 		    "DOCKER_HOST: the socket path is longer than a "
 		    "unix socket allows (107 bytes); use a shorter "
 		    "path, e.g. DOCKER_HOST=unix:///var/run/docker.sock");
 	for (const char *p = cfg->runtime; *p; p++) {
 		if (!(isalnum((unsigned char)*p) || *p == '-' || *p == '_' ||
 		      *p == '.'))
-			return fail(err, errlen,
-			            "SANDBOX_RUNTIME='%s' is not a runtime "
-			            "name, e.g. SANDBOX_RUNTIME=runsc",
-			            cfg->runtime);
+			return errmsg_fail(
+			    -EINVAL, err, errlen,
+			    "SANDBOX_RUNTIME='%s' is not a runtime "
+			    "name, e.g. SANDBOX_RUNTIME=runsc",
+			    cfg->runtime);
 	}
 
 	if (cfg->timeout_s > cfg->max_timeout_s)
-		return fail(err, errlen,
-		            "SANDBOX_TIMEOUT_SECONDS=%u is above "
-		            "SANDBOX_MAX_TIMEOUT_SECONDS=%u; lower it or raise "
-		            "the maximum, e.g. SANDBOX_TIMEOUT_SECONDS=30",
-		            cfg->timeout_s, cfg->max_timeout_s);
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "SANDBOX_TIMEOUT_SECONDS=%u is above "
+		    "SANDBOX_MAX_TIMEOUT_SECONDS=%u; lower it or raise "
+		    "the maximum, e.g. SANDBOX_TIMEOUT_SECONDS=30",
+		    cfg->timeout_s, cfg->max_timeout_s);
 	if (cfg->output_inline_bytes > cfg->output_max_bytes)
-		return fail(err, errlen,
-		            "SANDBOX_OUTPUT_INLINE_BYTES is above "
-		            "SANDBOX_OUTPUT_MAX_BYTES; e.g. "
-		            "SANDBOX_OUTPUT_INLINE_BYTES=32k");
+		return errmsg_fail(-EINVAL, err, errlen,
+		                   "SANDBOX_OUTPUT_INLINE_BYTES is above "
+		                   "SANDBOX_OUTPUT_MAX_BYTES; e.g. "
+		                   "SANDBOX_OUTPUT_INLINE_BYTES=32k");
 	if (cfg->max_concurrent == 0) {
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
 
@@ -1051,19 +1049,20 @@ static int derive(struct config *cfg, char *err, size_t errlen)
 	}
 
 	if (cfg->sandbox_root[0] != '/' || strlen(cfg->sandbox_root) > 200)
-		return fail(err, errlen,
-		            "SANDBOX_ROOT='%s' must be an absolute path of at "
-		            "most 200 characters, e.g. "
-		            "SANDBOX_ROOT=/var/lib/mcp-sandboxd",
-		            cfg->sandbox_root);
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "SANDBOX_ROOT='%s' must be an absolute path of at "
+		    "most 200 characters, e.g. "
+		    "SANDBOX_ROOT=/var/lib/mcp-sandboxd",
+		    cfg->sandbox_root);
 	v = raw(cfg, "SANDBOX_HOST_PATH");
 	if (set_str(&cfg->sandbox_host_path, *v ? v : cfg->sandbox_root) < 0)
 		return -ENOMEM;
 	if (cfg->sandbox_host_path[0] != '/' ||
 	    strlen(cfg->sandbox_host_path) > 200 ||
 	    strpbrk(cfg->sandbox_host_path, ",:\n"))
-		return fail(
-		    err, errlen,
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
 		    "SANDBOX_HOST_PATH='%s' must be an absolute path of "
 		    "at most 200 characters without ',' or ':', e.g. "
 		    "SANDBOX_HOST_PATH=/srv/mcp-sandboxd",
@@ -1078,26 +1077,23 @@ static int derive(struct config *cfg, char *err, size_t errlen)
 
 	if (strcmp(cfg->quota_mode, "auto") &&
 	    strcmp(cfg->quota_mode, "loop") && strcmp(cfg->quota_mode, "none"))
-		return fail(
-		    err, errlen,
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
 		    "WORKSPACE_QUOTA_MODE='%s' is not a mode; use auto, "
 		    "loop or none, e.g. WORKSPACE_QUOTA_MODE=auto",
 		    cfg->quota_mode);
 	{
 		const char *q = raw(cfg, "WORKSPACE_QUOTA_MB");
 		const struct setting *s = setting_find("WORKSPACE_QUOTA_MB");
-		char *end;
-		unsigned long long u;
+		uint64_t u = 0;
 
-		errno = 0;
-		u = strtoull(q, &end, 10);
-		if (!isdigit((unsigned char)*q) || *end || errno ||
-		    (double)u < s->min || (double)u > s->max)
-			return fail(err, errlen,
-			            "WORKSPACE_QUOTA_MB='%s' must be a whole "
-			            "number from 1 to 1048576, e.g. "
-			            "WORKSPACE_QUOTA_MB=100",
-			            q);
+		if (num_u64(q, (uint64_t)s->max, &u) < 0 || (double)u < s->min)
+			return errmsg_fail(
+			    -EINVAL, err, errlen,
+			    "WORKSPACE_QUOTA_MB='%s' must be a whole "
+			    "number from 1 to 1048576, e.g. "
+			    "WORKSPACE_QUOTA_MB=100",
+			    q);
 		cfg->workspace_quota_bytes = (size_t)u * 1024 * 1024;
 	}
 	return parse_secret(cfg, err, errlen);

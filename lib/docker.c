@@ -27,6 +27,8 @@
 
 #include "buf.h"
 #include "log.h"
+#include "util/num.h"
+#include "util/mono.h"
 
 #define DOCKER_POOL_MAX 8
 #define DOCKER_RESP_MAX (16u * 1024 * 1024)
@@ -224,20 +226,12 @@ static size_t docker_write_cb(char *p, size_t size, size_t nmemb, void *arg)
 /* "1.41" -> 1041; -1 when malformed. */
 static long docker_version_num(const char *s)
 {
-	char *end;
-	long major, minor;
+	uint64_t major, minor;
 
-	if (!s)
+	s = num_scan_u64(s, 99, &major);
+	if (!s || *s != '.' || num_u64(s + 1, 999, &minor) < 0)
 		return -1;
-	errno = 0;
-	major = strtol(s, &end, 10);
-	if (errno || end == s || *end != '.' || major < 0 || major > 99)
-		return -1;
-	s = end + 1;
-	minor = strtol(s, &end, 10);
-	if (errno || end == s || *end || minor < 0 || minor > 999)
-		return -1;
-	return major * 1000 + minor;
+	return (long)(major * 1000 + minor);
 }
 
 /* What an errno from connect() means for a person running the daemon. */
@@ -638,18 +632,6 @@ int docker_images_list(struct docker *d, const char *label, cJSON **out,
 	return docker_list(d, "/images/json", label, "image", out, err, errlen);
 }
 
-int docker_image_inspect(struct docker *d, const char *ref, cJSON **out,
-                         char *err, size_t errlen)
-{
-	char path[600];
-
-	*out = NULL;
-	if (!docker_ref_ok(ref))
-		return docker_bad_id("image reference", err, errlen);
-	snprintf(path, sizeof(path), "/images/%s/json", ref);
-	return docker_get_json(d, path, out, err, errlen);
-}
-
 int docker_containers_list(struct docker *d, const char *label, cJSON **out,
                            char *err, size_t errlen)
 {
@@ -658,19 +640,6 @@ int docker_containers_list(struct docker *d, const char *label, cJSON **out,
 }
 
 /* ---- create body -------------------------------------------------------- */
-
-static cJSON *docker_str_array(const char *const *v, size_t n)
-{
-	cJSON *a = cJSON_CreateArray();
-
-	for (size_t i = 0; a && i < n; i++) {
-		if (!cJSON_AddItemToArray(a, cJSON_CreateString(v[i]))) {
-			cJSON_Delete(a);
-			return NULL;
-		}
-	}
-	return a;
-}
 
 static bool docker_add_kv(cJSON *parent, const char *name,
                           const struct docker_kv *kv, size_t n)
@@ -729,14 +698,15 @@ static bool docker_add_host(cJSON *hc, const struct docker_create_opts *o)
 	if (o->n_tmpfs && !docker_add_kv(hc, "Tmpfs", o->tmpfs, o->n_tmpfs))
 		return false;
 	if (o->n_cap_drop) {
-		a = docker_str_array(o->cap_drop, o->n_cap_drop);
+		a = cJSON_CreateStringArray(o->cap_drop, (int)o->n_cap_drop);
 		if (!a || !cJSON_AddItemToObject(hc, "CapDrop", a)) {
 			cJSON_Delete(a);
 			return false;
 		}
 	}
 	if (o->n_security_opt) {
-		a = docker_str_array(o->security_opt, o->n_security_opt);
+		a = cJSON_CreateStringArray(o->security_opt,
+		                            (int)o->n_security_opt);
 		if (!a || !cJSON_AddItemToObject(hc, "SecurityOpt", a)) {
 			cJSON_Delete(a);
 			return false;
@@ -792,15 +762,17 @@ cJSON *docker_create_body(const struct docker_create_opts *o)
 		return NULL;
 	if (!cJSON_AddStringToObject(b, "Image", o->image ? o->image : ""))
 		goto fail;
-	a = docker_str_array(o->cmd, o->n_cmd);
+	a = cJSON_CreateStringArray(o->cmd, (int)o->n_cmd);
 	if (!a || !cJSON_AddItemToObject(b, "Cmd", a)) {
 		cJSON_Delete(a);
 		goto fail;
 	}
-	a = docker_str_array(o->env, o->n_env);
-	if (!a || !cJSON_AddItemToObject(b, "Env", a)) {
-		cJSON_Delete(a);
-		goto fail;
+	if (o->n_env) {
+		a = cJSON_CreateStringArray(o->env, (int)o->n_env);
+		if (!a || !cJSON_AddItemToObject(b, "Env", a)) {
+			cJSON_Delete(a);
+			goto fail;
+		}
 	}
 	if (!docker_add_kv(b, "Labels", o->labels, o->n_labels) ||
 	    !docker_add_str(b, "User", o->user) ||
@@ -1008,14 +980,6 @@ out:
 
 /* ---- attach ----------------------------------------------------------- */
 
-static long long docker_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Waits for events on fd until the deadline. 0, -ETIMEDOUT or -errno. */
 static int docker_wait_fd(int fd, short events, long long deadline)
 {
@@ -1024,7 +988,7 @@ static int docker_wait_fd(int fd, short events, long long deadline)
 	int n;
 
 	for (;;) {
-		left = deadline - docker_now_ms();
+		left = deadline - mono_ms();
 		if (left <= 0)
 			return -ETIMEDOUT;
 		n = poll(&p, 1, (int)(left > INT32_MAX ? INT32_MAX : left));
@@ -1080,7 +1044,7 @@ int docker_container_attach(struct docker *d, const char *id,
 	struct docker_attach *a = NULL;
 	char req[512], head[DOCKER_ATTACH_HDR_MAX + 1], ver[16];
 	char cerr[CURL_ERROR_SIZE] = "";
-	long long deadline = docker_now_ms() + d->timeout_ms;
+	long long deadline = mono_ms() + d->timeout_ms;
 	size_t hlen = 0, body_off = 0;
 	curl_socket_t sock = CURL_SOCKET_BAD;
 	long status = 0, oserr = 0;
@@ -1200,13 +1164,20 @@ int docker_container_attach(struct docker *d, const char *id,
 	if (status != 101 && status != 200) {
 		/* The error body is JSON; read what arrives quickly. */
 		const char *cl = docker_find_header(head, "Content-Length");
-		size_t want = cl ? (size_t)strtoul(cl, NULL, 10) : 0;
+		uint64_t want = 0;
 		cJSON *j;
 		const char *msg;
 
+		/* A missing or malformed length: read what is there. */
+		if (cl) {
+			cl += strspn(cl, " \t");
+			if (num_u64n(cl, strcspn(cl, " \t\r\n"),
+			             DOCKER_ATTACH_HDR_MAX, &want) < 0)
+				want = 0;
+		}
+
 		while (want > hlen - body_off && hlen < DOCKER_ATTACH_HDR_MAX &&
-		       docker_wait_fd(a->fd, POLLIN, docker_now_ms() + 1000) ==
-		           0) {
+		       docker_wait_fd(a->fd, POLLIN, mono_ms() + 1000) == 0) {
 			got = recv(a->fd, head + hlen,
 			           DOCKER_ATTACH_HDR_MAX - hlen, MSG_DONTWAIT);
 			if (got <= 0)

@@ -89,11 +89,6 @@ __attribute__((warn_unused_result)) int
 docker_images_list(struct docker *d, const char *label, cJSON **out, char *err,
                    size_t errlen);
 
-/* GET /images/{ref}/json. *out is the inspect object (caller owns). */
-__attribute__((warn_unused_result)) int
-docker_image_inspect(struct docker *d, const char *ref, cJSON **out, char *err,
-                     size_t errlen);
-
 /* ---- containers --------------------------------------------------------- */
 
 struct docker_kv {

@@ -19,6 +19,7 @@
 #include "fsname.h"
 #include "fstree.h"
 #include "log.h"
+#include "util/hex.h"
 #include "workspace.h"
 
 struct mime {
@@ -179,7 +180,6 @@ bool files_is_text_type(const char *mime)
 
 void files_etag(const struct stat *st, char *out, size_t outsize)
 {
-	static const char hex[] = "0123456789abcdef";
 	unsigned long long v[8] = {
 	    (unsigned long long)st->st_dev,
 	    (unsigned long long)st->st_ino,
@@ -199,10 +199,7 @@ void files_etag(const struct stat *st, char *out, size_t outsize)
 	    mdlen < 16)
 		memset(md, 0, 16);
 	tag[0] = '"';
-	for (int i = 0; i < 16; i++) {
-		tag[1 + 2 * i] = hex[md[i] >> 4];
-		tag[2 + 2 * i] = hex[md[i] & 15];
-	}
+	hex_encode(md, 16, tag + 1);
 	tag[33] = '"';
 	tag[34] = '\0';
 	snprintf(out, outsize, "%s", tag);

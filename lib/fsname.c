@@ -14,6 +14,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "util/errmsg.h"
+#include "util/pct.h"
+
 static const char example[] = "use a path inside /data such as 'out/plot.png'";
 
 struct confusable {
@@ -94,11 +97,9 @@ refuse(enum fsname_rule r, enum fsname_rule *rule, char *err, size_t errlen,
 
 	if (rule)
 		*rule = r;
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
+	va_start(ap, fmt);
+	errmsg_vset(err, errlen, fmt, ap);
+	va_end(ap);
 	return -EINVAL;
 }
 
@@ -403,22 +404,12 @@ int fsname_check_text(const char *s, size_t len, size_t max, const char *what,
 	return 0;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 int fsname_url_decode(const char *enc, char *out, size_t outsize,
                       size_t *outlen, enum fsname_rule *rule, char *err,
                       size_t errlen)
 {
-	size_t n = 0;
+	size_t n = 0, bad = 0, cap = outsize;
+	int rc;
 
 	if (outlen)
 		*outlen = 0;
@@ -426,41 +417,21 @@ int fsname_url_decode(const char *enc, char *out, size_t outsize,
 		*rule = FSNAME_OK;
 	if (err && errlen)
 		err[0] = '\0';
-	if (outsize)
-		out[0] = '\0';
-	for (size_t i = 0; enc[i]; i++) {
-		char c = enc[i];
-
-		if (c == '%') {
-			int hi = hexval(enc[i + 1]);
-			int lo = hi < 0 ? -1 : hexval(enc[i + 2]);
-
-			if (hi < 0 || lo < 0) {
-				if (outsize)
-					out[0] = '\0';
-				return refuse(
-				    FSNAME_BAD_ESCAPE, rule, err, errlen,
-				    "the URL path has a malformed "
-				    "percent escape at byte %zu: write "
-				    "'%%' followed by two hex digits, "
-				    "e.g. %%20 for a space",
-				    i);
-			}
-			c = (char)(hi << 4 | lo);
-			i += 2;
-		}
-		if (n + 1 >= outsize || n >= FSNAME_PATH_MAX) {
-			if (outsize)
-				out[0] = '\0';
-			return refuse(FSNAME_TOO_LONG, rule, err, errlen,
-			              "the path is longer than %d bytes once "
-			              "decoded: use a shorter name",
-			              FSNAME_PATH_MAX);
-		}
-		out[n++] = c;
-	}
-	if (outsize)
-		out[n] = '\0';
+	if (cap > FSNAME_PATH_MAX + 1)
+		cap = FSNAME_PATH_MAX + 1;
+	rc = pct_decode(enc, strlen(enc), out, cap, &n, &bad);
+	if (rc == -EINVAL)
+		return refuse(
+		    FSNAME_BAD_ESCAPE, rule, err, errlen,
+		    "the URL path has a malformed percent escape at "
+		    "byte %zu: write '%%' followed by two hex digits, "
+		    "e.g. %%20 for a space",
+		    bad);
+	if (rc < 0)
+		return refuse(FSNAME_TOO_LONG, rule, err, errlen,
+		              "the path is longer than %d bytes once decoded: "
+		              "use a shorter name",
+		              FSNAME_PATH_MAX);
 	if (fsname_check(out, n, rule, err, errlen) < 0) {
 		if (outsize)
 			out[0] = '\0';
@@ -469,31 +440,4 @@ int fsname_url_decode(const char *enc, char *out, size_t outsize,
 	if (outlen)
 		*outlen = n;
 	return 0;
-}
-
-int fsname_url_encode(const char *p, char *out, size_t outsize)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	size_t n = 0;
-
-	for (const unsigned char *s = (const unsigned char *)p; *s; s++) {
-		bool plain = (*s >= 'A' && *s <= 'Z') ||
-		             (*s >= 'a' && *s <= 'z') ||
-		             (*s >= '0' && *s <= '9') || *s == '-' ||
-		             *s == '.' || *s == '_' || *s == '~' || *s == '/';
-
-		if (n + (plain ? 1 : 3) >= outsize)
-			return -ENOSPC;
-		if (plain) {
-			out[n++] = (char)*s;
-		} else {
-			out[n++] = '%';
-			out[n++] = hex[*s >> 4];
-			out[n++] = hex[*s & 15];
-		}
-	}
-	if (n >= outsize)
-		return -ENOSPC;
-	out[n] = '\0';
-	return (int)n;
 }

@@ -78,15 +78,6 @@ fsname_url_decode(const char *enc, char *out, size_t outsize, size_t *outlen,
                   enum fsname_rule *rule, char *err, size_t errlen);
 
 /*
- * Percent-encodes a valid path for a URL: every byte except A-Z a-z 0-9
- * '-' '.' '_' '~' and the '/' separators becomes %XX. Returns the length
- * written (without NUL), or -ENOSPC when out is too small (3 * len + 1 is
- * always enough).
- */
-__attribute__((warn_unused_result)) int
-fsname_url_encode(const char *p, char *out, size_t outsize);
-
-/*
  * Checks len bytes of text meant as an identifier (a conversation id):
  * 1 to max bytes of strict UTF-8 without NUL, control characters or
  * invisible formatting characters. Returns 0 or -EINVAL with what is wrong

@@ -34,6 +34,8 @@
 #include "build_config.h"
 #include "log.h"
 #include "rpc.h"
+#include "util/mono.h"
+#include "util/num.h"
 
 #define MAX_HEALTH_HOOKS 8
 #define MAX_HEADER_COUNT 100
@@ -106,20 +108,11 @@ struct request {
 /* ------------------------------------------------------------------ */
 /* pure helpers */
 
-static time_t mono_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec;
-}
-
 int http_parse_range(const char *h, uint64_t size, uint64_t *first,
                      uint64_t *last)
 {
-	const char *p;
-	char *end;
-	unsigned long long a, b;
+	const char *p, *end;
+	uint64_t a, b;
 
 	*first = *last = 0;
 	if (!h)
@@ -135,13 +128,12 @@ int http_parse_range(const char *h, uint64_t size, uint64_t *first,
 		return 0; /* several ranges: send the whole file */
 	if (*p == '-') {
 		/* Suffix: the last N bytes. */
-		if (!isdigit((unsigned char)p[1]))
+		end = num_scan_u64(p + 1, UINT64_MAX, &b);
+		if (!end)
 			return 0;
-		errno = 0;
-		b = strtoull(p + 1, &end, 10);
 		while (*end == ' ')
 			end++;
-		if (errno || *end)
+		if (*end)
 			return 0;
 		if (b == 0 || size == 0)
 			return -1;
@@ -149,11 +141,8 @@ int http_parse_range(const char *h, uint64_t size, uint64_t *first,
 		*last = size - 1;
 		return 1;
 	}
-	if (!isdigit((unsigned char)*p))
-		return 0;
-	errno = 0;
-	a = strtoull(p, &end, 10);
-	if (errno || *end != '-')
+	end = num_scan_u64(p, UINT64_MAX, &a);
+	if (!end || *end != '-')
 		return 0;
 	p = end + 1;
 	while (*p == ' ')
@@ -161,12 +150,12 @@ int http_parse_range(const char *h, uint64_t size, uint64_t *first,
 	if (*p == '\0') {
 		b = size ? size - 1 : 0;
 	} else {
-		if (!isdigit((unsigned char)*p))
+		end = num_scan_u64(p, UINT64_MAX, &b);
+		if (!end)
 			return 0;
-		b = strtoull(p, &end, 10);
 		while (*end == ' ')
 			end++;
-		if (errno || *end || b < a)
+		if (*end || b < a)
 			return 0;
 		if (b >= size)
 			b = size ? size - 1 : 0;
@@ -176,6 +165,20 @@ int http_parse_range(const char *h, uint64_t size, uint64_t *first,
 	*first = a;
 	*last = b;
 	return 1;
+}
+
+/* The weight of a "q=" parameter (RFC 9110: 0 to 1); 1 if malformed. */
+static double qvalue(const char *s)
+{
+	char tok[8];
+	size_t n = strcspn(s, " \t,;");
+	double q = 1;
+
+	if (n == 0 || n >= sizeof(tok))
+		return 1;
+	memcpy(tok, s, n);
+	tok[n] = '\0';
+	return num_double(tok, 0, 1, &q) == 0 ? q : 1;
 }
 
 /* Compares one media range (no params) against a type. */
@@ -217,7 +220,7 @@ bool http_accepts(const char *accept, const char *type)
 			/* q=0 means "not acceptable". */
 			const char *q = semi ? strstr(semi, "q=") : NULL;
 
-			if (!q || q >= p + len || strtod(q + 2, NULL) > 0)
+			if (!q || q >= p + len || qvalue(q + 2) > 0)
 				return true;
 		}
 		if (!e)
@@ -707,7 +710,7 @@ static enum MHD_Result serve_health(struct http_server *hs,
 	mcp_server_stats(hs->mcp, &st);
 	cJSON_AddStringToObject(h, "version", MCPSD_VERSION);
 	cJSON_AddNumberToObject(h, "uptime_s",
-	                        (double)(mono_now() - hs->started));
+	                        (double)(mono_s() - hs->started));
 	cJSON_AddNumberToObject(h, "sessions", st.sessions);
 	cJSON_AddNumberToObject(h, "streams_open", st.streams_open);
 	cJSON_AddNumberToObject(h, "calls_running", st.calls_running);
@@ -743,7 +746,7 @@ static void track_set(struct http_server *hs, struct conn_track *t,
 	pthread_mutex_lock(&hs->track_lock);
 	if (t->phase != PHASE_KILLED) {
 		t->phase = ph;
-		t->deadline = mono_now() + (time_t)timeout_s;
+		t->deadline = mono_s() + (time_t)timeout_s;
 	}
 	pthread_mutex_unlock(&hs->track_lock);
 }
@@ -764,7 +767,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn,
 			return;
 		t->fd = ci ? ci->connect_fd : -1;
 		t->phase = PHASE_HEADERS;
-		t->deadline = mono_now() + (time_t)hs->cfg->header_timeout_s;
+		t->deadline = mono_s() + (time_t)hs->cfg->header_timeout_s;
 		pthread_mutex_lock(&hs->track_lock);
 		t->next = hs->tracks;
 		if (hs->tracks)
@@ -797,7 +800,7 @@ static void *watchdog_main(void *arg)
 
 	pthread_mutex_lock(&hs->track_lock);
 	while (!hs->stopping) {
-		time_t now = mono_now();
+		time_t now = mono_s();
 
 		for (struct conn_track *t = hs->tracks; t; t = t->next) {
 			if ((t->phase == PHASE_HEADERS ||
@@ -811,8 +814,7 @@ static void *watchdog_main(void *arg)
 				t->phase = PHASE_KILLED;
 			}
 		}
-		clock_gettime(CLOCK_MONOTONIC, &dl);
-		dl.tv_sec += 1;
+		mono_deadline(&dl, 1000);
 		pthread_cond_timedwait(&hs->track_cond, &hs->track_lock, &dl);
 	}
 	pthread_mutex_unlock(&hs->track_lock);
@@ -830,19 +832,16 @@ static void *watchdog_main(void *arg)
 static void linger_close(struct conn_track *t)
 {
 	char sink[16384];
-	struct timespec now;
 	long long until, left;
 
 	if (!t || t->fd < 0 || shutdown(t->fd, SHUT_WR) != 0)
 		return;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	until = now.tv_sec * 1000LL + now.tv_nsec / 1000000 + LINGER_MS;
+	until = mono_ms() + LINGER_MS;
 	for (;;) {
 		struct pollfd p = {.fd = t->fd, .events = POLLIN};
 		ssize_t n;
 
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		left = until - (now.tv_sec * 1000LL + now.tv_nsec / 1000000);
+		left = until - mono_ms();
 		if (left <= 0)
 			break;
 		if (poll(&p, 1, (int)left) < 0 && errno != EINTR)
@@ -972,12 +971,9 @@ static enum MHD_Result check_head(struct http_server *hs,
 		                     "unsupported Transfer-Encoding; send "
 		                     "'chunked' or a Content-Length");
 	if (h) {
-		char *end;
-		unsigned long long cl;
+		uint64_t cl = 0;
 
-		errno = 0;
-		cl = strtoull(h, &end, 10);
-		if (!isdigit((unsigned char)*h) || *end || errno)
+		if (num_u64(h, UINT64_MAX, &cl) < 0)
 			return respond_error(hs, conn, MHD_HTTP_BAD_REQUEST,
 			                     "invalid Content-Length");
 		if (cl > cfg->max_body_bytes)
@@ -986,7 +982,7 @@ static enum MHD_Result check_head(struct http_server *hs,
 			    "request body of %llu bytes is over the limit "
 			    "of %zu bytes; send less (large files: split "
 			    "them or raise MCP_MAX_BODY_BYTES)",
-			    cl, cfg->max_body_bytes);
+			    (unsigned long long)cl, cfg->max_body_bytes);
 	}
 	if (rq->route == ROUTE_HEALTH || rq->route == ROUTE_FILES ||
 	    rq->route == ROUTE_WELL_KNOWN || rq->route == ROUTE_ROOT ||
@@ -1369,16 +1365,9 @@ int http_server_create(const struct config *cfg, struct mcp_server *mcp,
 		return -ENOMEM;
 	hs->cfg = cfg;
 	hs->mcp = mcp;
-	hs->started = mono_now();
+	hs->started = mono_s();
 	pthread_mutex_init(&hs->track_lock, NULL);
-	{
-		pthread_condattr_t a;
-
-		pthread_condattr_init(&a);
-		pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-		pthread_cond_init(&hs->track_cond, &a);
-		pthread_condattr_destroy(&a);
-	}
+	mono_cond_init(&hs->track_cond);
 	fd = open_listener(cfg, &hs->port, err, errlen);
 	if (fd < 0) {
 		pthread_mutex_destroy(&hs->track_lock);
@@ -1460,13 +1449,7 @@ unsigned http_server_wait_idle(struct http_server *hs, unsigned timeout_ms)
 	struct timespec dl;
 	unsigned left;
 
-	clock_gettime(CLOCK_MONOTONIC, &dl);
-	dl.tv_sec += timeout_ms / 1000;
-	dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (dl.tv_nsec >= 1000000000L) {
-		dl.tv_sec++;
-		dl.tv_nsec -= 1000000000L;
-	}
+	mono_deadline(&dl, timeout_ms);
 	pthread_mutex_lock(&hs->track_lock);
 	while (hs->inflight) {
 		if (pthread_cond_timedwait(&hs->track_cond, &hs->track_lock,

@@ -4,6 +4,7 @@
  * a single write(2) so lines from different threads never interleave.
  */
 #include "log.h"
+#include "util/hex.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -129,12 +130,7 @@ void log_fingerprint(const void *data, size_t len, char out[13])
 {
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0;
-	static const char hex[] = "0123456789abcdef";
 
 	EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL);
-	for (int i = 0; i < 6; i++) {
-		out[2 * i] = hex[md[i] >> 4];
-		out[2 * i + 1] = hex[md[i] & 15];
-	}
-	out[12] = '\0';
+	hex_encode(md, 6, out);
 }

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "util/mono.h"
 
 #define MKFS_TIMEOUT_MS 60000
 #define ATTACH_TRIES 32
@@ -41,14 +42,6 @@ static const char *const mkfs_paths[] = {
 static char *arg(const char *s)
 {
 	return (char *)(uintptr_t)s;
-}
-
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* Keeps the printable part of the last output of a command, one line. */
@@ -74,7 +67,7 @@ static int run_tool(char *const argv[], char *out, size_t outlen)
 	static char env_lc[] = "LC_ALL=C";
 	static char *const envp[] = {env_path, env_lc, NULL};
 	posix_spawn_file_actions_t fa;
-	long long deadline = now_ms() + MKFS_TIMEOUT_MS;
+	long long deadline = mono_ms() + MKFS_TIMEOUT_MS;
 	size_t len = 0;
 	int pipefd[2], status = 0, r;
 	pid_t pid;
@@ -95,7 +88,7 @@ static int run_tool(char *const argv[], char *out, size_t outlen)
 	}
 	for (;;) {
 		struct pollfd p = {.fd = pipefd[0], .events = POLLIN};
-		long long left = deadline - now_ms();
+		long long left = deadline - mono_ms();
 		char chunk[512];
 		ssize_t n;
 

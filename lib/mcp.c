@@ -29,6 +29,7 @@
 
 #include "buf.h"
 #include "log.h"
+#include "util/num.h"
 
 #define SWEEP_INTERVAL_S 5
 
@@ -96,7 +97,7 @@ static struct session *lookup_locked(struct mcp_server *srv,
 		return NULL;
 	}
 	s->refs++;
-	s->last_active = mcp_now_s();
+	s->last_active = mono_s();
 	return s;
 }
 
@@ -138,7 +139,7 @@ static void answer_post(struct mcp_server *srv, struct session *s,
 {
 	struct timespec dl;
 
-	mcp_deadline_in(&dl, srv->cfg->keepalive_s * 1000);
+	mono_deadline(&dl, srv->cfg->keepalive_s * 1000);
 	while (!st->sent_other && !st->sse && st->pending && !s->gone) {
 		if (pthread_cond_timedwait(&st->cond, &srv->lock, &dl) ==
 		    ETIMEDOUT)
@@ -336,17 +337,14 @@ out:
 static bool parse_event_id(const char *s, unsigned *stream,
                            unsigned long long *seq)
 {
-	char *end;
-	unsigned long v;
+	uint64_t v, q;
 
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || end == s || *end != '_' || v > UINT32_MAX)
+	s = num_scan_u64(s, UINT32_MAX, &v);
+	if (!s || *s != '_' || num_u64(s + 1, UINT64_MAX, &q) < 0)
 		return false;
 	*stream = (unsigned)v;
-	s = end + 1;
-	*seq = strtoull(s, &end, 10);
-	return !errno && end != s && *end == '\0';
+	*seq = q;
+	return true;
 }
 
 void mcp_http_get(struct mcp_server *srv, const struct mcp_http_req *req,
@@ -524,7 +522,7 @@ static void *sweeper_main(void *arg)
 
 	pthread_mutex_lock(&srv->lock);
 	while (!srv->stopping) {
-		time_t t = mcp_now_s();
+		time_t t = mono_s();
 
 		for (struct session *s = srv->sessions, *next; s; s = next) {
 			next = s->next;
@@ -534,7 +532,7 @@ static void *sweeper_main(void *arg)
 			        (time_t)srv->cfg->session_idle_s)
 				mcp_session_end(srv, s);
 		}
-		mcp_deadline_in(&dl, SWEEP_INTERVAL_S * 1000);
+		mono_deadline(&dl, SWEEP_INTERVAL_S * 1000);
 		pthread_cond_timedwait(&srv->sweep_cond, &srv->lock, &dl);
 	}
 	pthread_mutex_unlock(&srv->lock);
@@ -549,8 +547,8 @@ struct mcp_server *mcp_server_create(const struct config *cfg)
 		return NULL;
 	srv->cfg = cfg;
 	pthread_mutex_init(&srv->lock, NULL);
-	mcp_cond_init_mono(&srv->drain_cond);
-	mcp_cond_init_mono(&srv->sweep_cond);
+	mono_cond_init(&srv->drain_cond);
+	mono_cond_init(&srv->sweep_cond);
 	if (pthread_create(&srv->sweeper, NULL, sweeper_main, srv) != 0) {
 		pthread_mutex_destroy(&srv->lock);
 		pthread_cond_destroy(&srv->drain_cond);
@@ -682,7 +680,7 @@ unsigned mcp_server_drain(struct mcp_server *srv, unsigned timeout_ms)
 	struct timespec dl;
 	unsigned left;
 
-	mcp_deadline_in(&dl, timeout_ms);
+	mono_deadline(&dl, timeout_ms);
 	pthread_mutex_lock(&srv->lock);
 	srv->draining = true;
 	while (srv->calls_running) {

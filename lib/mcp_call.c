@@ -185,7 +185,7 @@ void mcp_call_finish_locked(struct mcp_call *c, cJSON *result, int code,
 			break;
 		}
 	}
-	s->last_active = mcp_now_s();
+	s->last_active = mono_s();
 	mcp_session_unref(srv, s);
 	call_free(c);
 }
@@ -340,7 +340,7 @@ int mcp_call_request(struct mcp_call *c, const char *method, cJSON *params,
 		cJSON_Delete(params);
 		return -ENOMEM;
 	}
-	mcp_cond_init_mono(&p->cond);
+	mono_cond_init(&p->cond);
 	pthread_mutex_lock(&srv->lock);
 	snprintf(idbuf, sizeof(idbuf), "\"srv-%llu\"", ++s->next_request_id);
 	json = rpc_request(idbuf, method, params);
@@ -370,7 +370,7 @@ int mcp_call_request(struct mcp_call *c, const char *method, cJSON *params,
 		goto out;
 	p->next = s->pendings;
 	s->pendings = p;
-	mcp_deadline_in(&dl, timeout_ms);
+	mono_deadline(&dl, timeout_ms);
 	while (!p->done && !s->gone && !c->cancelled) {
 		if (pthread_cond_timedwait(&p->cond, &srv->lock, &dl) ==
 		    ETIMEDOUT)

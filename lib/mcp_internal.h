@@ -28,6 +28,7 @@
 
 #include "mcp.h"
 #include "rpc.h"
+#include "util/mono.h"
 
 #define MAX_TOOLS 64
 #define MAX_PROVIDERS 16
@@ -160,18 +161,6 @@ struct mcp_server {
 
 /* The names of enum mcp_log_level, in its order (lib/mcp_call.c). */
 extern const char *const mcp_level_names[8];
-
-/* ------------------------------------------------------------------ */
-/* lib/mcp_stream.c: clock helpers (no lock needed) */
-
-/* Seconds on CLOCK_MONOTONIC, the clock of every timestamp here. */
-time_t mcp_now_s(void);
-
-/* Sets *ts to ms milliseconds from now on CLOCK_MONOTONIC. */
-void mcp_deadline_in(struct timespec *ts, unsigned ms);
-
-/* Initializes *c to wait against CLOCK_MONOTONIC (mcp_deadline_in). */
-void mcp_cond_init_mono(pthread_cond_t *c);
 
 /* ------------------------------------------------------------------ */
 /* lib/mcp_stream.c: streams of one session (struct stream, not readers) */

@@ -18,6 +18,7 @@
 #include <openssl/rand.h>
 
 #include "log.h"
+#include "util/hex.h"
 
 /* Whether the session speaks 2025-11-25 or later (priming events). */
 bool mcp_session_wants_priming(const struct session *s)
@@ -112,7 +113,6 @@ int mcp_session_new(struct mcp_server *srv, const char *tenant, bool legacy,
                     struct session **out)
 {
 	unsigned char rnd[32];
-	static const char hex[] = "0123456789abcdef";
 	struct session *s, *lru;
 
 	*out = NULL;
@@ -135,15 +135,12 @@ int mcp_session_new(struct mcp_server *srv, const char *tenant, bool legacy,
 		free(s);
 		return -ENOMEM;
 	}
-	for (size_t i = 0; i < sizeof(rnd); i++) {
-		s->id[2 * i] = hex[rnd[i] >> 4];
-		s->id[2 * i + 1] = hex[rnd[i] & 15];
-	}
+	hex_encode(rnd, sizeof(rnd), s->id);
 	s->srv = srv;
 	s->refs = 1; /* the table's */
 	s->legacy = legacy;
 	s->log_level = MCP_LOG_INFO;
-	s->last_active = mcp_now_s();
+	s->last_active = mono_s();
 	snprintf(s->version, sizeof(s->version), "%s",
 	         legacy ? "2024-11-05" : "2025-03-26");
 	s->next = srv->sessions;

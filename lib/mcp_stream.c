@@ -28,38 +28,6 @@
 #define RETRY_MS 1000
 
 /* ------------------------------------------------------------------ */
-/* clock helpers */
-
-time_t mcp_now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec;
-}
-
-void mcp_deadline_in(struct timespec *ts, unsigned ms)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
-
-void mcp_cond_init_mono(pthread_cond_t *c)
-{
-	pthread_condattr_t a;
-
-	pthread_condattr_init(&a);
-	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-	pthread_cond_init(c, &a);
-	pthread_condattr_destroy(&a);
-}
-
-/* ------------------------------------------------------------------ */
 /* streams */
 
 struct stream *mcp_events_new(struct session *s, enum stream_kind kind)
@@ -72,7 +40,7 @@ struct stream *mcp_events_new(struct session *s, enum stream_kind kind)
 	st->id = ++s->next_stream_id;
 	st->kind = kind;
 	st->retry_ms = RETRY_MS;
-	mcp_cond_init_mono(&st->cond);
+	mono_cond_init(&st->cond);
 	st->next = s->streams;
 	s->streams = st;
 	s->n_streams++;
@@ -240,7 +208,7 @@ void mcp_events_end(struct stream *st)
 	if (st->ended)
 		return;
 	st->ended = true;
-	st->ended_at = mcp_now_s();
+	st->ended_at = mono_s();
 	pthread_cond_broadcast(&st->cond);
 }
 
@@ -256,7 +224,7 @@ struct stream *mcp_session_find_stream(struct session *s, unsigned id)
 /* Frees ended streams nobody reads once they are old or too many. */
 void mcp_session_trim_streams(struct session *s, bool force_old)
 {
-	time_t t = mcp_now_s();
+	time_t t = mono_s();
 
 	for (struct stream *st = s->streams, *next; st; st = next) {
 		next = st->next;
@@ -299,7 +267,7 @@ ssize_t mcp_stream_read(struct mcp_stream *r, char *out, size_t max,
 	if (r->done || max == 0)
 		return -1;
 	pthread_mutex_lock(&srv->lock);
-	mcp_deadline_in(&dl, wait_ms);
+	mono_deadline(&dl, wait_ms);
 	for (;;) {
 		if (r->partial) {
 			size_t left = r->partial_len - r->partial_off;
@@ -360,7 +328,7 @@ ssize_t mcp_stream_read(struct mcp_stream *r, char *out, size_t max,
 		}
 	}
 	if (n > 0)
-		r->sess->last_active = mcp_now_s();
+		r->sess->last_active = mono_s();
 	pthread_mutex_unlock(&srv->lock);
 	return n;
 }
@@ -376,7 +344,7 @@ void mcp_stream_release(struct mcp_stream *r)
 	s = r->sess;
 	pthread_mutex_lock(&srv->lock);
 	r->st->readers--;
-	s->last_active = mcp_now_s();
+	s->last_active = mono_s();
 	/* A legacy session lives as long as its event stream. */
 	if (s->legacy && r->st == s->get_stream && !s->gone)
 		mcp_session_end(srv, s);

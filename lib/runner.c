@@ -38,6 +38,9 @@
 #include "buf.h"
 #include "log.h"
 #include "seccomp.h"
+#include "util/hex.h"
+#include "util/mono.h"
+#include "util/num.h"
 
 #define RUNNER_CMD_MAX 64
 #define CATALOG_NAME_MAX 32
@@ -50,37 +53,6 @@
 #define RUNNER_AVG_INIT_MS 2000
 
 /* ---- small helpers ------------------------------------------------------ */
-
-static long long runner_now_ms(void)
-{
-	return attachio_now_ms();
-}
-
-/* Fills out with 2*n hex characters of fresh randomness. */
-static int runner_random_hex(char *out, size_t n)
-{
-	static const char hex[] = "0123456789abcdef";
-	unsigned char raw[32];
-	size_t got = 0;
-
-	if (n > sizeof(raw))
-		return -EINVAL;
-	while (got < n) {
-		ssize_t k = getrandom(raw + got, n - got, 0);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			return -errno;
-		got += (size_t)k;
-	}
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = hex[raw[i] >> 4];
-		out[2 * i + 1] = hex[raw[i] & 15];
-	}
-	out[2 * n] = '\0';
-	return 0;
-}
 
 static const char *runner_label(const cJSON *labels, const char *name)
 {
@@ -642,7 +614,7 @@ static void *runner_rm_main(void *arg)
 	pthread_mutex_lock(&r->rm_lock);
 	for (;;) {
 		struct runner_rm *m = r->rm_head;
-		long long now = runner_now_ms();
+		long long now = mono_ms();
 		int rc;
 
 		if (!m) {
@@ -653,15 +625,8 @@ static void *runner_rm_main(void *arg)
 		}
 		if (m->not_before > now && !r->rm_stop) {
 			struct timespec ts;
-			long long ms = m->not_before - now;
 
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			ts.tv_sec += (time_t)(ms / 1000);
-			ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
+			mono_timespec(&ts, m->not_before);
 			pthread_cond_timedwait(&r->rm_cond, &r->rm_lock, &ts);
 			continue;
 		}
@@ -676,7 +641,7 @@ static void *runner_rm_main(void *arg)
 			log_debug("removed container %.12s", m->id);
 		} else if (!r->rm_stop && ++m->tries < RUNNER_RM_TRIES) {
 			m->not_before =
-			    runner_now_ms() +
+			    mono_ms() +
 			    (long long)RUNNER_RM_RETRY_MS * m->tries;
 			log_info("removing container %.12s failed, retrying "
 			         "later: %s",
@@ -837,7 +802,7 @@ static int runner_wait_exit(struct runner *r, const char *id,
 	int rc;
 
 	for (;;) {
-		long long left = deadline - runner_now_ms();
+		long long left = deadline - mono_ms();
 
 		if (runner_cancel_requested(cc)) {
 			*cancelled = true;
@@ -932,7 +897,7 @@ static int runner_execute(struct runner *r, const struct runner_request *req,
 		snprintf(res->message, sizeof(res->message), "out of memory");
 		goto out;
 	}
-	if (runner_random_hex(box.run_id, 8) < 0) {
+	if (hex_random(box.run_id, 8) < 0) {
 		snprintf(res->message, sizeof(res->message),
 		         "no randomness for a run id");
 		goto out;
@@ -965,7 +930,7 @@ static int runner_execute(struct runner *r, const struct runner_request *req,
 	}
 	opts = true;
 
-	ph[0] = runner_now_ms();
+	ph[0] = mono_ms();
 	rc = docker_container_create(r->docker, box.name, &o, box.id, msg,
 	                             sizeof(msg));
 	if (rc == -ENOENT) {
@@ -982,19 +947,19 @@ static int runner_execute(struct runner *r, const struct runner_request *req,
 		goto out;
 	}
 	snprintf(res->container, sizeof(res->container), "%.12s", box.id);
-	ph[1] = runner_now_ms();
+	ph[1] = mono_ms();
 	rc = docker_container_attach(r->docker, box.id, &a, msg, sizeof(msg));
 	if (rc < 0) {
 		snprintf(res->message, sizeof(res->message), "%s", msg);
 		goto out;
 	}
-	ph[2] = runner_now_ms();
+	ph[2] = mono_ms();
 	rc = docker_container_start(r->docker, box.id, msg, sizeof(msg));
 	if (rc < 0) {
 		snprintf(res->message, sizeof(res->message), "%s", msg);
 		goto out;
 	}
-	t_start = runner_now_ms();
+	t_start = mono_ms();
 	runner_event(req, RUNNER_EVENT_STARTED, 0);
 
 	memset(&x, 0, sizeof(x));
@@ -1006,7 +971,7 @@ static int runner_execute(struct runner *r, const struct runner_request *req,
 	x.out = &cap_out;
 	x.err = &cap_err;
 	end = attachio_run(a, &x, msg, sizeof(msg));
-	ph[3] = runner_now_ms();
+	ph[3] = mono_ms();
 
 	/*
 	 * Close the stream before anything else: kill hangs while an attach
@@ -1042,13 +1007,13 @@ static int runner_execute(struct runner *r, const struct runner_request *req,
 		snprintf(res->message, sizeof(res->message), "%s", msg);
 		break;
 	}
-	t_end = runner_now_ms();
+	t_end = mono_ms();
 	res->duration_ms = t_end - t_start;
 	rc = docker_container_inspect(r->docker, box.id, &cs, msg, sizeof(msg));
 	log_debug("run %.12s: create %lld ms, attach %lld ms, start %lld ms, "
 	          "output %lld ms, exit %lld ms, inspect %lld ms",
 	          box.id, ph[1] - ph[0], ph[2] - ph[1], t_start - ph[2],
-	          ph[3] - t_start, t_end - ph[3], runner_now_ms() - t_end);
+	          ph[3] - t_start, t_end - ph[3], mono_ms() - t_end);
 	if (rc < 0 && end != ATTACHIO_BROKEN) {
 		snprintf(res->message, sizeof(res->message), "%s", msg);
 		end = ATTACHIO_BROKEN;
@@ -1130,7 +1095,7 @@ int runner_run(struct runner *r, const struct runner_request *req,
 	const struct config *cfg = r->cfg;
 	struct catalog *cat = NULL;
 	const struct catalog_image *img;
-	long long t0 = runner_now_ms(), t_slot;
+	long long t0 = mono_ms(), t_slot;
 	unsigned retry = 0;
 	size_t env_total = 0;
 	char langs[256], msg[256];
@@ -1202,7 +1167,7 @@ int runner_run(struct runner *r, const struct runner_request *req,
 	runner_result_fill_image(res, img);
 
 	rc = runner_slot_acquire(r, req, &retry);
-	t_slot = runner_now_ms();
+	t_slot = mono_ms();
 	res->queue_ms = t_slot - t0;
 	if (rc == -EBUSY) {
 		res->status = RUNNER_BUSY;
@@ -1257,7 +1222,7 @@ int runner_run(struct runner *r, const struct runner_request *req,
 		if (!img) {
 			/* The language vanished with the image. */
 			catalog_put(old);
-			runner_slot_release(r, runner_now_ms() - t_slot);
+			runner_slot_release(r, mono_ms() - t_slot);
 			log_info("run lang=%s: the runner image was removed "
 			         "during the run",
 			         req->language);
@@ -1278,7 +1243,7 @@ int runner_run(struct runner *r, const struct runner_request *req,
 			(void)runner_execute(r, req, img, res);
 		}
 	}
-	runner_slot_release(r, runner_now_ms() - t_slot);
+	runner_slot_release(r, mono_ms() - t_slot);
 	log_info("run %s lang=%s status=%s exit=%d duration=%lldms "
 	         "queue=%lldms out=%zu err=%zu",
 	         res->container[0] ? res->container : "-", img->language,
@@ -1361,7 +1326,7 @@ static int runner_discover_record(struct runner *r, char *err, size_t errlen)
 	if (rc == 0)
 		r->last_refresh_err[0] = '\0';
 	r->last_refresh_rc = rc;
-	r->last_refresh_ms = runner_now_ms();
+	r->last_refresh_ms = mono_ms();
 	snprintf(err, errlen, "%s", r->last_refresh_err);
 	return rc;
 }
@@ -1379,7 +1344,7 @@ static int runner_discover_now(struct runner *r, char *err, size_t errlen)
 
 int runner_refresh(struct runner *r, char *err, size_t errlen)
 {
-	long long now = runner_now_ms();
+	long long now = mono_ms();
 	int rc;
 
 	pthread_mutex_lock(&r->disc_lock);
@@ -1411,13 +1376,10 @@ bool runner_reap_wanted(const cJSON *s, const char *owner, const char *boot,
 	    (!b || !boot || strcmp(b, boot) != 0))
 		return true;
 	if (dl) {
-		char *end;
-		long long d;
+		int64_t d;
 
-		errno = 0;
-		d = strtoll(dl, &end, 10);
-		if (!errno && end != dl && !*end &&
-		    d + RUNNER_REAP_GRACE_S < (long long)now)
+		if (num_i64(dl, 0, INT64_MAX - RUNNER_REAP_GRACE_S, &d) == 0 &&
+		    d + RUNNER_REAP_GRACE_S < (int64_t)now)
 			return true;
 	}
 	return false;
@@ -1511,27 +1473,20 @@ static void runner_sweep_runs(struct runner *r)
 static void *runner_hk_main(void *arg)
 {
 	struct runner *r = arg;
-	long long next_disc =
-	    runner_now_ms() + r->cfg->discovery_interval_s * 1000LL;
-	long long next_reap =
-	    runner_now_ms() + r->cfg->reap_interval_s * 1000LL;
+	long long next_disc = mono_ms() + r->cfg->discovery_interval_s * 1000LL;
+	long long next_reap = mono_ms() + r->cfg->reap_interval_s * 1000LL;
 	char err[512];
 
 	pthread_mutex_lock(&r->lock);
 	while (!r->stopping) {
-		long long now = runner_now_ms();
+		long long now = mono_ms();
 		long long next = next_disc < next_reap ? next_disc : next_reap;
 		bool disc, reap;
 
 		if (now < next) {
 			struct timespec ts;
-			long long wake;
 
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			wake = (long long)ts.tv_sec * 1000 +
-			       ts.tv_nsec / 1000000 + (next - now);
-			ts.tv_sec = (time_t)(wake / 1000);
-			ts.tv_nsec = (long)(wake % 1000) * 1000000;
+			mono_timespec(&ts, next);
 			pthread_cond_timedwait(&r->cond, &r->lock, &ts);
 			continue;
 		}
@@ -1541,15 +1496,15 @@ static void *runner_hk_main(void *arg)
 		if (disc) {
 			if (runner_discover_now(r, err, sizeof(err)) < 0)
 				log_debug("discovery: %s", err);
-			next_disc = runner_now_ms() +
-			            r->cfg->discovery_interval_s * 1000LL;
+			next_disc =
+			    mono_ms() + r->cfg->discovery_interval_s * 1000LL;
 		}
 		if (reap) {
 			if (runner_reap(r, err, sizeof(err)) < 0)
 				log_debug("reaper: %s", err);
 			runner_sweep_runs(r);
 			next_reap =
-			    runner_now_ms() + r->cfg->reap_interval_s * 1000LL;
+			    mono_ms() + r->cfg->reap_interval_s * 1000LL;
 		}
 		pthread_mutex_lock(&r->lock);
 	}
@@ -1576,7 +1531,6 @@ int runner_create(const struct config *cfg, struct runner **out, char *err,
                   size_t errlen)
 {
 	struct runner *r;
-	pthread_condattr_t ca;
 	char msg[512];
 	int rc, n;
 
@@ -1591,13 +1545,10 @@ int runner_create(const struct config *cfg, struct runner **out, char *err,
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_mutex_init(&r->disc_lock, NULL);
 	pthread_mutex_init(&r->rm_lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&r->cond, &ca);
-	pthread_cond_init(&r->rm_cond, &ca);
-	pthread_condattr_destroy(&ca);
+	mono_cond_init(&r->cond);
+	mono_cond_init(&r->rm_cond);
 
-	rc = runner_random_hex(r->boot, 8);
+	rc = hex_random(r->boot, 8);
 	if (rc < 0) {
 		snprintf(err, errlen, "getrandom failed: %s", strerror(-rc));
 		goto fail;
@@ -1706,7 +1657,7 @@ void runner_set_changed_cb(struct runner *r, runner_changed_fn fn, void *arg)
 
 unsigned runner_drain(struct runner *r, unsigned timeout_ms)
 {
-	long long end = runner_now_ms() + timeout_ms;
+	long long end = mono_ms() + timeout_ms;
 	uint64_t one = 1;
 	unsigned left;
 
@@ -1724,16 +1675,11 @@ unsigned runner_drain(struct runner *r, unsigned timeout_ms)
 	r->qtail = NULL;
 	while (r->running > 0) {
 		struct timespec ts;
-		long long now = runner_now_ms();
+		long long now = mono_ms();
 
 		if (now >= end)
 			break;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		long long wake = (long long)ts.tv_sec * 1000 +
-		                 ts.tv_nsec / 1000000 + (end - now);
-
-		ts.tv_sec = (time_t)(wake / 1000);
-		ts.tv_nsec = (long)(wake % 1000) * 1000000;
+		mono_timespec(&ts, end);
 		pthread_cond_timedwait(&r->cond, &r->lock, &ts);
 	}
 	left = r->running;

@@ -154,28 +154,6 @@ static const char *const seccomp_enosys[] = {
 
 #define SECCOMP_AF_VSOCK 40
 
-bool seccomp_allows(const char *name)
-{
-	for (size_t i = 0; i < sizeof(seccomp_allow) / sizeof(*seccomp_allow);
-	     i++)
-		if (strcmp(seccomp_allow[i], name) == 0)
-			return true;
-	return false;
-}
-
-static cJSON *seccomp_names(const char *const *names, size_t n)
-{
-	cJSON *a = cJSON_CreateArray();
-
-	for (size_t i = 0; a && i < n; i++) {
-		if (!cJSON_AddItemToArray(a, cJSON_CreateString(names[i]))) {
-			cJSON_Delete(a);
-			return NULL;
-		}
-	}
-	return a;
-}
-
 /* Adds {"names":[name...],"action":action} to rules; returns the rule. */
 static cJSON *seccomp_rule(cJSON *rules, const char *const *names, size_t n,
                            const char *action)
@@ -186,7 +164,7 @@ static cJSON *seccomp_rule(cJSON *rules, const char *const *names, size_t n,
 		cJSON_Delete(r);
 		return NULL;
 	}
-	a = seccomp_names(names, n);
+	a = cJSON_CreateStringArray(names, (int)n);
 	if (!a || !cJSON_AddItemToObject(r, "names", a)) {
 		cJSON_Delete(a);
 		return NULL;
@@ -227,7 +205,7 @@ static bool seccomp_arch(cJSON *map, const char *arch, const char *const *sub,
 	}
 	if (!cJSON_AddStringToObject(e, "architecture", arch))
 		return false;
-	a = seccomp_names(sub, n);
+	a = cJSON_CreateStringArray(sub, (int)n);
 	if (!a || !cJSON_AddItemToObject(e, "subArchitectures", a)) {
 		cJSON_Delete(a);
 		return false;

@@ -29,10 +29,4 @@ cJSON *seccomp_profile_build(void);
  */
 __attribute__((warn_unused_result)) int seccomp_security_opt(char **out);
 
-/*
- * Whether the profile allows a system call by name without conditions.
- * For tests and documentation.
- */
-bool seccomp_allows(const char *name);
-
 #endif

@@ -23,6 +23,8 @@
 #include "fsname.h"
 #include "fstree.h"
 #include "log.h"
+#include "util/hex.h"
+#include "util/pct.h"
 
 #define LOCK_TIMEOUT_MS 30000
 #define LIST_DEFAULT 200
@@ -235,7 +237,6 @@ int tools_files_base64_decode(const char *in, size_t n, unsigned char *out,
 
 static void sha256_hex(const void *data, size_t len, char out[65])
 {
-	static const char hex[] = "0123456789abcdef";
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0;
 
@@ -243,11 +244,7 @@ static void sha256_hex(const void *data, size_t len, char out[65])
 	if (!EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL) ||
 	    mdlen != 32)
 		return;
-	for (int i = 0; i < 32; i++) {
-		out[2 * i] = hex[md[i] >> 4];
-		out[2 * i + 1] = hex[md[i] & 15];
-	}
-	out[64] = '\0';
+	hex_encode(md, 32, out);
 }
 
 /* A resource_link content item for a file. */
@@ -772,39 +769,13 @@ out:
 /* ---- resources --------------------------------------------------------------
  */
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/* Decodes percent-escapes of a conversation id exactly once. */
+/* Decodes percent-escapes of a conversation id exactly once; no NUL. */
 static int decode_conv(const char *s, size_t n, char *out, size_t outlen)
 {
-	size_t o = 0;
+	size_t len = 0;
 
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-
-		if (c == '%') {
-			int hi = n - i >= 3 ? hexval(s[i + 1]) : -1;
-			int lo = hi < 0 ? -1 : hexval(s[i + 2]);
-
-			if (lo < 0 || (hi | lo) == 0)
-				return -EINVAL;
-			c = (char)(hi << 4 | lo);
-			i += 2;
-		}
-		if (o + 1 >= outlen)
-			return -EINVAL;
-		out[o++] = c;
-	}
-	out[o] = '\0';
+	if (pct_decode(s, n, out, outlen, &len, NULL) < 0 || strlen(out) != len)
+		return -EINVAL;
 	return 0;
 }
 

@@ -770,13 +770,11 @@ out:
 
 /* ---- list_runners ------------------------------------------------------- */
 
+/* A catalog list as a JSON array of strings ([] for none). */
 static cJSON *tools_run_strings(char *const *v, size_t n)
 {
-	cJSON *a = cJSON_CreateArray();
-
-	for (size_t i = 0; a && i < n; i++)
-		cJSON_AddItemToArray(a, cJSON_CreateString(v[i]));
-	return a;
+	return n ? cJSON_CreateStringArray((const char *const *)v, (int)n)
+	         : cJSON_CreateArray();
 }
 
 static cJSON *tools_run_list_call(void *data, struct mcp_call *call,

@@ -40,13 +40,16 @@
 #include <openssl/params.h>
 #include <openssl/rand.h>
 
+#include "buf.h"
 #include "files.h"
 #include "fsname.h"
 #include "fstree.h"
 #include "log.h"
-#include "workspace_internal.h"
-#include "buf.h"
+#include "util/errmsg.h"
 #include "loopfs.h"
+#include "util/hex.h"
+#include "util/mono.h"
+#include "util/pct.h"
 
 #define SWEEP_INTERVAL_MS 60000
 #define IDLE_UNMOUNT_MS 60000
@@ -98,51 +101,6 @@ struct workspace {
 
 /* ---- small helpers ---------------------------------------------------- */
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static struct timespec deadline_ts(long long ms_from_now)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += ms_from_now / 1000;
-	ts.tv_nsec += (ms_from_now % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
-	return ts;
-}
-
-void workspace_say(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-}
-
-int workspace_fail(int code, char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return code;
-}
-
 static bool is_name(const char *s)
 {
 	size_t i;
@@ -193,7 +151,6 @@ void workspace_name_for(const struct workspace_mgr *mgr, const char *tenant,
                         const char *conversation_id,
                         char out[WORKSPACE_NAME_LEN + 1])
 {
-	static const char hex[] = "0123456789abcdef";
 	char digest[] = "SHA256";
 	OSSL_PARAM params[] = {
 	    OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
@@ -211,13 +168,8 @@ void workspace_name_for(const struct workspace_mgr *mgr, const char *tenant,
 	if (ctx && EVP_MAC_init(ctx, mgr->key, sizeof(mgr->key), params) &&
 	    mac_field(ctx, tenant) == 0 &&
 	    mac_field(ctx, conversation_id) == 0 &&
-	    EVP_MAC_final(ctx, md, &mdlen, sizeof(md)) && mdlen >= 32) {
-		for (int i = 0; i < 32; i++) {
-			out[2 * i] = hex[md[i] >> 4];
-			out[2 * i + 1] = hex[md[i] & 15];
-		}
-		out[WORKSPACE_NAME_LEN] = '\0';
-	}
+	    EVP_MAC_final(ctx, md, &mdlen, sizeof(md)) && mdlen >= 32)
+		hex_encode(md, 32, out);
 	EVP_MAC_CTX_free(ctx);
 }
 
@@ -226,11 +178,11 @@ int workspace_check_conversation_id(const char *id, char *err, size_t errlen)
 	char why[200];
 
 	if (!id)
-		return workspace_fail(-EINVAL, err, errlen,
-		                      "conversationId is required");
+		return errmsg_fail(-EINVAL, err, errlen,
+		                   "conversationId is required");
 	if (fsname_check_text(id, strlen(id), CONVERSATION_ID_MAX,
 	                      "conversationId", why, sizeof(why)) < 0) {
-		workspace_say(
+		errmsg_set(
 		    err, errlen,
 		    "%s; use 1 to %d bytes of printable UTF-8, the same id "
 		    "on every call of one conversation, e.g. 'chat-42'",
@@ -324,8 +276,8 @@ static int mount_image(struct workspace_mgr *m, struct ws_entry *e, char *err,
 
 	paths(m, e->name, dir, sizeof(dir), img, sizeof(img));
 	if (mkdirat(m->wsfd, e->name, 0) < 0 && errno != EEXIST)
-		return workspace_fail(-EIO, err, errlen, "cannot create %s: %s",
-		                      dir, strerror(errno));
+		return errmsg_fail(-EIO, err, errlen, "cannot create %s: %s",
+		                   dir, strerror(errno));
 	r = loopfs_is_mountpoint(m->wsfd, e->name);
 	if (r == 1) {
 		e->mounted = true;
@@ -334,7 +286,7 @@ static int mount_image(struct workspace_mgr *m, struct ws_entry *e, char *err,
 	r = loopfs_mount(img, dir, why, sizeof(why));
 	if (r < 0) {
 		log_errorx("workspace %.12s: %s", e->name, why);
-		workspace_say(
+		errmsg_set(
 		    err, errlen,
 		    "the workspace of this conversation cannot be mounted "
 		    "now; try again later");
@@ -405,7 +357,7 @@ static int create_workspace(struct workspace_mgr *m, struct ws_entry *e,
 			          "space than one quota (%zu bytes) plus 8 MB",
 			          cfg->sandbox_root,
 			          cfg->workspace_quota_bytes);
-			workspace_say(
+			errmsg_set(
 			    err, errlen,
 			    "the server's disk is too full for a new "
 			    "workspace; "
@@ -418,9 +370,9 @@ static int create_workspace(struct workspace_mgr *m, struct ws_entry *e,
 		    gid == (gid_t)-1 ? getegid() : gid, why, sizeof(why));
 		if (r < 0) {
 			log_errorx("workspace %.12s: %s", e->name, why);
-			workspace_say(err, errlen,
-			              "cannot create a workspace for this "
-			              "conversation now; try again later");
+			errmsg_set(err, errlen,
+			           "cannot create a workspace for this "
+			           "conversation now; try again later");
 			return r;
 		}
 		r = mount_image(m, e, err, errlen);
@@ -448,7 +400,7 @@ static int create_workspace(struct workspace_mgr *m, struct ws_entry *e,
 	return 0;
 undo:
 	if (err && !err[0])
-		workspace_say(
+		errmsg_set(
 		    err, errlen,
 		    "cannot create a workspace for this conversation: %s",
 		    strerror(-r));
@@ -476,7 +428,7 @@ static int prepare(struct workspace_mgr *m, struct ws_entry *e, bool create,
 			pthread_mutex_unlock(&m->mu);
 			log_warnx("workspace cap of %u reached",
 			          cfg->max_workspaces);
-			workspace_say(
+			errmsg_set(
 			    err, errlen,
 			    "this server already keeps %u workspaces, its "
 			    "maximum; try again later (idle workspaces are "
@@ -501,7 +453,7 @@ static int prepare(struct workspace_mgr *m, struct ws_entry *e, bool create,
 			log_errorx("workspace %.12s has an image but loop "
 			           "mounts are not in use",
 			           e->name);
-			workspace_say(
+			errmsg_set(
 			    err, errlen,
 			    "the workspace of this conversation was made "
 			    "with a quota image, which this server cannot "
@@ -517,9 +469,9 @@ static int prepare(struct workspace_mgr *m, struct ws_entry *e, bool create,
 			(void)!fchownat(m->wsfd, e->name, uid, gid,
 			                AT_SYMLINK_NOFOLLOW);
 	} else if (errno != EEXIST) {
-		return workspace_fail(-EIO, err, errlen,
-		                      "cannot prepare the workspace: %s",
-		                      strerror(errno));
+		return errmsg_fail(-EIO, err, errlen,
+		                   "cannot prepare the workspace: %s",
+		                   strerror(errno));
 	}
 	return 0;
 }
@@ -568,7 +520,7 @@ static void release(struct workspace_mgr *m, struct ws_entry *e, bool unlock)
 		pthread_cond_broadcast(&m->cond);
 	}
 	if (--e->refs == 0)
-		e->idle_since = now_ms();
+		e->idle_since = mono_ms();
 	entry_maybe_free(m, e);
 	pthread_mutex_unlock(&m->mu);
 }
@@ -603,7 +555,7 @@ static int open_handle(struct workspace_mgr *m, const char *name, bool create,
 	    (fstat(ws->dirfd, &self) < 0 || fstat(m->wsfd, &parent) < 0 ||
 	     self.st_dev == parent.st_dev)) {
 		log_errorx("workspace %.12s: not mounted where expected", name);
-		workspace_say(
+		errmsg_set(
 		    err, errlen,
 		    "the workspace of this conversation is not available "
 		    "now; try again later");
@@ -647,7 +599,7 @@ int workspace_open(struct workspace_mgr *mgr, const char *tenant,
 		return -ENOMEM;
 	r = open_handle(mgr, name, create, conversation_id, out, err, errlen);
 	if (r == -ENOENT && err && errlen && !err[0])
-		workspace_say(
+		errmsg_set(
 		    err, errlen,
 		    "this conversation has no files yet: upload one with "
 		    "upload_file or write to /data in a run");
@@ -682,8 +634,10 @@ void workspace_close(struct workspace *ws)
 int workspace_lock(struct workspace *ws, unsigned timeout_ms)
 {
 	struct workspace_mgr *m = ws->mgr;
-	struct timespec dl = deadline_ts(timeout_ms);
+	struct timespec dl;
 	int r = 0;
+
+	mono_deadline(&dl, timeout_ms);
 
 	if (ws->locked)
 		return -EDEADLK;
@@ -698,19 +652,6 @@ int workspace_lock(struct workspace *ws, unsigned timeout_ms)
 	ws->locked = true;
 	pthread_mutex_unlock(&m->mu);
 	return 0;
-}
-
-void workspace_unlock(struct workspace *ws)
-{
-	struct workspace_mgr *m = ws->mgr;
-
-	if (!ws->locked)
-		return;
-	pthread_mutex_lock(&m->mu);
-	ws->e->locked = false;
-	ws->locked = false;
-	pthread_cond_broadcast(&m->cond);
-	pthread_mutex_unlock(&m->mu);
 }
 
 const char *workspace_name(const struct workspace *ws)
@@ -728,34 +669,10 @@ int workspace_dirfd(const struct workspace *ws)
 	return ws->dirfd;
 }
 
-/* Percent-encodes s; keep_slash leaves '/' as is. Caller frees. */
-static char *pct(const char *s, bool keep_slash)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	size_t n = strlen(s);
-	char *out = malloc(3 * n + 1), *w = out;
-
-	if (!out)
-		return NULL;
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
-		    (*p >= '0' && *p <= '9') || *p == '-' || *p == '.' ||
-		    *p == '_' || *p == '~' || (keep_slash && *p == '/')) {
-			*w++ = (char)*p;
-		} else {
-			*w++ = '%';
-			*w++ = hex[*p >> 4];
-			*w++ = hex[*p & 15];
-		}
-	}
-	*w = '\0';
-	return out;
-}
-
 char *workspace_file_url(const struct workspace_mgr *mgr,
                          const struct workspace *ws, const char *rel)
 {
-	char *enc = pct(rel, true), *url;
+	char *enc = pct_encode(rel, true), *url;
 
 	if (!enc)
 		return NULL;
@@ -771,8 +688,8 @@ char *workspace_resource_uri(const struct workspace *ws, const char *rel)
 
 	if (!ws->conv)
 		return NULL;
-	c = pct(ws->conv, false);
-	r = pct(rel, true);
+	c = pct_encode(ws->conv, false);
+	r = pct_encode(rel, true);
 	if (c && r)
 		uri = buf_asprintf("sandbox://%s/%s", c, r);
 	free(c);
@@ -912,7 +829,7 @@ static void unmount_idle(struct workspace_mgr *m, bool all)
 	for (;;) {
 		struct ws_entry *e;
 		char dir[400], img[400];
-		long long now = now_ms();
+		long long now = mono_ms();
 		int r;
 
 		for (e = m->entries; e; e = e->next)
@@ -974,8 +891,10 @@ static void *sweeper_main(void *arg)
 
 	pthread_mutex_lock(&m->mu);
 	while (!m->stop) {
-		struct timespec dl = deadline_ts(SWEEP_INTERVAL_MS);
+		struct timespec dl;
 		int r = 0;
+
+		mono_deadline(&dl, SWEEP_INTERVAL_MS);
 
 		while (!m->stop && r != ETIMEDOUT)
 			r = pthread_cond_timedwait(&m->sweep_cond, &m->mu, &dl);
@@ -995,15 +914,14 @@ static int open_sub(struct workspace_mgr *m, const char *sub, int *fd,
                     char *err, size_t errlen)
 {
 	if (mkdirat(m->rootfd, sub, 0700) < 0 && errno != EEXIST)
-		return workspace_fail(
-		    -errno, err, errlen, "cannot create %s/%s: %s",
-		    m->cfg->sandbox_root, sub, strerror(errno));
+		return errmsg_fail(-errno, err, errlen,
+		                   "cannot create %s/%s: %s",
+		                   m->cfg->sandbox_root, sub, strerror(errno));
 	*fd = openat(m->rootfd, sub,
 	             O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (*fd < 0)
-		return workspace_fail(
-		    -errno, err, errlen, "cannot open %s/%s: %s",
-		    m->cfg->sandbox_root, sub, strerror(errno));
+		return errmsg_fail(-errno, err, errlen, "cannot open %s/%s: %s",
+		                   m->cfg->sandbox_root, sub, strerror(errno));
 	return 0;
 }
 
@@ -1013,22 +931,22 @@ static int prepare_dirs(struct workspace_mgr *m, char *err, size_t errlen)
 	int r;
 
 	if (mkdir(root, 0711) < 0 && errno != EEXIST)
-		return workspace_fail(-errno, err, errlen,
-		                      "cannot create SANDBOX_ROOT=%s: %s", root,
-		                      strerror(errno));
+		return errmsg_fail(-errno, err, errlen,
+		                   "cannot create SANDBOX_ROOT=%s: %s", root,
+		                   strerror(errno));
 	m->rootfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (m->rootfd < 0)
-		return workspace_fail(-errno, err, errlen,
-		                      "cannot open SANDBOX_ROOT=%s: %s", root,
-		                      strerror(errno));
+		return errmsg_fail(-errno, err, errlen,
+		                   "cannot open SANDBOX_ROOT=%s: %s", root,
+		                   strerror(errno));
 	m->lockfd = openat(m->rootfd, ".lock",
 	                   O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (m->lockfd < 0)
-		return workspace_fail(-errno, err, errlen,
-		                      "cannot create %s/.lock: %s", root,
-		                      strerror(errno));
+		return errmsg_fail(-errno, err, errlen,
+		                   "cannot create %s/.lock: %s", root,
+		                   strerror(errno));
 	if (flock(m->lockfd, LOCK_EX | LOCK_NB) < 0)
-		return workspace_fail(
+		return errmsg_fail(
 		    -EBUSY, err, errlen,
 		    "another mcp-sandboxd uses SANDBOX_ROOT=%s; give "
 		    "each instance its own",
@@ -1057,9 +975,8 @@ static int probe_loop(struct workspace_mgr *m, char *why, size_t whylen)
 	unlinkat(m->rootfd, ".probe.img", 0);
 	(void)!fstree_remove(m->rootfd, ".probe");
 	if (mkdirat(m->rootfd, ".probe", 0) < 0)
-		return workspace_fail(-errno, why, whylen,
-		                      "cannot create %s: %s", mnt,
-		                      strerror(errno));
+		return errmsg_fail(-errno, why, whylen, "cannot create %s: %s",
+		                   mnt, strerror(errno));
 	r = loopfs_format(img, PROBE_BYTES, 64, geteuid(), getegid(), why,
 	                  whylen);
 	if (r < 0)
@@ -1068,14 +985,14 @@ static int probe_loop(struct workspace_mgr *m, char *why, size_t whylen)
 	if (r < 0)
 		goto out;
 	if (loopfs_is_mountpoint(m->rootfd, ".probe") != 1) {
-		r = workspace_fail(-EIO, why, whylen,
-		                   "the mount at %s is not visible", mnt);
+		r = errmsg_fail(-EIO, why, whylen,
+		                "the mount at %s is not visible", mnt);
 		goto umount;
 	}
 	fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0 || fstatvfs(fd, &sv) < 0 || sv.f_files > 1024) {
-		r = workspace_fail(-EIO, why, whylen,
-		                   "the probe image does not limit inodes");
+		r = errmsg_fail(-EIO, why, whylen,
+		                "the probe image does not limit inodes");
 		if (fd >= 0)
 			close(fd);
 		goto umount;
@@ -1084,8 +1001,8 @@ static int probe_loop(struct workspace_mgr *m, char *why, size_t whylen)
 	r = 0;
 umount:
 	if (loopfs_umount(mnt) < 0 && r == 0)
-		r = workspace_fail(-EIO, why, whylen, "cannot unmount %s: %s",
-		                   mnt, strerror(errno));
+		r = errmsg_fail(-EIO, why, whylen, "cannot unmount %s: %s", mnt,
+		                strerror(errno));
 out:
 	unlinkat(m->rootfd, ".probe.img", 0);
 	unlinkat(m->rootfd, ".probe", AT_REMOVEDIR);
@@ -1130,7 +1047,7 @@ static int choose_mode(struct workspace_mgr *m, char *err, size_t errlen)
 		return 0;
 	}
 	if (strcmp(cfg->quota_mode, "loop") == 0) {
-		workspace_say(
+		errmsg_set(
 		    err, errlen,
 		    "WORKSPACE_QUOTA_MODE=loop, but loop mounts do not work "
 		    "here: %s. Run the daemon as root with /dev/loop-control "
@@ -1193,7 +1110,7 @@ static int recover(struct workspace_mgr *m)
 
 				if (e) {
 					e->loop = e->mounted = e->ready = true;
-					e->idle_since = now_ms();
+					e->idle_since = mono_ms();
 				}
 				log_warnx("workspace %.12s is still in use "
 				          "from an earlier run; kept mounted",
@@ -1241,7 +1158,6 @@ int workspace_mgr_create(const struct config *cfg, struct workspace_mgr **out,
                          char *err, size_t errlen)
 {
 	struct workspace_mgr *m;
-	pthread_condattr_t ca;
 	sigset_t all, old;
 	unsigned int klen = 0;
 	int r;
@@ -1255,24 +1171,21 @@ int workspace_mgr_create(const struct config *cfg, struct workspace_mgr **out,
 	m->cfg = cfg;
 	m->rootfd = m->wsfd = m->metafd = m->imgfd = m->lockfd = -1;
 	pthread_mutex_init(&m->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&m->cond, &ca);
-	pthread_cond_init(&m->sweep_cond, &ca);
-	pthread_condattr_destroy(&ca);
+	mono_cond_init(&m->cond);
+	mono_cond_init(&m->sweep_cond);
 
 	/* A key for this purpose only, so names say nothing of others. */
 	if (!HMAC(EVP_sha256(), cfg->file_secret, (int)cfg->file_secret_len,
 	          (const unsigned char *)name_purpose, sizeof(name_purpose) - 1,
 	          m->key, &klen) ||
 	    klen != sizeof(m->key)) {
-		r = workspace_fail(-EIO, err, errlen,
-		                   "cannot derive the workspace name key");
+		r = errmsg_fail(-EIO, err, errlen,
+		                "cannot derive the workspace name key");
 		goto fail;
 	}
 	m->mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
 	if (!m->mac) {
-		r = workspace_fail(-EIO, err, errlen, "OpenSSL has no HMAC");
+		r = errmsg_fail(-EIO, err, errlen, "OpenSSL has no HMAC");
 		goto fail;
 	}
 	r = prepare_dirs(m, err, errlen);
@@ -1283,8 +1196,8 @@ int workspace_mgr_create(const struct config *cfg, struct workspace_mgr **out,
 		goto fail;
 	r = recover(m);
 	if (r < 0) {
-		workspace_say(err, errlen, "cannot read %s: %s",
-		              cfg->sandbox_root, strerror(-r));
+		errmsg_set(err, errlen, "cannot read %s: %s", cfg->sandbox_root,
+		           strerror(-r));
 		goto fail;
 	}
 	log_info("workspaces: %u of at most %u under %s (Docker host path %s), "
@@ -1297,9 +1210,9 @@ int workspace_mgr_create(const struct config *cfg, struct workspace_mgr **out,
 	r = -pthread_create(&m->sweeper, NULL, sweeper_main, m);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r < 0) {
-		workspace_say(err, errlen,
-		              "cannot start the workspace sweeper: %s",
-		              strerror(-r));
+		errmsg_set(err, errlen,
+		           "cannot start the workspace sweeper: %s",
+		           strerror(-r));
 		goto fail;
 	}
 	m->thread_started = true;

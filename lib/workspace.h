@@ -72,11 +72,11 @@ void workspace_close(struct workspace *ws);
 /*
  * Serializes work on one conversation (runs share /data): blocks until no
  * other handle of the same workspace holds the lock, or until timeout_ms
- * passes (-ETIMEDOUT). workspace_close releases it too.
+ * passes (-ETIMEDOUT); -EDEADLK when this handle holds it already.
+ * workspace_close releases it.
  */
 __attribute__((warn_unused_result)) int workspace_lock(struct workspace *ws,
                                                        unsigned timeout_ms);
-void workspace_unlock(struct workspace *ws);
 
 /* The 64-hex name (borrowed, valid until workspace_close). */
 const char *workspace_name(const struct workspace *ws);

@@ -28,7 +28,7 @@
 #include "fsname.h"
 #include "fstree.h"
 #include "log.h"
-#include "workspace_internal.h"
+#include "util/errmsg.h"
 #include "buf.h"
 
 #define SNAPSHOT_EXTRA 1000
@@ -111,7 +111,7 @@ int workspace_check_quota(struct workspace *ws, unsigned long long extra,
 		if (fstatvfs(workspace_dirfd(ws), &sv) < 0)
 			return -errno;
 		if (extra > (unsigned long long)sv.f_bavail * sv.f_frsize)
-			return workspace_fail(
+			return errmsg_fail(
 			    -EDQUOT, err, errlen,
 			    "%llu bytes do not fit: the workspace of "
 			    "this conversation has %llu bytes free; "
@@ -119,7 +119,7 @@ int workspace_check_quota(struct workspace *ws, unsigned long long extra,
 			    extra,
 			    (unsigned long long)sv.f_bavail * sv.f_frsize);
 		if (extra && sv.f_favail == 0)
-			return workspace_fail(
+			return errmsg_fail(
 			    -EDQUOT, err, errlen,
 			    "the workspace of this conversation holds "
 			    "as many files as it may; delete files with "
@@ -130,7 +130,7 @@ int workspace_check_quota(struct workspace *ws, unsigned long long extra,
 	if (r < 0)
 		return r;
 	if (u.over)
-		return workspace_fail(
+		return errmsg_fail(
 		    -EDQUOT, err, errlen,
 		    "the workspace of this conversation holds %s%llu "
 		    "files and %s%llu bytes, over its quota of %llu "
@@ -141,7 +141,7 @@ int workspace_check_quota(struct workspace *ws, unsigned long long extra,
 		    u.bytes, u.quota_files, u.quota_bytes);
 	if (extra &&
 	    (u.bytes + extra > u.quota_bytes || u.files + 1 > u.quota_files))
-		return workspace_fail(
+		return errmsg_fail(
 		    -EDQUOT, err, errlen,
 		    "%llu more bytes do not fit: the workspace of this "
 		    "conversation holds %llu of %llu bytes and %llu of "
@@ -174,7 +174,7 @@ static int write_error(int r, const char *rel, char *err, size_t errlen)
 	switch (r) {
 	case -ENOSPC:
 	case -EDQUOT:
-		workspace_say(
+		errmsg_set(
 		    err, errlen,
 		    "the workspace of this conversation is full (no space or "
 		    "no more files allowed); delete files with delete_file "
@@ -182,26 +182,26 @@ static int write_error(int r, const char *rel, char *err, size_t errlen)
 		return -EDQUOT;
 	case -ELOOP:
 	case -EXDEV:
-		workspace_say(
+		errmsg_set(
 		    err, errlen,
 		    "the path '%s' goes through a symbolic link, which is "
 		    "never followed; choose another path",
 		    rel);
 		return -ELOOP;
 	case -ENOTDIR:
-		workspace_say(
+		errmsg_set(
 		    err, errlen,
 		    "a directory in the path '%s' is a file; choose another "
 		    "path",
 		    rel);
 		return r;
 	case -EFBIG:
-		workspace_say(err, errlen,
-		              "the file is too large for the workspace");
+		errmsg_set(err, errlen,
+		           "the file is too large for the workspace");
 		return r;
 	default:
-		workspace_say(err, errlen, "cannot write '%s': %s", rel,
-		              strerror(-r));
+		errmsg_set(err, errlen, "cannot write '%s': %s", rel,
+		           strerror(-r));
 		return r;
 	}
 }
@@ -236,13 +236,13 @@ int workspace_write_file(struct workspace *ws, const char *rel,
 	}
 	if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0) {
 		if (S_ISDIR(st.st_mode)) {
-			r = workspace_fail(
+			r = errmsg_fail(
 			    -EISDIR, err, errlen,
 			    "'%s' is a directory; choose another name", rel);
 			goto out;
 		}
 		if (!S_ISREG(st.st_mode)) {
-			r = workspace_fail(
+			r = errmsg_fail(
 			    -EEXIST, err, errlen,
 			    "'%s' exists and is not a regular file (a "
 			    "link, FIFO or socket made by code); delete "
@@ -251,7 +251,7 @@ int workspace_write_file(struct workspace *ws, const char *rel,
 			goto out;
 		}
 		if (!overwrite) {
-			r = workspace_fail(
+			r = errmsg_fail(
 			    -EEXIST, err, errlen,
 			    "'%s' already exists; pass overwrite: true "
 			    "to replace it, or choose another name",
@@ -289,7 +289,7 @@ int workspace_write_file(struct workspace *ws, const char *rel,
 	if (r < 0) {
 		unlinkat(dfd, tmp, 0);
 		if (r == -EEXIST)
-			workspace_say(
+			errmsg_set(
 			    err, errlen,
 			    "'%s' already exists; pass overwrite: true to "
 			    "replace it",

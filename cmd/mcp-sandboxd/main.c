@@ -32,11 +32,6 @@
 #define EXIT_CONFIG 2
 
 /* Discovery found, lost or changed a runner: clients re-list tools. */
-static void runners_changed(void *arg)
-{
-	mcp_server_tools_changed(arg);
-}
-
 static void usage(FILE *out)
 {
 	fprintf(
@@ -179,7 +174,6 @@ int main(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
-	runner_set_changed_cb(runner, runners_changed, mcp);
 	tools_run_register(mcp, runner, wm);
 	tools_files_register(mcp, wm);
 #if MCPSD_FIXTURES

@@ -19,14 +19,7 @@
 #include "log.h"
 #include "runner.h"
 #include "seccomp.h"
-
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
+#include "util/mono.h"
 
 static int cmp(const void *a, const void *b)
 {
@@ -142,23 +135,23 @@ int main(int argc, char **argv)
 		q.code_len = strlen(code);
 		q.workspace_host_path = ws;
 		q.stdout_fd = q.stderr_fd = -1;
-		t0 = now_ms();
+		t0 = mono_ms();
 		rc = runner_run(r, &q, &res);
 		if (rc < 0 || res.status != RUNNER_COMPLETED) {
 			fprintf(stderr, "run failed: %s\n", res.message);
 			return 1;
 		}
 		if (i >= 0)
-			mine[i] = now_ms() - t0;
+			mine[i] = mono_ms() - t0;
 		runner_result_finish(&res);
 		usleep(200 * 1000); /* let the background removal finish */
-		t0 = now_ms();
+		t0 = mono_ms();
 		if (system(cmd) != 0) {
 			fprintf(stderr, "docker run failed: %s\n", cmd);
 			return 1;
 		}
 		if (i >= 0)
-			cli[i] = now_ms() - t0;
+			cli[i] = mono_ms() - t0;
 		usleep(200 * 1000);
 	}
 	catalog_put(cat);

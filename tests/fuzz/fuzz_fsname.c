@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "fsname.h"
+#include "util/pct.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -79,7 +80,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_accepted(out, n);
 		if (strlen(out) != n)
 			abort();
-		if (fsname_url_encode(out, enc, sizeof(enc)) < 0 ||
+		if (pct_encode_buf(out, true, enc, sizeof(enc)) < 0 ||
 		    fsname_url_decode(enc, again, sizeof(again), NULL, NULL,
 		                      NULL, 0) != 0 ||
 		    strcmp(again, out) != 0)

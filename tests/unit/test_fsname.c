@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "fsname.h"
+#include "util/pct.h"
 #include "tap.h"
 
 /* Checks one path given with its length (NUL allowed inside). */
@@ -222,11 +223,11 @@ int main(void)
 	{
 		char out[64];
 
-		ok(fsname_url_encode("a b/\xc3\xa9.txt", out, sizeof(out)) >
+		ok(pct_encode_buf("a b/\xc3\xa9.txt", true, out, sizeof(out)) >
 		           0 &&
 		       strcmp(out, "a%20b/%C3%A9.txt") == 0,
 		   "url encode: %s", out);
-		ok(fsname_url_encode("abcdef", out, 4) == -ENOSPC,
+		ok(pct_encode_buf("abcdef", true, out, 4) == -ENOSPC,
 		   "url encode: small buffer");
 	}
 
