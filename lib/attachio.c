@@ -15,7 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dstream.h"
 #include "log.h"
 #include "util/mono.h"
 
@@ -239,18 +238,18 @@ struct attachio_state {
 	size_t in_off;
 	bool in_closed;
 	size_t total;
-	struct dstream ds;
+	long long tick; /* mono_ms of the last on_tick */
 };
 
-static int attachio_frame(void *arg, enum dstream_id id, const char *p,
-                          size_t n)
+static int attachio_output(void *arg, int which, const char *p, size_t n)
 {
 	struct attachio_state *x = arg;
-	struct attachio_capture *c =
-	    id == DSTREAM_STDERR || id == DSTREAM_SYSTEM ? x->p->err
-	                                                 : x->p->out;
+	struct attachio_capture *c = which == 2 ? x->p->err : x->p->out;
 	size_t room = x->p->max_total - x->total;
 
+	if (x->p->on_output)
+		x->p->on_output(x->p->output_arg, which, p,
+		                n > room ? room : n);
 	if (n > room) {
 		attachio_capture_add(c, p, room);
 		x->total += room;
@@ -261,7 +260,7 @@ static int attachio_frame(void *arg, enum dstream_id id, const char *p,
 	return 0;
 }
 
-static void attachio_stdin(struct attachio_state *x, struct docker_attach *a)
+static void attachio_stdin(struct attachio_state *x, struct box_stream *s)
 {
 	while (!x->in_closed && x->in_off < x->p->in_len) {
 		size_t chunk = x->p->in_len - x->in_off;
@@ -269,7 +268,7 @@ static void attachio_stdin(struct attachio_state *x, struct docker_attach *a)
 
 		if (chunk > ATTACHIO_CHUNK)
 			chunk = ATTACHIO_CHUNK;
-		w = docker_attach_write(a, x->p->in + x->in_off, chunk);
+		w = box_stream_write(s, x->p->in + x->in_off, chunk);
 		if (w == -EAGAIN)
 			return;
 		if (w < 0) {
@@ -280,102 +279,64 @@ static void attachio_stdin(struct attachio_state *x, struct docker_attach *a)
 		x->in_off += (size_t)w;
 	}
 	if (!x->in_closed) {
-		docker_attach_close_write(a);
+		box_stream_close_write(s);
 		x->in_closed = true;
 	}
 }
 
-enum attachio_end attachio_run(struct docker_attach *a,
+enum attachio_end attachio_run(struct box_stream *s,
                                const struct attachio_params *p, char *err,
                                size_t errlen)
 {
-	char *buf = malloc(ATTACHIO_CHUNK);
 	struct attachio_state st = {.p = p}, *x = &st;
-	enum attachio_end end;
 
-	if (!buf) {
-		snprintf(err, errlen, "out of memory");
-		return ATTACHIO_BROKEN;
-	}
-	dstream_init(&x->ds, 0, attachio_frame, x);
-	attachio_stdin(x, a);
+	attachio_stdin(x, s);
 	for (;;) {
 		struct pollfd pf[2] = {
-		    {.fd = docker_attach_fd(a), .events = POLLIN},
+		    {.fd = box_stream_fd(s), .events = POLLIN},
 		    {.fd = p->cancel_fd, .events = POLLIN},
 		};
 		long long left = p->deadline - mono_ms();
 		int n, rounds;
 
-		if (left <= 0) {
-			end = ATTACHIO_DEADLINE;
-			goto out;
+		if (left <= 0)
+			return ATTACHIO_DEADLINE;
+		if (p->on_tick && mono_ms() - x->tick >= 1000) {
+			x->tick = mono_ms();
+			p->on_tick(p->output_arg);
 		}
 		if (!x->in_closed)
 			pf[0].events |= POLLOUT;
-		if (!docker_attach_pending(a)) {
+		if (!box_stream_pending(s)) {
 			n = poll(pf, p->cancel_fd >= 0 ? 2 : 1,
-			         (int)(left > INT_MAX ? INT_MAX : left));
+			         (int)(left > 1000 ? 1000 : left));
 			if (n < 0 && errno != EINTR) {
 				snprintf(err, errlen, "poll: %s",
 				         strerror(errno));
-				end = ATTACHIO_BROKEN;
-				goto out;
+				return ATTACHIO_BROKEN;
 			}
 			if (n <= 0)
 				continue;
-			if (p->cancel_fd >= 0 && (pf[1].revents & POLLIN)) {
-				end = ATTACHIO_CANCEL;
-				goto out;
-			}
+			if (p->cancel_fd >= 0 && (pf[1].revents & POLLIN))
+				return ATTACHIO_CANCEL;
 			if (pf[0].revents & POLLOUT)
-				attachio_stdin(x, a);
+				attachio_stdin(x, s);
 			if (!(pf[0].revents & (POLLIN | POLLHUP | POLLERR)))
 				continue;
 		}
 		/* A few reads per wake-up, then look at the clock again. */
 		for (rounds = 0; rounds < 16; rounds++) {
-			ssize_t got =
-			    docker_attach_read(a, buf, ATTACHIO_CHUNK);
-			int fr;
+			int rc =
+			    box_stream_pump(s, attachio_output, x, err, errlen);
 
-			if (got == -EAGAIN)
+			if (rc == -EAGAIN)
 				break;
-			if (got < 0) {
-				snprintf(err, errlen,
-				         "reading the container's output "
-				         "failed: %s",
-				         strerror((int)-got));
-				end = ATTACHIO_BROKEN;
-				goto out;
-			}
-			if (got == 0) {
-				fr = dstream_end(&x->ds);
-				if (fr < 0 && fr != -EFBIG) {
-					snprintf(err, errlen,
-					         "container output stream: %s",
-					         dstream_strerror(fr));
-					end = ATTACHIO_BROKEN;
-					goto out;
-				}
-				end = ATTACHIO_EOF;
-				goto out;
-			}
-			fr = dstream_feed(&x->ds, buf, (size_t)got);
-			if (fr == -EFBIG) {
-				end = ATTACHIO_LIMIT;
-				goto out;
-			}
-			if (fr < 0) {
-				snprintf(err, errlen,
-				         "container output stream: %s",
-				         dstream_strerror(fr));
-				end = ATTACHIO_BROKEN;
-				goto out;
-			}
+			if (rc == 0)
+				return ATTACHIO_EOF;
+			if (rc == -EFBIG)
+				return ATTACHIO_LIMIT;
+			if (rc < 0)
+				return ATTACHIO_BROKEN;
 		}
 	}
-out:
-	free(buf);
-	return end;
 }

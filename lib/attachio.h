@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * attachio: drives one attached program through its Docker stream: writes
- * its stdin, demultiplexes stdout and stderr (dstream), keeps the head and
- * tail of each within a fixed inline budget, optionally copies each whole
- * stream to a file descriptor, and stops at the first of end of output, a
- * deadline, a total output cap or a cancellation. It does not know how the
- * stream was obtained (container attach today, docker exec into a warm
- * container later) nor what happens to the program afterwards.
+ * attachio: the output of one program: captures (head and tail of each
+ * stream within a fixed inline budget, optionally a whole copy in a file
+ * descriptor) and, for a one-off run, the drive of the box's stream
+ * (backend.h): stdin in, stdout and stderr out, until the first of end of
+ * output, a deadline, a total output cap or a cancellation. It does not
+ * know which backend made the stream nor what happens to the program
+ * afterwards; warm sessions feed the same captures from their own protocol.
  *
  * Threads: a capture and a run belong to one thread.
  */
@@ -17,7 +17,7 @@
 #include <stddef.h>
 
 #include "buf.h"
-#include "docker.h"
+#include "backend.h"
 
 /* The head and tail of one output stream, within a fixed budget. */
 struct attachio_capture {
@@ -75,6 +75,11 @@ struct attachio_params {
 	int cancel_fd;      /* readable means cancel; -1 for none */
 	size_t max_total;   /* stdout + stderr bytes before ATTACHIO_LIMIT */
 	struct attachio_capture *out, *err; /* borrowed */
+	/* Optional: sees every piece of output as it arrives (which: 1, 2). */
+	void (*on_output)(void *arg, int which, const char *p, size_t n);
+	/* Optional: called about once a second while the drive goes on. */
+	void (*on_tick)(void *arg);
+	void *output_arg;
 };
 
 /*
@@ -83,7 +88,7 @@ struct attachio_params {
  * anything but ATTACHIO_EOF the caller must close it before killing the
  * program (moby#41827). err gets a message for ATTACHIO_BROKEN.
  */
-enum attachio_end attachio_run(struct docker_attach *a,
+enum attachio_end attachio_run(struct box_stream *s,
                                const struct attachio_params *p, char *err,
                                size_t errlen);
 

@@ -120,6 +120,17 @@ char *buf_take(struct buf *b, size_t *len)
 	return p;
 }
 
+void buf_consume(struct buf *b, size_t n)
+{
+	if (n >= b->len) {
+		buf_reset(b);
+		return;
+	}
+	memmove(b->data, b->data + n, b->len - n);
+	b->len -= n;
+	b->data[b->len] = '\0';
+}
+
 char *buf_asprintf(const char *fmt, ...)
 {
 	struct buf b;

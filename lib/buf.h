@@ -48,4 +48,7 @@ char *buf_take(struct buf *b, size_t *len);
  */
 char *buf_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Removes the first n bytes (n <= len). */
+void buf_consume(struct buf *b, size_t n);
+
 #endif

@@ -17,7 +17,6 @@
 #include "log.h"
 #include "util/num.h"
 
-#define CATALOG_CMD_MAX 64
 #define CATALOG_ALIASES_MAX 16
 #define CATALOG_LIBS_MAX 256
 
@@ -176,11 +175,11 @@ static int catalog_parse_command(const char *s, struct catalog_image *img,
 	size_t i = 0;
 
 	n = cJSON_GetArraySize(j);
-	if (!cJSON_IsArray(j) || n < 1 || n > CATALOG_CMD_MAX) {
+	if (!cJSON_IsArray(j) || n < 1 || n > CATALOG_COMMAND_MAX) {
 		snprintf(err, errlen,
 		         "sandbox.command must be a JSON array of 1 to %d "
 		         "strings",
-		         CATALOG_CMD_MAX);
+		         CATALOG_COMMAND_MAX);
 		goto out;
 	}
 	img->command = calloc((size_t)n, sizeof(char *));

@@ -24,7 +24,8 @@
 
 #include <cjson/cJSON.h>
 
-#define CATALOG_NAME_MAX 32 /* languages and aliases */
+#define CATALOG_NAME_MAX 32    /* languages and aliases */
+#define CATALOG_COMMAND_MAX 64 /* elements of sandbox.command */
 
 /* One runner image. Strings are owned. */
 struct catalog_image {

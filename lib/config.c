@@ -172,6 +172,35 @@ static const struct setting settings[] = {
      OFF(discovery_interval_s), 1, 3600, "30",
      "How often runner images are rediscovered"},
 
+    /* warm sessions */
+    {"SANDBOX_WARM", SET_BOOL, "false", OFF(warm), 0, 0, "true",
+     "Keep a warm session (a running box; for Python a live interpreter) "
+     "per conversation and language between runs"},
+    {"SANDBOX_WARM_IDLE_SECONDS", SET_UINT, "600", OFF(warm_idle_s), 1, 604800,
+     "600", "A warm session unused this long ends (state lost)"},
+    {"SANDBOX_WARM_MAX_SECONDS", SET_UINT, "7200", OFF(warm_max_s), 60, 2592000,
+     "7200",
+     "Every warm session ends after this long, used or not (state lost)"},
+    {"SANDBOX_WARM_MAX", SET_UINT, "32", OFF(warm_max), 0, 100000, "32",
+     "Warm boxes (sessions and pool) on this host at once; idle ones are "
+     "evicted least recently used first"},
+    {"SANDBOX_WARM_MEMORY_MB", SET_UINT, "0", OFF(warm_memory_mb), 0, 100000000,
+     "8192",
+     "Memory limits of all warm boxes together (0: half of the host's "
+     "memory)"},
+    {"SANDBOX_POOL_SIZE", SET_UINT, "1", OFF(pool_size), 0, 64, "1",
+     "Pre-started boxes per pooled language, so a conversation's first "
+     "run is warm too (0: no pool)"},
+    {"SANDBOX_POOL_LANGUAGES", SET_STR, "python,typescript,bash", DERIVED, 0, 0,
+     "python,bash", "Languages that get a pool (* for all)"},
+    {"SANDBOX_POOL_PRELOAD", SET_STR, "numpy,pandas,matplotlib.pyplot",
+     OFF(pool_preload), 0, 0, "numpy,pandas",
+     "Python modules a pooled Python box imports before it is claimed"},
+    {"SANDBOX_INTERRUPT_GRACE_MS", SET_UINT, "2000", OFF(interrupt_grace_ms),
+     100, 600000, "2000",
+     "After a timeout or cancel: how long an interrupted run may take to "
+     "stop before it (and, for Python, its state) is killed"},
+
     /* workspaces and files */
     {"SANDBOX_ROOT", SET_STR, "/var/lib/mcp-sandboxd", OFF(sandbox_root), 0, 0,
      "/var/lib/mcp-sandboxd",
@@ -946,7 +975,10 @@ static int derive(struct config *cfg, char *err, size_t errlen)
 			}
 		}
 	}
-	if (split_list(raw(cfg, "MCP_ALLOWED_HOSTS"), &cfg->allowed_hosts) < 0)
+	if (split_list(raw(cfg, "MCP_ALLOWED_HOSTS"), &cfg->allowed_hosts) <
+	        0 ||
+	    split_list(raw(cfg, "SANDBOX_POOL_LANGUAGES"),
+	               &cfg->pool_languages) < 0)
 		return -ENOMEM;
 	if (!cfg->allowed_hosts[0] && cfg->listen_loopback) {
 		static const char *const lo[] = {"localhost", "127.0.0.1",
@@ -1046,6 +1078,30 @@ static int derive(struct config *cfg, char *err, size_t errlen)
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
 
 		cfg->max_concurrent = (unsigned)(n > 0 ? n * 2 : 2);
+	}
+	if (cfg->warm_memory_mb == 0) {
+		long pages = sysconf(_SC_PHYS_PAGES);
+		long psize = sysconf(_SC_PAGESIZE);
+
+		cfg->warm_memory_mb =
+		    pages > 0 && psize > 0
+		        ? (unsigned)((unsigned long long)pages *
+		                     (unsigned long long)psize / 2 /
+		                     (1024 * 1024))
+		        : 4096;
+	}
+	for (size_t i = 0; cfg->pool_preload[i]; i++) {
+		char c = cfg->pool_preload[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+		      c == ','))
+			return errmsg_fail(
+			    -EINVAL, err, errlen,
+			    "SANDBOX_POOL_PRELOAD='%s' must be module names "
+			    "separated by commas, e.g. "
+			    "SANDBOX_POOL_PRELOAD=numpy,pandas",
+			    cfg->pool_preload);
 	}
 
 	if (cfg->sandbox_root[0] != '/' || strlen(cfg->sandbox_root) > 200)
@@ -1153,6 +1209,7 @@ void config_finish(struct config *cfg)
 	free(cfg->sandbox_host_path);
 	free_list(cfg->allowed_origins);
 	free_list(cfg->allowed_hosts);
+	free_list(cfg->pool_languages);
 	for (size_t i = 0; i < cfg->n_tokens; i++)
 		free(cfg->tokens[i].tenant);
 	free(cfg->tokens);
@@ -1241,6 +1298,8 @@ void config_print(const struct config *cfg, FILE *out)
 			print_list(out, name, cfg->allowed_origins);
 		} else if (strcmp(name, "MCP_ALLOWED_HOSTS") == 0) {
 			print_list(out, name, cfg->allowed_hosts);
+		} else if (strcmp(name, "SANDBOX_POOL_LANGUAGES") == 0) {
+			print_list(out, name, cfg->pool_languages);
 		} else if (strcmp(name, "MCP_INSTANCE_NAME") == 0) {
 			fprintf(out, "%s=%s\n", name, cfg->instance_name);
 		} else if (strcmp(name, "MCP_LOG_LEVEL") == 0) {

@@ -82,6 +82,17 @@ struct config {
 	unsigned reap_interval_s;
 	unsigned discovery_interval_s;
 
+	/* warm sessions */
+	bool warm;
+	unsigned warm_idle_s;
+	unsigned warm_max_s;
+	unsigned warm_max;
+	unsigned warm_memory_mb;
+	unsigned pool_size;
+	char **pool_languages; /* NULL-terminated; "*" for all */
+	char *pool_preload;
+	unsigned interrupt_grace_ms;
+
 	/* workspaces and files */
 	char *sandbox_root;
 	char *sandbox_host_path;

@@ -1,26 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * runner: limits and executions. Layers, bottom up (catalog.c resolves
- * images; attachio.c drives one program's stream):
- *   - spec: the environment rules and the container create body (pure);
- *   - box: one container's lifecycle (code directory, create, removal on
- *     the remover thread);
- *   - slots: the concurrency cap and FIFO queue;
- *   - runner_run, which strings them together, and the housekeeping thread
- *     (discovery, reaping).
- * Locks: r->lock guards the catalog pointer, slots, statistics and flags;
- * r->rm_lock the removal queue; r->disc_lock serializes discoveries. No
- * lock is held across a Docker call.
+ * runner: the catalog, one-off runs and the glue to the scheduler and the
+ * backend. Layers, bottom up: catalog.c resolves images; runargs.c checks
+ * requests; slots.c hands out slots; the backend (backend.h) makes boxes;
+ * attachio.c drives a one-off run's stream. runner_run strings them
+ * together; the job functions run discovery and reaping for cron.c.
+ * Locks: r->lock guards the catalog pointer and the change callback;
+ * r->disc_lock serializes discoveries. No lock is held across an engine
+ * call.
  */
 #include "runner.h"
 
-#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <math.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -29,36 +23,55 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "attachio.h"
-#include "buf.h"
+#include "docker/backend_docker.h"
 #include "log.h"
-#include "seccomp.h"
+#include "runargs.h"
+#include "slots.h"
+#include "util/errmsg.h"
 #include "util/hex.h"
 #include "util/mono.h"
-#include "util/num.h"
+#include "warm.h"
 
-#define RUNNER_CMD_MAX 64
-#define CATALOG_NAME_MAX 32
-#define RUNNER_ALIASES_MAX 16
-#define RUNNER_LIBS_MAX 256
-#define RUNNER_ENV_NAME_MAX 128
-#define RUNNER_READ_CHUNK (64 * 1024)
 #define RUNNER_WAIT_SLICE_MS 1000
 #define RUNNER_REFRESH_MIN_MS 2000
-#define RUNNER_AVG_INIT_MS 2000
 
-/* ---- small helpers ------------------------------------------------------ */
+struct runner {
+	const struct config *cfg;
+	struct backend *be;
+	struct slots *slots;
+	struct warm *warm; /* NULL: warm sessions off */
+	char boot[17];
+	char runs_dir[PATH_MAX];      /* SANDBOX_ROOT/runs */
+	char runs_host_dir[PATH_MAX]; /* SANDBOX_HOST_PATH/runs */
 
-static const char *runner_label(const cJSON *labels, const char *name)
-{
-	return cJSON_GetStringValue(
-	    cJSON_GetObjectItemCaseSensitive(labels, name));
-}
+	pthread_mutex_t lock;
+	struct catalog *catalog;
+	runner_changed_fn changed_fn;
+	void *changed_arg;
+
+	pthread_mutex_t disc_lock; /* one discovery at a time */
+	long long last_refresh_ms;
+	int last_refresh_rc;
+	char last_refresh_err[256];
+};
+
+struct runner_cancel {
+	int fd;
+	atomic_bool flag;
+};
+
+/* A one-off run's code directory, as we and the engine's host see it. */
+struct runner_run_dir {
+	char run_id[17];
+	char dir[PATH_MAX];
+	char host_dir[PATH_MAX];
+	bool dir_made;
+};
 
 const char *runner_status_name(enum runner_status s)
 {
@@ -82,352 +95,6 @@ const char *runner_status_name(enum runner_status s)
 	}
 	return "error";
 }
-
-/* ---- environment -------------------------------------------------------- */
-
-int runner_env_check(const char *name, const char *value, char *err,
-                     size_t errlen)
-{
-	static const char *const injected[] = {"HOME", "LANG", "FILE_BASE_URL"};
-	size_t n;
-
-	if (!name || !name[0]) {
-		snprintf(err, errlen,
-		         "environment variable names must not "
-		         "be empty");
-		return -EINVAL;
-	}
-	n = strlen(name);
-	if (n > RUNNER_ENV_NAME_MAX ||
-	    !(isalpha((unsigned char)name[0]) || name[0] == '_') ||
-	    strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-	                 "0123456789_") != n) {
-		snprintf(err, errlen,
-		         "environment variable name '%.64s%s' is invalid: use "
-		         "letters, digits and '_', not starting with a digit, "
-		         "at most %d characters",
-		         name, n > 64 ? "..." : "", RUNNER_ENV_NAME_MAX);
-		return -EINVAL;
-	}
-	for (size_t i = 0; i < sizeof(injected) / sizeof(*injected); i++) {
-		if (strcmp(name, injected[i]) == 0) {
-			snprintf(err, errlen,
-			         "environment variable %s is set by the server "
-			         "and cannot be overridden; use another name",
-			         name);
-			return -EINVAL;
-		}
-	}
-	if (strncmp(name, "LD_", 3) == 0 || strncmp(name, "SANDBOX_", 8) == 0) {
-		snprintf(err, errlen,
-		         "environment variable %s is not allowed (LD_* and "
-		         "SANDBOX_* are reserved); use another name",
-		         name);
-		return -EINVAL;
-	}
-	if (!value) {
-		snprintf(err, errlen,
-		         "environment variable %s must have a string value",
-		         name);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-void runner_env_free(char **env)
-{
-	if (!env)
-		return;
-	for (char **p = env; *p; p++)
-		free(*p);
-	free(env);
-}
-
-int runner_env_from_json(const cJSON *obj, size_t max_bytes, char ***out,
-                         size_t *n, char *err, size_t errlen)
-{
-	const cJSON *it;
-	size_t count = 0, total = 0, i = 0;
-	char **env = NULL;
-	int r;
-
-	*out = NULL;
-	*n = 0;
-	if (!obj || cJSON_IsNull(obj))
-		count = 0;
-	else if (!cJSON_IsObject(obj)) {
-		snprintf(err, errlen,
-		         "environment must be an object mapping names to "
-		         "string values, e.g. {\"DEBUG\": \"1\"}");
-		return -EINVAL;
-	} else
-		count = (size_t)cJSON_GetArraySize(obj);
-	env = calloc(count + 1, sizeof(*env));
-	if (!env) {
-		snprintf(err, errlen, "out of memory");
-		return -ENOMEM;
-	}
-	if (count == 0)
-		goto done;
-	cJSON_ArrayForEach (it, obj) {
-		const char *v = cJSON_GetStringValue(it);
-		size_t len;
-
-		r = runner_env_check(it->string, v, err, errlen);
-		if (r < 0)
-			goto fail;
-		for (size_t j = 0; j < i; j++) {
-			size_t nl = strlen(it->string);
-
-			if (strncmp(env[j], it->string, nl) == 0 &&
-			    env[j][nl] == '=') {
-				snprintf(err, errlen,
-				         "environment variable %s is given "
-				         "twice",
-				         it->string);
-				r = -EINVAL;
-				goto fail;
-			}
-		}
-		len = strlen(it->string) + 1 + strlen(v) + 1;
-		total += len;
-		if (total > max_bytes) {
-			snprintf(err, errlen,
-			         "environment is larger than %zu bytes (names "
-			         "and values together); pass large data "
-			         "through stdin or a file in /data instead",
-			         max_bytes);
-			r = -EINVAL;
-			goto fail;
-		}
-		env[i] = malloc(len);
-		if (!env[i]) {
-			snprintf(err, errlen, "out of memory");
-			r = -ENOMEM;
-			goto fail;
-		}
-		snprintf(env[i], len, "%s=%s", it->string, v);
-		i++;
-	}
-done:
-	*out = env;
-	*n = i;
-	return 0;
-fail:
-	runner_env_free(env);
-	return r;
-}
-
-/* ---- the create body ---------------------------------------------------- */
-
-/* Storage for the strings and arrays a struct docker_create_opts points to.
- */
-struct runner_opts_store {
-	const char *cmd[RUNNER_CMD_MAX + 4];
-	char limit_arg[24];
-	const char **env;
-	char *base_url_env;
-	struct docker_kv labels[6];
-	char deadline[24];
-	char user[32];
-	struct docker_kv tmpfs[1];
-	char tmpfs_opts[96];
-	struct docker_ulimit ulimits[3];
-	const char *secopt[2];
-	const char *capdrop[1];
-	struct docker_mount mounts[2];
-};
-
-static void runner_opts_free(struct runner_opts_store *st)
-{
-	free(st->env);
-	free(st->base_url_env);
-}
-
-static int runner_opts_fill(const struct config *cfg, const char *seccomp_opt,
-                            const char *owner, const char *boot,
-                            const struct runner_spec *sp,
-                            struct runner_opts_store *st,
-                            struct docker_create_opts *o)
-{
-	const struct catalog_image *img = sp->image;
-	size_t nc = 0, ne = 0, nl = 0, nm = 0;
-
-	memset(st, 0, sizeof(*st));
-	memset(o, 0, sizeof(*o));
-	if (img->n_command == 0 || img->n_command > RUNNER_CMD_MAX)
-		return -EINVAL;
-	/* The image's own deadline: kill -9 shortly after ours would. */
-	if (img->watchdog) {
-		snprintf(st->limit_arg, sizeof(st->limit_arg), "%us",
-		         sp->timeout_s + RUNNER_WATCHDOG_GRACE_S);
-		st->cmd[nc++] = img->watchdog;
-		st->cmd[nc++] = "-s";
-		st->cmd[nc++] = "KILL";
-		st->cmd[nc++] = st->limit_arg;
-	}
-	for (size_t i = 0; i < img->n_command; i++)
-		st->cmd[nc++] = img->command[i];
-
-	st->env = calloc(sp->n_env + 3, sizeof(*st->env));
-	if (!st->env)
-		return -ENOMEM;
-	st->env[ne++] = "HOME=/tmp";
-	st->env[ne++] = "LANG=C.UTF-8";
-	if (sp->file_base_url) {
-		size_t len =
-		    strlen(sp->file_base_url) + sizeof("FILE_BASE_URL=");
-
-		st->base_url_env = malloc(len);
-		if (!st->base_url_env) {
-			runner_opts_free(st);
-			return -ENOMEM;
-		}
-		snprintf(st->base_url_env, len, "FILE_BASE_URL=%s",
-		         sp->file_base_url);
-		st->env[ne++] = st->base_url_env;
-	}
-	for (size_t i = 0; i < sp->n_env; i++)
-		st->env[ne++] = sp->env[i];
-
-	snprintf(st->deadline, sizeof(st->deadline), "%lld",
-	         (long long)sp->deadline);
-	st->labels[nl++] = (struct docker_kv){"sandbox.managed", "true"};
-	st->labels[nl++] = (struct docker_kv){"sandbox.owner", owner};
-	st->labels[nl++] = (struct docker_kv){"sandbox.boot", boot};
-	st->labels[nl++] = (struct docker_kv){"sandbox.deadline", st->deadline};
-	st->labels[nl++] = (struct docker_kv){"sandbox.run", sp->run_id};
-	if (sp->tenant_fp)
-		st->labels[nl++] =
-		    (struct docker_kv){"sandbox.tenant", sp->tenant_fp};
-
-	snprintf(st->user, sizeof(st->user), "%u:%u", cfg->sandbox_uid,
-	         cfg->sandbox_gid);
-	/* exec: native modules dlopen()ed from /tmp must load. */
-	snprintf(st->tmpfs_opts, sizeof(st->tmpfs_opts),
-	         "rw,exec,nosuid,nodev,size=%um,mode=1777", cfg->tmp_mb);
-	st->tmpfs[0] = (struct docker_kv){"/tmp", st->tmpfs_opts};
-	st->ulimits[0] =
-	    (struct docker_ulimit){"nofile", cfg->nofile, cfg->nofile};
-	st->ulimits[1] = (struct docker_ulimit){
-	    "fsize", (long long)cfg->fsize_mb * 1024 * 1024,
-	    (long long)cfg->fsize_mb * 1024 * 1024};
-	st->ulimits[2] = (struct docker_ulimit){"core", 0, 0};
-	st->secopt[0] = "no-new-privileges:true";
-	st->secopt[1] = seccomp_opt;
-	st->capdrop[0] = "ALL";
-	if (sp->workspace_host_path)
-		st->mounts[nm++] = (struct docker_mount){
-		    sp->workspace_host_path, "/data", false};
-	st->mounts[nm++] =
-	    (struct docker_mount){sp->code_host_dir, "/sandbox", true};
-
-	o->image = img->image_id;
-	o->cmd = st->cmd;
-	o->n_cmd = nc;
-	o->env = st->env;
-	o->n_env = ne;
-	o->labels = st->labels;
-	o->n_labels = nl;
-	o->user = st->user;
-	o->working_dir = "/data";
-	o->open_stdin = true;
-	o->memory_bytes = (long long)cfg->memory_mb * 1024 * 1024;
-	o->memory_swap_bytes = o->memory_bytes; /* unset swap doubles it */
-	o->nano_cpus = llround(cfg->cpus * 1e9);
-	o->pids_limit = cfg->pids_limit;
-	o->shm_size_bytes = (long long)cfg->tmp_mb * 1024 * 1024;
-	o->oom_score_adj = 1000; /* under host pressure, sandboxes go first */
-	o->network_mode = sp->network && cfg->allow_network ? "bridge" : "none";
-	o->readonly_rootfs = true;
-	o->init = true;
-	o->ipc_mode = "private";
-	o->tmpfs = st->tmpfs;
-	o->n_tmpfs = 1;
-	o->ulimits = st->ulimits;
-	o->n_ulimits = 3;
-	o->cap_drop = st->capdrop;
-	o->n_cap_drop = 1;
-	o->security_opt = st->secopt;
-	o->n_security_opt = seccomp_opt ? 2 : 1;
-	o->mounts = st->mounts;
-	o->n_mounts = nm;
-	o->runtime = cfg->runtime && cfg->runtime[0] ? cfg->runtime : NULL;
-	o->log_driver = "none";
-	return 0;
-}
-
-cJSON *runner_create_body(const struct config *cfg, const char *seccomp_opt,
-                          const char *owner, const char *boot,
-                          const struct runner_spec *spec)
-{
-	struct runner_opts_store st;
-	struct docker_create_opts o;
-	cJSON *b;
-
-	if (runner_opts_fill(cfg, seccomp_opt, owner, boot, spec, &st, &o) < 0)
-		return NULL;
-	b = docker_create_body(&o);
-	runner_opts_free(&st);
-	return b;
-}
-
-/* ---- the runner object -------------------------------------------------- */
-
-struct runner_waiter {
-	struct runner_waiter *next;
-	int fd; /* eventfd written when granted or refused */
-	bool granted, refused;
-};
-
-struct runner_rm {
-	struct runner_rm *next;
-	char id[DOCKER_ID_LEN + 1];
-	long long not_before; /* ms, for retries after a failure */
-	unsigned tries;
-};
-
-/* Removal retries: every 5 s, then less often, for about ten minutes. */
-#define RUNNER_RM_RETRY_MS 5000
-#define RUNNER_RM_TRIES 20
-
-struct runner {
-	const struct config *cfg;
-	struct docker *docker;
-	char *seccomp_opt;
-	char boot[17];
-	char runs_dir[PATH_MAX];      /* SANDBOX_ROOT/runs */
-	char runs_host_dir[PATH_MAX]; /* SANDBOX_HOST_PATH/runs */
-
-	pthread_mutex_t lock;
-	pthread_cond_t cond; /* housekeeping wake-ups, drain progress */
-	struct catalog *catalog;
-	runner_changed_fn changed_fn;
-	void *changed_arg;
-	unsigned running, queued;
-	struct runner_waiter *qhead, *qtail;
-	bool draining, stopping;
-	unsigned long long runs_total;
-	double avg_run_ms;
-
-	pthread_mutex_t disc_lock; /* one discovery at a time */
-	long long last_refresh_ms;
-	int last_refresh_rc;
-	char last_refresh_err[256];
-
-	pthread_mutex_t rm_lock;
-	pthread_cond_t rm_cond;
-	struct runner_rm *rm_head, *rm_tail;
-	bool rm_stop;
-
-	pthread_t hk_thread, rm_thread;
-	bool hk_started, rm_started;
-};
-
-struct runner_cancel {
-	int fd;
-	atomic_bool flag;
-};
 
 /* ---- cancellation ------------------------------------------------------- */
 
@@ -475,16 +142,12 @@ bool runner_cancel_requested(const struct runner_cancel *c)
 	return c && atomic_load(&c->flag);
 }
 
-/* ---- box: one container ------------------------------------------------- */
+int runner_cancel_fd(const struct runner_cancel *c)
+{
+	return c ? c->fd : -1;
+}
 
-struct runner_box {
-	char run_id[17];
-	char name[32];
-	char id[DOCKER_ID_LEN + 1];
-	char dir[PATH_MAX];      /* the code directory as we see it */
-	char host_dir[PATH_MAX]; /* ... and as the Docker host sees it */
-	bool dir_made;
-};
+/* ---- the code directory ------------------------------------------------- */
 
 /* Removes a directory we made, one level deep, never following links. */
 static void runner_rmdir_flat(const char *path)
@@ -513,7 +176,7 @@ static void runner_rmdir_flat(const char *path)
 }
 
 /* Makes runs/<run id>/<filename> holding the code. */
-static int runner_box_code(struct runner *r, struct runner_box *b,
+static int runner_box_code(struct runner *r, struct runner_run_dir *b,
                            const struct catalog_image *img, const char *code,
                            size_t len, char *err, size_t errlen)
 {
@@ -569,236 +232,107 @@ fail:
 	return rc ? rc : -EIO;
 }
 
-/* Queues a container for removal by the remover thread. */
-/* Appends m to the removal queue. Called with rm_lock held. */
-static void runner_rm_append(struct runner *r, struct runner_rm *m)
+static void runner_run_dir_release(struct runner_run_dir *d)
 {
-	m->next = NULL;
-	if (r->rm_tail)
-		r->rm_tail->next = m;
-	else
-		r->rm_head = m;
-	r->rm_tail = m;
+	if (d->dir_made)
+		runner_rmdir_flat(d->dir);
+	d->dir_made = false;
 }
 
-static void runner_rm_queue(struct runner *r, const char *id)
-{
-	struct runner_rm *m = calloc(1, sizeof(*m));
-	char err[256];
+/* ---- the box of a one-off run -------------------------------------------- */
 
-	if (!m) {
-		/* No memory for the queue: remove it here, slowly. */
-		if (docker_container_remove(r->docker, id, err, sizeof(err)) <
-		    0)
-			log_warnx("removing container %.12s: %s", id, err);
-		return;
+void runner_spec_store_finish(struct runner_spec_store *st)
+{
+	free(st->env);
+	free(st->base_url_env);
+	st->env = NULL;
+	st->base_url_env = NULL;
+}
+
+int runner_box_spec(const struct config *cfg, const struct runner_spec *sp,
+                    struct box_spec *o, struct runner_spec_store *st)
+{
+	const struct catalog_image *img = sp->image;
+	size_t nc = 0, ne = 0;
+
+	memset(st, 0, sizeof(*st));
+	memset(o, 0, sizeof(*o));
+	if (img->n_command == 0 || img->n_command > CATALOG_COMMAND_MAX)
+		return -EINVAL;
+	/* The image's own deadline: kill -9 shortly after ours would. */
+	if (img->watchdog) {
+		snprintf(st->limit_arg, sizeof(st->limit_arg), "%us",
+		         sp->timeout_s + RUNNER_WATCHDOG_GRACE_S);
+		st->cmd[nc++] = img->watchdog;
+		st->cmd[nc++] = "-s";
+		st->cmd[nc++] = "KILL";
+		st->cmd[nc++] = st->limit_arg;
 	}
-	snprintf(m->id, sizeof(m->id), "%s", id);
-	pthread_mutex_lock(&r->rm_lock);
-	runner_rm_append(r, m);
-	pthread_cond_signal(&r->rm_cond);
-	pthread_mutex_unlock(&r->rm_lock);
-}
+	for (size_t i = 0; i < img->n_command; i++)
+		st->cmd[nc++] = img->command[i];
 
-/*
- * Removes queued containers. A removal that fails for a reason other than
- * "already gone" (the engine is down or busy) is retried later with
- * backoff, so a transient outage does not leave exited containers behind
- * until the reaper's deadline; at shutdown each gets one last try.
- */
-static void *runner_rm_main(void *arg)
-{
-	struct runner *r = arg;
-	char err[512];
-
-	pthread_mutex_lock(&r->rm_lock);
-	for (;;) {
-		struct runner_rm *m = r->rm_head;
-		long long now = mono_ms();
-		int rc;
-
-		if (!m) {
-			if (r->rm_stop)
-				break;
-			pthread_cond_wait(&r->rm_cond, &r->rm_lock);
-			continue;
+	st->env = calloc(sp->n_env + 3, sizeof(*st->env));
+	if (!st->env)
+		return -ENOMEM;
+	st->env[ne++] = "HOME=/tmp";
+	st->env[ne++] = "LANG=C.UTF-8";
+	if (sp->file_base_url) {
+		st->base_url_env =
+		    buf_asprintf("FILE_BASE_URL=%s", sp->file_base_url);
+		if (!st->base_url_env) {
+			runner_spec_store_finish(st);
+			return -ENOMEM;
 		}
-		if (m->not_before > now && !r->rm_stop) {
-			struct timespec ts;
-
-			mono_timespec(&ts, m->not_before);
-			pthread_cond_timedwait(&r->rm_cond, &r->rm_lock, &ts);
-			continue;
-		}
-		r->rm_head = m->next;
-		if (!r->rm_head)
-			r->rm_tail = NULL;
-		pthread_mutex_unlock(&r->rm_lock);
-		rc =
-		    docker_container_remove(r->docker, m->id, err, sizeof(err));
-		pthread_mutex_lock(&r->rm_lock);
-		if (rc == 0 || rc == -ENOENT) {
-			log_debug("removed container %.12s", m->id);
-		} else if (!r->rm_stop && ++m->tries < RUNNER_RM_TRIES) {
-			m->not_before =
-			    mono_ms() +
-			    (long long)RUNNER_RM_RETRY_MS * m->tries;
-			log_info("removing container %.12s failed, retrying "
-			         "later: %s",
-			         m->id, err);
-			runner_rm_append(r, m);
-			continue;
-		} else {
-			log_warnx("removing container %.12s failed (the "
-			          "reaper removes it after its deadline): %s",
-			          m->id, err);
-		}
-		free(m);
+		st->env[ne++] = st->base_url_env;
 	}
-	pthread_mutex_unlock(&r->rm_lock);
-	return NULL;
+	for (size_t i = 0; i < sp->n_env; i++)
+		st->env[ne++] = sp->env[i];
+
+	o->image = img->image_id;
+	o->cmd = st->cmd;
+	o->n_cmd = nc;
+	o->env = st->env;
+	o->n_env = ne;
+	o->workdir = "/data";
+	o->labels[o->n_labels++] = (struct box_label){"sandbox.kind", "run"};
+	o->labels[o->n_labels++] =
+	    (struct box_label){"sandbox.run", sp->run_id};
+	if (sp->tenant_fp)
+		o->labels[o->n_labels++] =
+		    (struct box_label){"sandbox.tenant", sp->tenant_fp};
+	if (sp->workspace_host_path)
+		o->mounts[o->n_mounts++] = (struct box_mount){
+		    sp->workspace_host_path, "/data", false, false};
+	o->mounts[o->n_mounts++] =
+	    (struct box_mount){sp->code_host_dir, "/sandbox", true, false};
+	o->open_stdin = true;
+	o->network = sp->network;
+	o->deadline = sp->deadline;
+	return 0;
 }
 
-/* Ends a box: the code directory now, the container in the background. */
-static void runner_box_release(struct runner *r, struct runner_box *b)
+cJSON *runner_create_body(const struct config *cfg, const char *seccomp_opt,
+                          const char *owner, const char *boot,
+                          const struct runner_spec *spec)
 {
-	if (b->id[0])
-		runner_rm_queue(r, b->id);
-	if (b->dir_made)
-		runner_rmdir_flat(b->dir);
-	b->id[0] = '\0';
-	b->dir_made = false;
-}
+	struct runner_spec_store st;
+	struct box_spec bs;
+	cJSON *b;
 
-/* ---- slots: the concurrency cap and its queue ---------------------------- */
-
-static unsigned runner_retry_estimate(struct runner *r)
-{
-	/* Every queued run ahead of a new caller needs one slot-time. */
-	double waves =
-	    (double)(r->queued + 1) /
-	    (double)(r->cfg->max_concurrent ? r->cfg->max_concurrent : 1);
-	double s = ceil(waves * r->avg_run_ms / 1000.0);
-
-	return s < 1 ? 1 : s > 600 ? 600 : (unsigned)s;
-}
-
-/*
- * Takes a slot, waiting in FIFO order. 0, -EBUSY (queue full; *retry set),
- * -ECANCELED, -ESHUTDOWN.
- */
-static int runner_slot_acquire(struct runner *r,
-                               const struct runner_request *req,
-                               unsigned *retry)
-{
-	struct runner_waiter w = {.fd = -1};
-	int cancel_fd = req->cancel ? req->cancel->fd : -1;
-	unsigned pos;
-	int rc;
-
-	pthread_mutex_lock(&r->lock);
-	if (r->draining) {
-		pthread_mutex_unlock(&r->lock);
-		return -ESHUTDOWN;
-	}
-	if (r->running < r->cfg->max_concurrent && !r->qhead) {
-		r->running++;
-		pthread_mutex_unlock(&r->lock);
-		return 0;
-	}
-	if (r->queued >= r->cfg->queue_length) {
-		*retry = runner_retry_estimate(r);
-		pthread_mutex_unlock(&r->lock);
-		return -EBUSY;
-	}
-	w.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (w.fd < 0) {
-		rc = -errno;
-		pthread_mutex_unlock(&r->lock);
-		return rc;
-	}
-	if (r->qtail)
-		r->qtail->next = &w;
-	else
-		r->qhead = &w;
-	r->qtail = &w;
-	pos = ++r->queued;
-	pthread_mutex_unlock(&r->lock);
-
-	if (req->on_event)
-		req->on_event(req->event_arg, RUNNER_EVENT_QUEUED, pos);
-	for (;;) {
-		struct pollfd p[2] = {{.fd = w.fd, .events = POLLIN},
-		                      {.fd = cancel_fd, .events = POLLIN}};
-		int n = poll(p, cancel_fd >= 0 ? 2 : 1, -1);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 || p[0].revents || (cancel_fd >= 0 && p[1].revents))
-			break;
-	}
-	pthread_mutex_lock(&r->lock);
-	if (w.granted) {
-		rc = 0;
-	} else if (w.refused) {
-		rc = -ESHUTDOWN;
-	} else {
-		/* Cancelled while waiting: leave the queue. */
-		struct runner_waiter **pp = &r->qhead, *prev = NULL;
-
-		while (*pp && *pp != &w) {
-			prev = *pp;
-			pp = &(*pp)->next;
-		}
-		if (*pp) {
-			*pp = w.next;
-			if (r->qtail == &w)
-				r->qtail = prev;
-			r->queued--;
-		}
-		rc = -ECANCELED;
-	}
-	pthread_mutex_unlock(&r->lock);
-	close(w.fd);
-	return rc;
-}
-
-/* Gives the slot to the first waiter, or frees it. */
-static void runner_slot_release(struct runner *r, long long run_ms)
-{
-	uint64_t one = 1;
-
-	pthread_mutex_lock(&r->lock);
-	if (run_ms > 0) {
-		r->avg_run_ms = 0.8 * r->avg_run_ms + 0.2 * (double)run_ms;
-		r->runs_total++;
-	}
-	if (r->qhead) {
-		struct runner_waiter *w = r->qhead;
-
-		r->qhead = w->next;
-		if (!r->qhead)
-			r->qtail = NULL;
-		r->queued--;
-		w->granted = true;
-		if (write(w->fd, &one, sizeof(one)) < 0)
-			log_warn("waking a queued run");
-	} else {
-		r->running--;
-		pthread_cond_broadcast(&r->cond);
-	}
-	pthread_mutex_unlock(&r->lock);
+	if (runner_box_spec(cfg, spec, &bs, &st) < 0)
+		return NULL;
+	b = backend_docker_create_body(cfg, seccomp_opt, owner, boot, &bs);
+	runner_spec_store_finish(&st);
+	return b;
 }
 
 /* ---- one execution ------------------------------------------------------ */
 
-/* Waits for the container to stop, in slices so cancellation is seen. */
-static int runner_wait_exit(struct runner *r, const char *id,
-                            long long deadline, const struct runner_cancel *cc,
-                            bool *timed_out, bool *cancelled, char *err,
-                            size_t errlen)
+/* Waits for the box to stop, in slices so cancellation is seen. */
+static int runner_wait_exit(struct box *box, long long deadline,
+                            const struct runner_cancel *cc, bool *timed_out,
+                            bool *cancelled, char *err, size_t errlen)
 {
-	long status;
 	int rc;
 
 	for (;;) {
@@ -812,38 +346,34 @@ static int runner_wait_exit(struct runner *r, const char *id,
 			*timed_out = true;
 			return 0;
 		}
-		rc = docker_container_wait(
-		    r->docker, id,
-		    (unsigned)(left < RUNNER_WAIT_SLICE_MS
-		                   ? left
-		                   : RUNNER_WAIT_SLICE_MS),
-		    &status, err, errlen);
+		rc = box_wait(box,
+		              (unsigned)(left < RUNNER_WAIT_SLICE_MS
+		                             ? left
+		                             : RUNNER_WAIT_SLICE_MS),
+		              err, errlen);
 		if (rc != -ETIMEDOUT)
 			return rc;
 	}
 }
 
-/* Kills a container whose stream is already closed; waits until it stops. */
-static void runner_kill(struct runner *r, const char *id)
+/* Kills a box whose stream is already closed; waits until it stops. */
+static void runner_kill(struct runner *r, struct box *box)
 {
 	char err[512];
-	long status;
 	int rc;
 
-	rc = docker_container_kill(r->docker, id, "KILL", err, sizeof(err));
+	rc = box_signal(box, "KILL", err, sizeof(err));
 	if (rc < 0 && rc != -ESRCH && rc != -ENOENT) {
-		log_warnx("killing container %.12s: %s", id, err);
+		log_warnx("killing box %s: %s", box->id, err);
 		return;
 	}
-	rc = docker_container_wait(r->docker, id, docker_timeout_ms(r->docker),
-	                           &status, err, sizeof(err));
+	rc = box_wait(box, r->cfg->docker_timeout_s * 1000u, err, sizeof(err));
 	if (rc < 0)
-		log_warnx("waiting for killed container %.12s: %s", id, err);
+		log_warnx("waiting for killed box %s: %s", box->id, err);
 }
 
-/* Fills a result's stream from its capture. */
-static int runner_output(const struct attachio_capture *c,
-                         struct runner_output *o)
+int runner_output_fill(const struct attachio_capture *c,
+                       struct runner_output *o)
 {
 	if (!c->head)
 		return 0; /* never initialized: nothing to say */
@@ -860,170 +390,10 @@ static void runner_event(const struct runner_request *req, enum runner_event ev,
 		req->on_event(req->event_arg, ev, n);
 }
 
-/*
- * create (attached) -> start -> stream -> wait/kill -> inspect. Returns
- * -ENOENT when the image vanished before the container was made (the result
- * says so, and the caller may retry with a fresh catalog), else 0.
- */
-static int runner_execute(struct runner *r, const struct runner_request *req,
-                          const struct catalog_image *img,
-                          struct runner_result *res)
+/* How a one-off run ended, from the stream's end and the box's state. */
+static void runner_classify(struct runner_result *res, enum attachio_end end,
+                            bool timed_out, bool cancelled)
 {
-	struct runner_box box;
-	struct runner_spec spec;
-	struct runner_opts_store st;
-	struct docker_create_opts o;
-	struct docker_attach *a = NULL;
-	struct attachio_capture cap_out, cap_err;
-	struct attachio_params x;
-	struct docker_container_state cs;
-	enum attachio_end end = ATTACHIO_BROKEN;
-	char tenant_fp[13], msg[512] = "";
-	bool timed_out = false, cancelled = false, opts = false;
-	long long t_start = 0, t_end, ph[4] = {0, 0, 0, 0};
-	int rc, ret = 0;
-
-	memset(&box, 0, sizeof(box));
-	memset(&spec, 0, sizeof(spec));
-	memset(&cap_out, 0, sizeof(cap_out));
-	memset(&cap_err, 0, sizeof(cap_err));
-	res->status = RUNNER_ERROR;
-	if (attachio_capture_init(&cap_out, r->cfg->output_inline_bytes,
-	                          req->stdout_fd,
-	                          r->cfg->output_max_bytes) < 0 ||
-	    attachio_capture_init(&cap_err, r->cfg->output_inline_bytes,
-	                          req->stderr_fd,
-	                          r->cfg->output_max_bytes) < 0) {
-		snprintf(res->message, sizeof(res->message), "out of memory");
-		goto out;
-	}
-	if (hex_random(box.run_id, 8) < 0) {
-		snprintf(res->message, sizeof(res->message),
-		         "no randomness for a run id");
-		goto out;
-	}
-	snprintf(box.name, sizeof(box.name), "mcpsd-%s", box.run_id);
-	rc = runner_box_code(r, &box, img, req->code, req->code_len, msg,
-	                     sizeof(msg));
-	if (rc < 0) {
-		snprintf(res->message, sizeof(res->message), "%s", msg);
-		goto out;
-	}
-	if (req->tenant)
-		log_fingerprint(req->tenant, strlen(req->tenant), tenant_fp);
-	spec.image = img;
-	spec.run_id = box.run_id;
-	spec.code_host_dir = box.host_dir;
-	spec.workspace_host_path = req->workspace_host_path;
-	spec.file_base_url = req->file_base_url;
-	spec.tenant_fp = req->tenant ? tenant_fp : NULL;
-	spec.env = req->env;
-	spec.n_env = req->n_env;
-	spec.network = req->network;
-	spec.timeout_s = res->timeout_s;
-	spec.deadline = time(NULL) + 2 * (time_t)r->cfg->docker_timeout_s +
-	                res->timeout_s + RUNNER_WATCHDOG_GRACE_S + 10;
-	if (runner_opts_fill(r->cfg, r->seccomp_opt, r->cfg->instance_name,
-	                     r->boot, &spec, &st, &o) < 0) {
-		snprintf(res->message, sizeof(res->message), "out of memory");
-		goto out;
-	}
-	opts = true;
-
-	ph[0] = mono_ms();
-	rc = docker_container_create(r->docker, box.name, &o, box.id, msg,
-	                             sizeof(msg));
-	if (rc == -ENOENT) {
-		ret = -ENOENT;
-		snprintf(res->message, sizeof(res->message),
-		         "the runner image %s for %s is gone from the Docker "
-		         "engine (%s); the runner list is being refreshed, "
-		         "try again",
-		         img->image, img->language, msg);
-		goto out;
-	}
-	if (rc < 0) {
-		snprintf(res->message, sizeof(res->message), "%s", msg);
-		goto out;
-	}
-	snprintf(res->container, sizeof(res->container), "%.12s", box.id);
-	ph[1] = mono_ms();
-	rc = docker_container_attach(r->docker, box.id, &a, msg, sizeof(msg));
-	if (rc < 0) {
-		snprintf(res->message, sizeof(res->message), "%s", msg);
-		goto out;
-	}
-	ph[2] = mono_ms();
-	rc = docker_container_start(r->docker, box.id, msg, sizeof(msg));
-	if (rc < 0) {
-		snprintf(res->message, sizeof(res->message), "%s", msg);
-		goto out;
-	}
-	t_start = mono_ms();
-	runner_event(req, RUNNER_EVENT_STARTED, 0);
-
-	memset(&x, 0, sizeof(x));
-	x.in = req->stdin_data;
-	x.in_len = req->stdin_data ? req->stdin_len : 0;
-	x.deadline = t_start + (long long)res->timeout_s * 1000;
-	x.cancel_fd = req->cancel ? req->cancel->fd : -1;
-	x.max_total = r->cfg->output_max_bytes;
-	x.out = &cap_out;
-	x.err = &cap_err;
-	end = attachio_run(a, &x, msg, sizeof(msg));
-	ph[3] = mono_ms();
-
-	/*
-	 * Close the stream before anything else: kill hangs while an attach
-	 * stream is open and unread (moby#41827).
-	 */
-	docker_attach_close(a);
-	a = NULL;
-	switch (end) {
-	case ATTACHIO_EOF:
-		rc = runner_wait_exit(r, box.id, x.deadline, req->cancel,
-		                      &timed_out, &cancelled, msg, sizeof(msg));
-		if (rc < 0) {
-			snprintf(res->message, sizeof(res->message), "%s", msg);
-			runner_kill(r, box.id);
-			goto out;
-		}
-		if (timed_out || cancelled)
-			runner_kill(r, box.id);
-		break;
-	case ATTACHIO_DEADLINE:
-		timed_out = true;
-		runner_kill(r, box.id);
-		break;
-	case ATTACHIO_CANCEL:
-		cancelled = true;
-		runner_kill(r, box.id);
-		break;
-	case ATTACHIO_LIMIT:
-		runner_kill(r, box.id);
-		break;
-	case ATTACHIO_BROKEN:
-		runner_kill(r, box.id);
-		snprintf(res->message, sizeof(res->message), "%s", msg);
-		break;
-	}
-	t_end = mono_ms();
-	res->duration_ms = t_end - t_start;
-	rc = docker_container_inspect(r->docker, box.id, &cs, msg, sizeof(msg));
-	log_debug("run %.12s: create %lld ms, attach %lld ms, start %lld ms, "
-	          "output %lld ms, exit %lld ms, inspect %lld ms",
-	          box.id, ph[1] - ph[0], ph[2] - ph[1], t_start - ph[2],
-	          ph[3] - t_start, t_end - ph[3], mono_ms() - t_end);
-	if (rc < 0 && end != ATTACHIO_BROKEN) {
-		snprintf(res->message, sizeof(res->message), "%s", msg);
-		end = ATTACHIO_BROKEN;
-	}
-	if (rc == 0) {
-		res->oom_killed = cs.oom_killed;
-		if (!cs.running && !timed_out && !cancelled &&
-		    end != ATTACHIO_LIMIT)
-			res->exit_code = cs.exit_code;
-	}
 	res->timed_out = timed_out;
 	if (cancelled)
 		res->status = RUNNER_CANCELLED;
@@ -1039,13 +409,198 @@ static int runner_execute(struct runner *r, const struct runner_request *req,
 		res->status = RUNNER_COMPLETED;
 	else
 		res->status = RUNNER_FAILED;
+}
+
+/*
+ * Drives a started box's stream to its end, then stops the box as that
+ * end requires. Returns how the stream ended; sets the flags.
+ */
+static enum attachio_end
+runner_drive(struct runner *r, const struct runner_request *req,
+             struct box *box, struct box_stream **sp, long long t_start,
+             struct runner_result *res, struct attachio_capture *cap_out,
+             struct attachio_capture *cap_err, bool *timed_out, bool *cancelled)
+{
+	struct attachio_params x;
+	enum attachio_end end;
+	char msg[512] = "";
+	int rc;
+
+	memset(&x, 0, sizeof(x));
+	x.in = req->stdin_data;
+	x.in_len = req->stdin_data ? req->stdin_len : 0;
+	x.deadline = t_start + (long long)res->timeout_s * 1000;
+	x.cancel_fd = req->cancel ? req->cancel->fd : -1;
+	x.max_total = r->cfg->output_max_bytes;
+	x.out = cap_out;
+	x.err = cap_err;
+	x.on_output = req->on_output;
+	x.on_tick = req->on_tick;
+	x.output_arg = req->event_arg;
+	end = attachio_run(*sp, &x, msg, sizeof(msg));
+	/*
+	 * Close the stream before anything else: kill hangs while an attach
+	 * stream is open and unread (moby#41827).
+	 */
+	box_stream_close(*sp);
+	*sp = NULL;
+	switch (end) {
+	case ATTACHIO_EOF:
+		rc = runner_wait_exit(box, x.deadline, req->cancel, timed_out,
+		                      cancelled, msg, sizeof(msg));
+		if (rc < 0) {
+			snprintf(res->message, sizeof(res->message), "%s", msg);
+			runner_kill(r, box);
+			return ATTACHIO_BROKEN;
+		}
+		if (*timed_out || *cancelled)
+			runner_kill(r, box);
+		break;
+	case ATTACHIO_DEADLINE:
+		*timed_out = true;
+		runner_kill(r, box);
+		break;
+	case ATTACHIO_CANCEL:
+		*cancelled = true;
+		runner_kill(r, box);
+		break;
+	case ATTACHIO_LIMIT:
+		runner_kill(r, box);
+		break;
+	case ATTACHIO_BROKEN:
+		runner_kill(r, box);
+		snprintf(res->message, sizeof(res->message), "%s", msg);
+		break;
+	}
+	return end;
+}
+
+/*
+ * One-off run: create (attached) -> start -> stream -> wait/kill ->
+ * inspect. Returns -ENOENT when the image vanished before the box was
+ * made (the result says so, and the caller may retry with a fresh
+ * catalog), else 0.
+ */
+static int runner_execute(struct runner *r, const struct runner_request *req,
+                          const struct catalog_image *img,
+                          struct runner_result *res)
+{
+	struct runner_run_dir dir;
+	struct runner_spec spec;
+	struct runner_spec_store st;
+	struct box_spec bs;
+	struct box *box = NULL;
+	struct box_stream *s = NULL;
+	struct attachio_capture cap_out, cap_err;
+	struct box_state bst;
+	enum attachio_end end = ATTACHIO_BROKEN;
+	char tenant_fp[13], name[32], msg[512] = "";
+	bool timed_out = false, cancelled = false, have_spec = false;
+	long long t_start = 0, t_end, ph[3] = {0, 0, 0};
+	int rc, ret = 0;
+
+	memset(&dir, 0, sizeof(dir));
+	memset(&spec, 0, sizeof(spec));
+	memset(&cap_out, 0, sizeof(cap_out));
+	memset(&cap_err, 0, sizeof(cap_err));
+	res->status = RUNNER_ERROR;
+	if (attachio_capture_init(&cap_out, r->cfg->output_inline_bytes,
+	                          req->stdout_fd,
+	                          r->cfg->output_max_bytes) < 0 ||
+	    attachio_capture_init(&cap_err, r->cfg->output_inline_bytes,
+	                          req->stderr_fd,
+	                          r->cfg->output_max_bytes) < 0) {
+		snprintf(res->message, sizeof(res->message), "out of memory");
+		goto out;
+	}
+	if (hex_random(dir.run_id, 8) < 0) {
+		snprintf(res->message, sizeof(res->message),
+		         "no randomness for a run id");
+		goto out;
+	}
+	snprintf(name, sizeof(name), "mcpsd-%s", dir.run_id);
+	rc = runner_box_code(r, &dir, img, req->code, req->code_len, msg,
+	                     sizeof(msg));
+	if (rc < 0) {
+		snprintf(res->message, sizeof(res->message), "%s", msg);
+		goto out;
+	}
+	if (req->tenant)
+		log_fingerprint(req->tenant, strlen(req->tenant), tenant_fp);
+	spec.image = img;
+	spec.run_id = dir.run_id;
+	spec.code_host_dir = dir.host_dir;
+	spec.workspace_host_path = req->workspace_host_path;
+	spec.file_base_url = req->file_base_url;
+	spec.tenant_fp = req->tenant ? tenant_fp : NULL;
+	spec.env = req->env;
+	spec.n_env = req->n_env;
+	spec.network = req->network;
+	spec.timeout_s = res->timeout_s;
+	spec.deadline = time(NULL) + 2 * (time_t)r->cfg->docker_timeout_s +
+	                res->timeout_s + RUNNER_WATCHDOG_GRACE_S + 10;
+	if (runner_box_spec(r->cfg, &spec, &bs, &st) < 0) {
+		snprintf(res->message, sizeof(res->message), "out of memory");
+		goto out;
+	}
+	have_spec = true;
+	bs.name = name;
+
+	ph[0] = mono_ms();
+	rc = box_create(r->be, &bs, &box, msg, sizeof(msg));
+	if (rc == -ENOENT) {
+		ret = -ENOENT;
+		snprintf(res->message, sizeof(res->message),
+		         "the runner image %s for %s is gone from the engine "
+		         "(%s); the runner list is being refreshed, try again",
+		         img->image, img->language, msg);
+		goto out;
+	}
+	if (rc < 0) {
+		snprintf(res->message, sizeof(res->message), "%s", msg);
+		goto out;
+	}
+	snprintf(res->container, sizeof(res->container), "%s", box->id);
+	ph[1] = mono_ms();
+	rc = box_attach(box, &s, msg, sizeof(msg));
+	if (rc == 0) {
+		ph[2] = mono_ms();
+		rc = box_start(box, msg, sizeof(msg));
+	}
+	if (rc < 0) {
+		snprintf(res->message, sizeof(res->message), "%s", msg);
+		goto out;
+	}
+	t_start = mono_ms();
+	runner_event(req, RUNNER_EVENT_STARTED, 0);
+	end = runner_drive(r, req, box, &s, t_start, res, &cap_out, &cap_err,
+	                   &timed_out, &cancelled);
+	t_end = mono_ms();
+	res->duration_ms = t_end - t_start;
+	rc = box_inspect(box, &bst, msg, sizeof(msg));
+	log_debug("run %s: create %lld ms, attach %lld ms, start %lld ms, "
+	          "run and stop %lld ms, inspect %lld ms",
+	          box->id, ph[1] - ph[0], ph[2] - ph[1], t_start - ph[2],
+	          t_end - t_start, mono_ms() - t_end);
+	if (rc < 0 && end != ATTACHIO_BROKEN) {
+		snprintf(res->message, sizeof(res->message), "%s", msg);
+		end = ATTACHIO_BROKEN;
+	}
+	if (rc == 0) {
+		res->oom_killed = bst.oom_killed;
+		if (!bst.running && !timed_out && !cancelled &&
+		    end != ATTACHIO_LIMIT)
+			res->exit_code = bst.exit_code;
+	}
+	runner_classify(res, end, timed_out, cancelled);
 out:
-	docker_attach_close(a);
-	runner_box_release(r, &box);
-	if (opts)
-		runner_opts_free(&st);
-	if (runner_output(&cap_out, &res->out) < 0 ||
-	    runner_output(&cap_err, &res->err) < 0) {
+	box_stream_close(s);
+	box_release(box);
+	runner_run_dir_release(&dir);
+	if (have_spec)
+		runner_spec_store_finish(&st);
+	if (runner_output_fill(&cap_out, &res->out) < 0 ||
+	    runner_output_fill(&cap_err, &res->err) < 0) {
 		res->status = RUNNER_ERROR;
 		snprintf(res->message, sizeof(res->message), "out of memory");
 	}
@@ -1060,7 +615,9 @@ void runner_result_finish(struct runner_result *res)
 		return;
 	free(res->out.text);
 	free(res->err.text);
+	cJSON_free(res->value_json);
 	res->out.text = res->err.text = NULL;
+	res->value_json = NULL;
 }
 
 static void runner_result_fill_image(struct runner_result *res,
@@ -1077,16 +634,150 @@ static int runner_discover_now(struct runner *r, char *err, size_t errlen);
 static int runner_refuse(struct runner_result *res, int rc, const char *fmt,
                          ...) __attribute__((format(printf, 3, 4)));
 
+/* A run refused before any work: status error, the message, rc. */
 static int runner_refuse(struct runner_result *res, int rc, const char *fmt,
                          ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(res->message, sizeof(res->message), fmt, ap);
+	errmsg_vset(res->message, sizeof(res->message), fmt, ap);
 	va_end(ap);
 	res->status = RUNNER_ERROR;
 	return rc;
+}
+
+/* The image for req's language, refreshing the catalog once if unknown. */
+static const struct catalog_image *
+runner_image(struct runner *r, const char *language, struct catalog **cat)
+{
+	const struct catalog_image *img;
+	char msg[256];
+
+	*cat = runner_catalog_get(r);
+	img = catalog_find(*cat, language);
+	if (!img) {
+		catalog_put(*cat);
+		if (runner_refresh(r, msg, sizeof(msg)) < 0)
+			log_debug("refresh: %s", msg);
+		*cat = runner_catalog_get(r);
+		img = catalog_find(*cat, language);
+	}
+	return img;
+}
+
+/*
+ * Runs on a fresh catalog once more when the image vanished under the run
+ * (rebuilt or removed since discovery). *cat and *img are replaced.
+ */
+static void runner_retry_vanished(struct runner *r,
+                                  const struct runner_request *req,
+                                  struct catalog **cat,
+                                  const struct catalog_image **img,
+                                  struct runner_result *res)
+{
+	const struct catalog_image *again;
+	struct catalog *old = *cat;
+	long long queue_ms = res->queue_ms;
+	char msg[256];
+
+	if (runner_discover_now(r, msg, sizeof(msg)) < 0)
+		log_debug("rediscovery: %s", msg);
+	/* img points into the old catalog: keep it until compared. */
+	*cat = runner_catalog_get(r);
+	again = catalog_find(*cat, req->language);
+	if (again && strcmp(again->image_id, (*img)->image_id) == 0)
+		again = NULL;
+	catalog_put(old);
+	*img = again;
+	if (!again) {
+		log_info("run lang=%s: the runner image was removed during the "
+		         "run",
+		         req->language);
+		return;
+	}
+	runner_result_finish(res);
+	memset(res, 0, sizeof(*res));
+	res->exit_code = -1;
+	res->queue_ms = queue_ms;
+	res->timeout_s = req->timeout_s ? req->timeout_s : r->cfg->timeout_s;
+	runner_result_fill_image(res, again);
+	(void)runner_execute(r, req, again, res);
+}
+
+/*
+ * Runs req in its conversation's warm session when it can have one: 0 when
+ * it ran there, 1 when it must run one-off (res->session says why).
+ */
+static int runner_warm(struct runner *r, const struct runner_request *req,
+                       const struct catalog_image *img,
+                       struct runner_result *res)
+{
+	const char *why = NULL;
+
+	res->session.memory_bytes = res->session.memory_peak_bytes = -1;
+	res->session.memory_limit_bytes = -1;
+	res->cpu_ms = -1;
+	if (!r->warm)
+		why = "disabled";
+	else if (req->network)
+		why = "network";
+	else if (req->one_off)
+		why = "one_off";
+	else if (warm_run(r->warm, req, img, res) == 0)
+		return 0;
+	snprintf(res->session.state, sizeof(res->session.state), "none");
+	if (why)
+		snprintf(res->session.reason, sizeof(res->session.reason), "%s",
+		         why);
+	return 1;
+}
+
+static void runner_on_queued(void *arg, unsigned pos)
+{
+	const struct runner_request *req = *(const struct runner_request **)arg;
+
+	runner_event(req, RUNNER_EVENT_QUEUED, pos);
+}
+
+/* Takes a slot; 0, or 1 when res says why the run did not start. */
+static int runner_take_slot(struct runner *r, const struct runner_request *req,
+                            struct runner_result *res, int *rc)
+{
+	unsigned retry = 0;
+	const struct runner_request *arg = req;
+	int got = slots_acquire(r->slots, req->cancel ? req->cancel->fd : -1,
+	                        runner_on_queued, &arg, &retry);
+
+	*rc = 0;
+	if (got == 0 && !runner_cancel_requested(req->cancel))
+		return 0;
+	if (got == 0) {
+		slots_release(r->slots, 0);
+		res->status = RUNNER_CANCELLED;
+		snprintf(res->message, sizeof(res->message),
+		         "cancelled before the run started");
+	} else if (got == -EBUSY) {
+		res->status = RUNNER_BUSY;
+		res->retry_after_s = retry;
+		snprintf(res->message, sizeof(res->message),
+		         "all %u sandboxes are busy and %u runs are waiting; "
+		         "retry in %u s",
+		         r->cfg->max_concurrent, r->cfg->queue_length, retry);
+	} else if (got == -ECANCELED) {
+		res->status = RUNNER_CANCELLED;
+		snprintf(res->message, sizeof(res->message),
+		         "cancelled while waiting for a sandbox");
+	} else if (got == -ESHUTDOWN) {
+		*rc = runner_refuse(res, got,
+		                    "the server is shutting down and accepts "
+		                    "no new runs; retry on another instance or "
+		                    "later");
+	} else {
+		*rc = runner_refuse(res, got, "cannot wait for a sandbox: %s",
+		                    strerror(-got));
+	}
+	return 1;
 }
 
 int runner_run(struct runner *r, const struct runner_request *req,
@@ -1096,161 +787,42 @@ int runner_run(struct runner *r, const struct runner_request *req,
 	struct catalog *cat = NULL;
 	const struct catalog_image *img;
 	long long t0 = mono_ms(), t_slot;
-	unsigned retry = 0;
-	size_t env_total = 0;
-	char langs[256], msg[256];
+	char langs[256];
 	int rc;
 
 	memset(res, 0, sizeof(*res));
 	res->exit_code = -1;
 	res->timeout_s = req->timeout_s ? req->timeout_s : cfg->timeout_s;
-	if (res->timeout_s > cfg->max_timeout_s)
-		return runner_refuse(res, -EINVAL,
-		                     "timeout_seconds %u is above the maximum "
-		                     "of %u; use at most %u",
-		                     req->timeout_s, cfg->max_timeout_s,
-		                     cfg->max_timeout_s);
-	if (!req->code || req->code_len > cfg->code_max_bytes)
-		return runner_refuse(res, -EINVAL,
-		                     "code is larger than %zu bytes; put data "
-		                     "in a file under /data and read it from "
-		                     "there",
-		                     cfg->code_max_bytes);
-	if (req->stdin_data && req->stdin_len > cfg->stdin_max_bytes)
-		return runner_refuse(
-		    res, -EINVAL,
-		    "stdin is larger than %zu bytes; put it in "
-		    "a file under /data instead",
-		    cfg->stdin_max_bytes);
-	for (size_t i = 0; i < req->n_env; i++) {
-		const char *eq = strchr(req->env[i], '=');
-		char name[RUNNER_ENV_NAME_MAX + 2];
-
-		if (!eq || (size_t)(eq - req->env[i]) > RUNNER_ENV_NAME_MAX)
-			return runner_refuse(res, -EINVAL,
-			                     "environment entries must be "
-			                     "NAME=value");
-		snprintf(name, sizeof(name), "%.*s", (int)(eq - req->env[i]),
-		         req->env[i]);
-		if (runner_env_check(name, eq + 1, msg, sizeof(msg)) < 0)
-			return runner_refuse(res, -EINVAL, "%s", msg);
-		env_total += strlen(req->env[i]) + 1;
-	}
-	if (env_total > cfg->env_max_bytes)
-		return runner_refuse(res, -EINVAL,
-		                     "environment is larger than %zu bytes",
-		                     cfg->env_max_bytes);
-	if (req->network && !cfg->allow_network)
-		return runner_refuse(res, -EPERM,
-		                     "network access for runs is disabled by "
-		                     "the server operator; run without "
-		                     "\"network\" (the code cannot reach the "
-		                     "internet)");
-
-	cat = runner_catalog_get(r);
-	img = catalog_find(cat, req->language);
-	if (!img) {
-		catalog_put(cat);
-		if (runner_refresh(r, msg, sizeof(msg)) < 0)
-			log_debug("refresh: %s", msg);
-		cat = runner_catalog_get(r);
-		img = catalog_find(cat, req->language);
-	}
+	rc = runargs_check(req, cfg, res->message, sizeof(res->message));
+	if (rc < 0)
+		return runner_refuse(res, rc, "%s", res->message);
+	img = runner_image(r, req->language, &cat);
 	if (!img) {
 		catalog_languages(cat, langs, sizeof(langs));
 		catalog_put(cat);
 		return runner_refuse(res, -ENOENT,
 		                     "no runner for language '%.40s'; "
 		                     "available: %s",
-		                     req->language ? req->language : "", langs);
+		                     req->language, langs);
 	}
 	runner_result_fill_image(res, img);
 
-	rc = runner_slot_acquire(r, req, &retry);
+	if (runner_take_slot(r, req, res, &rc)) {
+		res->queue_ms = mono_ms() - t0;
+		goto out;
+	}
 	t_slot = mono_ms();
 	res->queue_ms = t_slot - t0;
-	if (rc == -EBUSY) {
-		res->status = RUNNER_BUSY;
-		res->retry_after_s = retry;
-		snprintf(res->message, sizeof(res->message),
-		         "all %u sandboxes are busy and %u runs are waiting; "
-		         "retry in %u s",
-		         cfg->max_concurrent, cfg->queue_length, retry);
-		rc = 0;
-		goto out;
-	}
-	if (rc == -ECANCELED) {
-		res->status = RUNNER_CANCELLED;
-		snprintf(res->message, sizeof(res->message),
-		         "cancelled while waiting for a sandbox");
-		rc = 0;
-		goto out;
-	}
-	if (rc == -ESHUTDOWN) {
-		rc = runner_refuse(res, rc,
-		                   "the server is shutting down and accepts "
-		                   "no new runs; retry on another instance or "
-		                   "later");
-		goto out;
-	}
-	if (rc < 0) {
-		rc = runner_refuse(res, rc, "cannot wait for a sandbox: %s",
-		                   strerror(-rc));
-		goto out;
-	}
-	if (runner_cancel_requested(req->cancel)) {
-		runner_slot_release(r, 0);
-		res->status = RUNNER_CANCELLED;
-		snprintf(res->message, sizeof(res->message),
-		         "cancelled before the run started");
-		rc = 0;
-		goto out;
-	}
-	if (runner_execute(r, req, img, res) == -ENOENT) {
-		/* Rebuilt or removed since discovery: look again, once. */
-		const struct catalog_image *again;
-		struct catalog *old = cat;
-
-		if (runner_discover_now(r, msg, sizeof(msg)) < 0)
-			log_debug("rediscovery: %s", msg);
-		/* img points into the old catalog: keep it until compared. */
-		cat = runner_catalog_get(r);
-		again = catalog_find(cat, req->language);
-		if (again && strcmp(again->image_id, img->image_id) == 0)
-			again = NULL;
-		img = again ? again : catalog_find(cat, req->language);
-		if (!img) {
-			/* The language vanished with the image. */
-			catalog_put(old);
-			runner_slot_release(r, mono_ms() - t_slot);
-			log_info("run lang=%s: the runner image was removed "
-			         "during the run",
-			         req->language);
-			rc = 0;
-			goto out;
-		}
-		catalog_put(old);
-		if (again) {
-			long long queue_ms = res->queue_ms;
-
-			runner_result_finish(res);
-			memset(res, 0, sizeof(*res));
-			res->exit_code = -1;
-			res->queue_ms = queue_ms;
-			res->timeout_s =
-			    req->timeout_s ? req->timeout_s : cfg->timeout_s;
-			runner_result_fill_image(res, img);
-			(void)runner_execute(r, req, img, res);
-		}
-	}
-	runner_slot_release(r, mono_ms() - t_slot);
+	if (runner_warm(r, req, img, res) != 0 &&
+	    runner_execute(r, req, img, res) == -ENOENT)
+		runner_retry_vanished(r, req, &cat, &img, res);
+	slots_release(r->slots, mono_ms() - t_slot);
 	log_info("run %s lang=%s status=%s exit=%d duration=%lldms "
 	         "queue=%lldms out=%zu err=%zu",
-	         res->container[0] ? res->container : "-", img->language,
+	         res->container[0] ? res->container : "-", req->language,
 	         runner_status_name(res->status), res->exit_code,
 	         res->duration_ms, res->queue_ms, res->out.total,
 	         res->err.total);
-	rc = 0;
 out:
 	catalog_put(cat);
 	return rc;
@@ -1282,8 +854,7 @@ static int runner_discover(struct runner *r, char *err, size_t errlen)
 	bool changed;
 	int rc;
 
-	rc = docker_images_list(r->docker, "sandbox.runner=true", &list, err,
-	                        errlen);
+	rc = backend_images(r->be, "sandbox.runner=true", &list, err, errlen);
 	if (rc < 0)
 		return rc;
 	rc = catalog_build(list, &c);
@@ -1359,86 +930,11 @@ int runner_refresh(struct runner *r, char *err, size_t errlen)
 	return rc;
 }
 
-/* ---- reaping ------------------------------------------------------------ */
-
-bool runner_reap_wanted(const cJSON *s, const char *owner, const char *boot,
-                        time_t now)
-{
-	const cJSON *labels = cJSON_GetObjectItemCaseSensitive(s, "Labels");
-	const char *managed = runner_label(labels, "sandbox.managed");
-	const char *o = runner_label(labels, "sandbox.owner");
-	const char *b = runner_label(labels, "sandbox.boot");
-	const char *dl = runner_label(labels, "sandbox.deadline");
-
-	if (!managed || strcmp(managed, "true") != 0)
-		return false;
-	if (o && owner && strcmp(o, owner) == 0 &&
-	    (!b || !boot || strcmp(b, boot) != 0))
-		return true;
-	if (dl) {
-		int64_t d;
-
-		if (num_i64(dl, 0, INT64_MAX - RUNNER_REAP_GRACE_S, &d) == 0 &&
-		    d + RUNNER_REAP_GRACE_S < (int64_t)now)
-			return true;
-	}
-	return false;
-}
+/* ---- housekeeping ------------------------------------------------------- */
 
 int runner_reap(struct runner *r, char *err, size_t errlen)
 {
-	cJSON *list = NULL, *s;
-	time_t now = time(NULL);
-	char msg[512];
-	int rc, removed = 0;
-
-	rc = docker_containers_list(r->docker, "sandbox.managed=true", &list,
-	                            err, errlen);
-	if (rc < 0)
-		return rc;
-	cJSON_ArrayForEach (s, list) {
-		const char *id = cJSON_GetStringValue(
-		    cJSON_GetObjectItemCaseSensitive(s, "Id"));
-
-		if (!id ||
-		    !runner_reap_wanted(s, r->cfg->instance_name, r->boot, now))
-			continue;
-		rc = docker_container_remove(r->docker, id, msg, sizeof(msg));
-		if (rc == 0 || rc == -ENOENT) {
-			log_info("reaped leftover container %.12s", id);
-			removed++;
-		} else if (rc != -EBUSY) {
-			log_warnx("reaping %.12s: %s", id, msg);
-		}
-	}
-	cJSON_Delete(list);
-	return removed;
-}
-
-/*
- * At shutdown: removes every container of this boot that is still there
- * (runs have ended by now; these are removals that kept failing), so a
- * clean stop leaves nothing behind.
- */
-static void runner_sweep_own(struct runner *r)
-{
-	char label[96], err[512];
-	cJSON *list = NULL, *s;
-
-	snprintf(label, sizeof(label), "sandbox.boot=%s", r->boot);
-	if (docker_containers_list(r->docker, label, &list, err, sizeof(err)) <
-	    0)
-		return;
-	cJSON_ArrayForEach (s, list) {
-		const char *id = cJSON_GetStringValue(
-		    cJSON_GetObjectItemCaseSensitive(s, "Id"));
-
-		if (id && docker_container_remove(r->docker, id, err,
-		                                  sizeof(err)) < 0)
-			log_warnx("removing container %.12s at shutdown: %s",
-			          id, err);
-	}
-	cJSON_Delete(list);
+	return backend_reap(r->be, err, errlen);
 }
 
 /* Removes code directories older than any run can be (crash leftovers). */
@@ -1468,48 +964,35 @@ static void runner_sweep_runs(struct runner *r)
 	closedir(d);
 }
 
-/* ---- housekeeping thread ------------------------------------------------ */
-
-static void *runner_hk_main(void *arg)
+void runner_job_discover(void *runner)
 {
-	struct runner *r = arg;
-	long long next_disc = mono_ms() + r->cfg->discovery_interval_s * 1000LL;
-	long long next_reap = mono_ms() + r->cfg->reap_interval_s * 1000LL;
+	struct runner *r = runner;
 	char err[512];
 
-	pthread_mutex_lock(&r->lock);
-	while (!r->stopping) {
-		long long now = mono_ms();
-		long long next = next_disc < next_reap ? next_disc : next_reap;
-		bool disc, reap;
+	if (runner_discover_now(r, err, sizeof(err)) < 0)
+		log_debug("discovery: %s", err);
+}
 
-		if (now < next) {
-			struct timespec ts;
+void runner_job_warm(void *runner)
+{
+	struct runner *r = runner;
+	struct catalog *cat;
 
-			mono_timespec(&ts, next);
-			pthread_cond_timedwait(&r->cond, &r->lock, &ts);
-			continue;
-		}
-		disc = now >= next_disc;
-		reap = now >= next_reap;
-		pthread_mutex_unlock(&r->lock);
-		if (disc) {
-			if (runner_discover_now(r, err, sizeof(err)) < 0)
-				log_debug("discovery: %s", err);
-			next_disc =
-			    mono_ms() + r->cfg->discovery_interval_s * 1000LL;
-		}
-		if (reap) {
-			if (runner_reap(r, err, sizeof(err)) < 0)
-				log_debug("reaper: %s", err);
-			runner_sweep_runs(r);
-			next_reap =
-			    mono_ms() + r->cfg->reap_interval_s * 1000LL;
-		}
-		pthread_mutex_lock(&r->lock);
-	}
-	pthread_mutex_unlock(&r->lock);
-	return NULL;
+	if (!r->warm)
+		return;
+	cat = runner_catalog_get(r);
+	warm_tick(r->warm, cat);
+	catalog_put(cat);
+}
+
+void runner_job_reap(void *runner)
+{
+	struct runner *r = runner;
+	char err[512];
+
+	if (runner_reap(r, err, sizeof(err)) < 0)
+		log_debug("reaper: %s", err);
+	runner_sweep_runs(r);
 }
 
 /* ---- create, destroy, drain --------------------------------------------- */
@@ -1527,88 +1010,71 @@ static int runner_mkdir(const char *path, mode_t mode, char *err, size_t errlen)
 	return -errno;
 }
 
+static int runner_dirs(struct runner *r, char *err, size_t errlen)
+{
+	const struct config *cfg = r->cfg;
+	const char *host = cfg->sandbox_host_path && cfg->sandbox_host_path[0]
+	                       ? cfg->sandbox_host_path
+	                       : cfg->sandbox_root;
+	int n = snprintf(r->runs_dir, sizeof(r->runs_dir), "%s/runs",
+	                 cfg->sandbox_root);
+	int rc;
+
+	if (n < 0 || (size_t)n >= sizeof(r->runs_dir) - 64 ||
+	    (size_t)snprintf(r->runs_host_dir, sizeof(r->runs_host_dir),
+	                     "%s/runs", host) >= sizeof(r->runs_host_dir) - 64)
+		return errmsg_fail(-ENAMETOOLONG, err, errlen,
+		                   "SANDBOX_ROOT is too long");
+	rc = runner_mkdir(cfg->sandbox_root, 0711, err, errlen);
+	if (rc == 0)
+		rc = runner_mkdir(r->runs_dir, 0700, err, errlen);
+	return rc;
+}
+
 int runner_create(const struct config *cfg, struct runner **out, char *err,
                   size_t errlen)
 {
 	struct runner *r;
 	char msg[512];
-	int rc, n;
+	int rc;
 
 	*out = NULL;
 	r = calloc(1, sizeof(*r));
-	if (!r) {
-		snprintf(err, errlen, "out of memory");
-		return -ENOMEM;
-	}
+	if (!r)
+		return errmsg_fail(-ENOMEM, err, errlen, "out of memory");
 	r->cfg = cfg;
-	r->avg_run_ms = RUNNER_AVG_INIT_MS;
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_mutex_init(&r->disc_lock, NULL);
-	pthread_mutex_init(&r->rm_lock, NULL);
-	mono_cond_init(&r->cond);
-	mono_cond_init(&r->rm_cond);
-
 	rc = hex_random(r->boot, 8);
 	if (rc < 0) {
-		snprintf(err, errlen, "getrandom failed: %s", strerror(-rc));
+		errmsg_set(err, errlen, "no random bytes for a boot id");
 		goto fail;
 	}
-	n = snprintf(r->runs_dir, sizeof(r->runs_dir), "%s/runs",
-	             cfg->sandbox_root);
-	if (n < 0 || (size_t)n >= sizeof(r->runs_dir) - 64 ||
-	    (size_t)snprintf(
-	        r->runs_host_dir, sizeof(r->runs_host_dir), "%s/runs",
-	        cfg->sandbox_host_path && cfg->sandbox_host_path[0]
-	            ? cfg->sandbox_host_path
-	            : cfg->sandbox_root) >= sizeof(r->runs_host_dir) - 64) {
-		snprintf(err, errlen, "SANDBOX_ROOT is too long");
-		rc = -ENAMETOOLONG;
-		goto fail;
-	}
-	rc = runner_mkdir(cfg->sandbox_root, 0711, err, errlen);
-	if (rc == 0)
-		rc = runner_mkdir(r->runs_dir, 0700, err, errlen);
+	rc = runner_dirs(r, err, errlen);
 	if (rc < 0)
 		goto fail;
-	rc = seccomp_security_opt(&r->seccomp_opt);
-	if (rc < 0) {
-		snprintf(err, errlen, "out of memory");
-		goto fail;
-	}
-	rc = docker_create(cfg->docker_host, cfg->docker_timeout_s, &r->docker,
-	                   err, errlen);
-	if (rc < 0)
-		goto fail;
+	r->slots = slots_create(cfg->max_concurrent, cfg->queue_length);
 	rc = catalog_build(NULL, &r->catalog);
-	if (rc < 0) {
-		snprintf(err, errlen, "out of memory");
+	if (!r->slots || rc < 0) {
+		rc = errmsg_fail(-ENOMEM, err, errlen, "out of memory");
 		goto fail;
 	}
-	log_info("runner boot id %s, instance '%s', %u at once, queue %u",
-	         r->boot, cfg->instance_name, cfg->max_concurrent,
-	         cfg->queue_length);
-	/* Both retry on their own threads when the engine is down now. */
+	rc = backend_docker_create(cfg, r->boot, &r->be, err, errlen);
+	if (rc == 0 && cfg->warm)
+		rc = warm_create(cfg, r->be, r->boot, &r->warm, err, errlen);
+	if (rc < 0)
+		goto fail;
+	log_info("runner boot id %s, instance '%s', backend %s, %u at once, "
+	         "queue %u",
+	         r->boot, cfg->instance_name, backend_name(r->be),
+	         cfg->max_concurrent, cfg->queue_length);
+	/* Both are retried by their jobs when the engine is down now. */
 	if (runner_refresh(r, msg, sizeof(msg)) < 0)
 		log_warnx("runner discovery: %s", msg);
 	rc = runner_reap(r, msg, sizeof(msg));
 	if (rc < 0)
 		log_warnx("start-up reaping: %s", msg);
 	runner_sweep_runs(r);
-
-	rc = pthread_create(&r->rm_thread, NULL, runner_rm_main, r);
-	if (rc != 0) {
-		snprintf(err, errlen, "pthread_create: %s", strerror(rc));
-		rc = -rc;
-		goto fail;
-	}
-	r->rm_started = true;
-	rc = pthread_create(&r->hk_thread, NULL, runner_hk_main, r);
-	if (rc != 0) {
-		snprintf(err, errlen, "pthread_create: %s", strerror(rc));
-		rc = -rc;
-		goto fail;
-	}
-	r->hk_started = true;
 	*out = r;
 	return 0;
 fail:
@@ -1620,30 +1086,13 @@ void runner_destroy(struct runner *r)
 {
 	if (!r)
 		return;
-	if (r->hk_started) {
-		pthread_mutex_lock(&r->lock);
-		r->stopping = true;
-		pthread_cond_broadcast(&r->cond);
-		pthread_mutex_unlock(&r->lock);
-		pthread_join(r->hk_thread, NULL);
-	}
-	if (r->rm_started) {
-		/* The remover empties its queue before it stops. */
-		pthread_mutex_lock(&r->rm_lock);
-		r->rm_stop = true;
-		pthread_cond_signal(&r->rm_cond);
-		pthread_mutex_unlock(&r->rm_lock);
-		pthread_join(r->rm_thread, NULL);
-	}
-	runner_sweep_own(r);
+	warm_destroy(r->warm);
+	/* Removes what is queued for removal and what this boot left. */
+	backend_destroy(r->be);
+	slots_destroy(r->slots);
 	catalog_put(r->catalog);
-	docker_destroy(r->docker);
-	free(r->seccomp_opt);
-	pthread_cond_destroy(&r->cond);
-	pthread_cond_destroy(&r->rm_cond);
 	pthread_mutex_destroy(&r->lock);
 	pthread_mutex_destroy(&r->disc_lock);
-	pthread_mutex_destroy(&r->rm_lock);
 	free(r);
 }
 
@@ -1657,53 +1106,29 @@ void runner_set_changed_cb(struct runner *r, runner_changed_fn fn, void *arg)
 
 unsigned runner_drain(struct runner *r, unsigned timeout_ms)
 {
-	long long end = mono_ms() + timeout_ms;
-	uint64_t one = 1;
-	unsigned left;
-
-	pthread_mutex_lock(&r->lock);
-	r->draining = true;
-	while (r->qhead) {
-		struct runner_waiter *w = r->qhead;
-
-		r->qhead = w->next;
-		r->queued--;
-		w->refused = true;
-		if (write(w->fd, &one, sizeof(one)) < 0)
-			log_warn("refusing a queued run");
-	}
-	r->qtail = NULL;
-	while (r->running > 0) {
-		struct timespec ts;
-		long long now = mono_ms();
-
-		if (now >= end)
-			break;
-		mono_timespec(&ts, end);
-		pthread_cond_timedwait(&r->cond, &r->lock, &ts);
-	}
-	left = r->running;
-	pthread_mutex_unlock(&r->lock);
-	return left;
+	return slots_drain(r->slots, timeout_ms);
 }
 
 void runner_stats(struct runner *r, struct runner_stats *out)
 {
+	struct slots_stats ss;
+
+	slots_stats(r->slots, &ss);
+	out->running = ss.running;
+	out->queued = ss.queued;
+	out->max_concurrent = ss.max_running;
+	out->queue_length = ss.queue_length;
+	out->runs_total = ss.runs_total;
+	out->draining = ss.draining;
+	out->avg_run_ms = ss.avg_run_ms;
 	pthread_mutex_lock(&r->lock);
-	out->running = r->running;
-	out->queued = r->queued;
-	out->max_concurrent = r->cfg->max_concurrent;
-	out->queue_length = r->cfg->queue_length;
-	out->runs_total = r->runs_total;
 	out->runners = r->catalog->n;
-	out->draining = r->draining;
-	out->avg_run_ms = (unsigned)r->avg_run_ms;
 	pthread_mutex_unlock(&r->lock);
 }
 
-struct docker *runner_docker(struct runner *r)
+struct backend *runner_backend(struct runner *r)
 {
-	return r->docker;
+	return r->be;
 }
 
 const struct config *runner_config(const struct runner *r)
@@ -1719,21 +1144,13 @@ const char *runner_boot_id(const struct runner *r)
 bool runner_health(void *runner, cJSON *health)
 {
 	struct runner *r = runner;
-	struct docker_health dh;
 	struct runner_stats rs;
-	cJSON *d, *runs;
+	bool engine = backend_health(r->be, health);
+	cJSON *runs;
 
-	docker_health(r->docker, &dh);
 	runner_stats(r, &rs);
-	d = cJSON_AddObjectToObject(health, "docker");
-	if (d) {
-		cJSON_AddBoolToObject(d, "reachable", dh.reachable);
-		cJSON_AddStringToObject(d, "server_version", dh.server_version);
-		cJSON_AddStringToObject(d, "api_version", dh.api_version);
-		if (dh.last_error[0])
-			cJSON_AddStringToObject(d, "last_error", dh.last_error);
-		cJSON_AddNumberToObject(d, "last_ok", (double)dh.last_ok);
-	}
+	if (r->warm)
+		warm_health(r->warm, health);
 	runs = cJSON_AddObjectToObject(health, "runs");
 	if (runs) {
 		cJSON_AddNumberToObject(runs, "running", rs.running);
@@ -1745,5 +1162,5 @@ bool runner_health(void *runner, cJSON *health)
 		cJSON_AddNumberToObject(runs, "runners", (double)rs.runners);
 		cJSON_AddBoolToObject(runs, "draining", rs.draining);
 	}
-	return dh.reachable && rs.runners > 0;
+	return engine && rs.runners > 0;
 }

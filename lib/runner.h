@@ -1,29 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * runner: runs untrusted code in fresh Docker containers. A struct runner
- * owns
+ * runner: runs untrusted code. A struct runner owns
  *   - the catalog of runner images (catalog.h), discovered by label
- *     (sandbox.runner=true) every SANDBOX_DISCOVERY_INTERVAL_SECONDS and on
- *     demand, with a callback when it changes (so MCP clients can be told
- *     tools/list changed);
- *   - the container create body, which follows ../shared/SECURITY.md: no
- *     network unless allowed and asked for, memory with equal swap, CPU and
- *     pids limits, all capabilities dropped, no-new-privileges, the seccomp
- *     profile of seccomp.h, read-only root with a capped /tmp, Init, private
- *     IPC, ulimits, no logging, an unprivileged uid:gid, bind Mounts only;
- *   - one execution: create (attached) -> start -> stdin -> output with
- *     caps -> wait -> inspect, with the time limit counted from container
- *     start, then removal off the caller's critical path;
- *   - a global cap on running containers with a bounded FIFO queue;
- *   - a reaper that removes containers of earlier boots of this instance
- *     and any managed container past its deadline label.
- * The container lifecycle (runner.c) and driving one execution's stream
- * (attachio.h) are separate layers, so a container can later outlive a
- * run (warm containers with docker exec).
+ *     (sandbox.runner=true) by a housekeeping job and on demand, with a
+ *     callback when it changes (so MCP clients can be told tools/list
+ *     changed);
+ *   - the execution backend (backend.h; the local Docker engine today),
+ *     which turns what to run into a hardened box;
+ *   - the scheduler (sched.h): a cap on runs at once, a bounded FIFO queue;
+ *   - one-off runs: a box per run, created, attached, started, its output
+ *     captured with caps (attachio.h), waited for with the time limit
+ *     counted from its start, inspected and released.
+ * Arguments are checked by runargs.h, here too, before anything starts.
  *
- * Threads: every function is thread-safe. runner_create starts three
- * threads (housekeeping: discovery and reaping; removal of finished
- * containers). Catalog snapshots are immutable and reference-counted.
+ * Threads: every function is thread-safe. Catalog snapshots are immutable
+ * and reference-counted. Periodic work (discovery, reaping) runs in the
+ * job functions below, which cmd/ registers with cron.h.
  */
 #ifndef MCPSD_RUNNER_H
 #define MCPSD_RUNNER_H
@@ -34,16 +26,15 @@
 
 #include <cjson/cJSON.h>
 
+#include "backend.h"
 #include "catalog.h"
 #include "config.h"
-#include "docker.h"
 
-#define RUNNER_LABEL_PREFIX "sandbox."
 #define RUNNER_WATCHDOG_GRACE_S 5 /* in-container deadline after ours */
-#define RUNNER_REAP_GRACE_S 60    /* past sandbox.deadline before reaping */
 
 struct runner;
 struct runner_cancel;
+struct workspace;
 
 /* ---- the catalog ----------------------------------------------------------
  */
@@ -53,28 +44,6 @@ struct runner_cancel;
  * catalog.h); release with catalog_put. Never NULL after runner_create.
  */
 struct catalog *runner_catalog_get(struct runner *r);
-
-/* ---- environment variables ---------------------------------------------- */
-
-/*
- * Checks one caller variable: the name matches [A-Za-z_][A-Za-z0-9_]{0,127}
- * and is not injected by the server (HOME, LANG, FILE_BASE_URL) nor one
- * that would subvert the container's own programs (LD_*, any name starting
- * with SANDBOX_). -EINVAL with the rule in err.
- */
-__attribute__((warn_unused_result)) int
-runner_env_check(const char *name, const char *value, char *err, size_t errlen);
-
-/*
- * Turns a JSON object of string -> string into "NAME=value" strings after
- * runner_env_check on each, with the total of name, '=', value and a NUL
- * over all variables at most max_bytes. NULL or JSON null gives none.
- * *out is a NULL-terminated array (caller frees with runner_env_free).
- */
-__attribute__((warn_unused_result)) int
-runner_env_from_json(const cJSON *obj, size_t max_bytes, char ***out, size_t *n,
-                     char *err, size_t errlen);
-void runner_env_free(char **env);
 
 /* ---- one run ------------------------------------------------------------ */
 
@@ -108,12 +77,24 @@ struct runner_request {
 	bool network;
 	unsigned timeout_s;              /* 0: SANDBOX_TIMEOUT_SECONDS */
 	const char *workspace_host_path; /* mounted at /data, or NULL */
-	const char *file_base_url;       /* FILE_BASE_URL, or NULL */
+	/* The workspace (borrowed): warm sessions keep their own handle. */
+	struct workspace *workspace;
+	const char *workspace_name;   /* keys the warm session, or NULL */
+	bool session_new;             /* end the warm session first */
+	bool one_off;                 /* a fresh box even when warm is on */
+	const char *file_base_url;    /* FILE_BASE_URL, or NULL */
 	const char *tenant;           /* fingerprinted into a label, or NULL */
 	int stdout_fd, stderr_fd;     /* full copies up to the hard cap; -1 */
 	struct runner_cancel *cancel; /* or NULL */
 	/* Optional; called on the caller's thread; must not block long. */
 	void (*on_event)(void *arg, enum runner_event ev, unsigned n);
+	/*
+	 * Optional; sees output as it arrives (which: 1 stdout, 2 stderr),
+	 * on the caller's thread; must not block long. Gets event_arg.
+	 */
+	void (*on_output)(void *arg, int which, const char *p, size_t n);
+	/* Optional; called about once a second while the run goes on. */
+	void (*on_tick)(void *arg);
 	void *event_arg;
 };
 
@@ -122,6 +103,24 @@ struct runner_output {
 	size_t total;   /* bytes the program wrote to the stream */
 	bool truncated; /* text is not the whole stream */
 	size_t saved;   /* bytes copied to the caller's fd */
+};
+
+/* What happened to the warm session's state (see warm.h). */
+struct runner_session {
+	bool warm;      /* the run used a warm session */
+	char state[12]; /* "new", "continued", "restarted", "none" */
+	/* restarted: why the earlier state was lost; none: why no session */
+	char reason[24];
+	bool from_pool; /* new: a pre-started box was claimed */
+	bool stateful;  /* variables survive between runs (Python) */
+	bool lost;      /* this run ended the state (see lost_reason) */
+	char lost_reason[24];
+	unsigned calls;              /* runs in this session so far */
+	long long memory_bytes;      /* in use after the run; -1 unknown */
+	long long memory_peak_bytes; /* highest so far; -1 unknown */
+	long long memory_limit_bytes;
+	time_t idle_expires_at; /* wall clock */
+	time_t expires_at;      /* the session's maximum lifetime */
 };
 
 struct runner_result {
@@ -140,7 +139,24 @@ struct runner_result {
 	char version[64];
 	char container[16]; /* short id, "" when none was made */
 	char message[512];  /* RUNNER_ERROR, RUNNER_BUSY: what happened */
+	struct runner_session session;
+	/* The value of the last expression (a JSON object of MIME type to
+	 * text), owned, or NULL. */
+	char *value_json;
+	char error_name[64]; /* an uncaught exception's type, or "" */
+	long long cpu_ms;    /* CPU time of the run; -1 unknown */
+	bool child_oom;      /* a process of the run was OOM-killed */
 };
+
+struct attachio_capture;
+
+/*
+ * Fills o from a capture (attachio.h): its text (allocated, valid UTF-8,
+ * head and tail), totals. A capture never initialized leaves o empty.
+ * 0 or -ENOMEM.
+ */
+__attribute__((warn_unused_result)) int
+runner_output_fill(const struct attachio_capture *c, struct runner_output *o);
 
 /* Frees the texts of a result. NULL-safe. */
 void runner_result_finish(struct runner_result *res);
@@ -171,6 +187,8 @@ void runner_cancel_destroy(struct runner_cancel *c);
  */
 void runner_cancel_trigger(void *cancel);
 bool runner_cancel_requested(const struct runner_cancel *c);
+/* A descriptor that becomes readable on cancellation; -1 for NULL. */
+int runner_cancel_fd(const struct runner_cancel *c);
 
 /* ---- the runner --------------------------------------------------------- */
 
@@ -212,15 +230,6 @@ __attribute__((warn_unused_result)) int runner_reap(struct runner *r, char *err,
                                                     size_t errlen);
 
 /*
- * The reaper's decision for one container summary of GET /containers/json:
- * true when it carries sandbox.managed=true and either belongs to owner
- * with a boot id other than boot, or its sandbox.deadline plus
- * RUNNER_REAP_GRACE_S is before now. Pure.
- */
-bool runner_reap_wanted(const cJSON *summary, const char *owner,
-                        const char *boot, time_t now);
-
-/*
  * Stops accepting runs (queued ones are refused), then waits up to
  * timeout_ms for running ones. Returns how many are still running.
  */
@@ -246,8 +255,8 @@ void runner_stats(struct runner *r, struct runner_stats *out);
  */
 bool runner_health(void *runner, cJSON *health);
 
-/* The Docker client (borrowed): docker_health() for /healthz. */
-struct docker *runner_docker(struct runner *r);
+/* The execution backend (borrowed, valid until runner_destroy). */
+struct backend *runner_backend(struct runner *r);
 
 /* The configuration it was created with (borrowed). */
 const struct config *runner_config(const struct runner *r);
@@ -255,9 +264,23 @@ const struct config *runner_config(const struct runner *r);
 /* This process's boot id (16 hex characters, borrowed). */
 const char *runner_boot_id(const struct runner *r);
 
+/* ---- housekeeping jobs (cron.h) ---------------------------------------- */
+
+/* Warm sessions: expiry and the pool (every second). */
+void runner_job_warm(void *runner);
+
+/* Rediscovers runner images (SANDBOX_DISCOVERY_INTERVAL_SECONDS). */
+void runner_job_discover(void *runner);
+
+/*
+ * Removes leftover boxes and code directories older than any run can be
+ * (SANDBOX_REAP_INTERVAL_SECONDS).
+ */
+void runner_job_reap(void *runner);
+
 /* ---- pieces exposed for tests ------------------------------------------- */
 
-/* Everything that varies between runs, for runner_create_body. */
+/* Everything that varies between one-off runs, for runner_box_spec. */
 struct runner_spec {
 	const struct catalog_image *image;
 	const char *run_id;              /* 16 hex */
@@ -272,9 +295,29 @@ struct runner_spec {
 	time_t deadline; /* unix seconds, for the label */
 };
 
+/* Storage for what runner_box_spec's box_spec points to. */
+struct runner_spec_store {
+	const char *cmd[CATALOG_COMMAND_MAX + 4];
+	char limit_arg[24];
+	const char **env;
+	char *base_url_env;
+};
+
 /*
- * The JSON body of POST /containers/create for spec under cfg, with the
- * given SecurityOpt seccomp entry and identity labels. Pure. Caller owns;
+ * The box of a one-off run of spec: the image's command behind its
+ * watchdog, HOME, LANG, FILE_BASE_URL and the caller's variables, the code
+ * directory read-only at /sandbox, the workspace at /data, labels. Pure;
+ * out points into st and spec (release st with runner_spec_store_finish).
+ * -EINVAL, -ENOMEM.
+ */
+__attribute__((warn_unused_result)) int
+runner_box_spec(const struct config *cfg, const struct runner_spec *spec,
+                struct box_spec *out, struct runner_spec_store *st);
+void runner_spec_store_finish(struct runner_spec_store *st);
+
+/*
+ * The Docker create body of a one-off run (runner_box_spec, then
+ * backend_docker_create_body). Pure, for tests and benchmarks. Caller owns;
  * NULL on allocation failure.
  */
 cJSON *runner_create_body(const struct config *cfg, const char *seccomp_opt,

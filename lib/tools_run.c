@@ -15,8 +15,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "attachio.h"
 #include "buf.h"
 #include "log.h"
+#include "runargs.h"
+#include "util/mono.h"
 
 /* Time a run waits for an earlier run of the same conversation. */
 #define TOOLS_RUN_LOCK_SLACK_MS (60 * 1000)
@@ -28,69 +31,6 @@ struct tools_run_ctx {
 };
 
 static struct tools_run_ctx tools_run_ctx;
-
-const char tools_run_output_schema[] =
-    "{\"type\":\"object\",\"properties\":{"
-    "\"status\":{\"type\":\"string\",\"enum\":[\"completed\",\"failed\","
-    "\"timed_out\",\"oom_killed\",\"output_limit\",\"cancelled\",\"busy\","
-    "\"error\"],\"description\":\"completed: exit code 0; failed: non-zero "
-    "exit; timed_out, oom_killed, output_limit: stopped by a limit; busy: "
-    "not run, retry later; error: the sandbox could not run it\"},"
-    "\"exit_code\":{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"null\"}],"
-    "\"description\":\"null "
-    "when the program did not exit by itself\"},"
-    "\"stdout\":{\"type\":\"string\"},"
-    "\"stderr\":{\"type\":\"string\"},"
-    "\"stdout_truncated\":{\"type\":\"boolean\",\"description\":\"only the "
-    "head and tail of stdout are included\"},"
-    "\"stderr_truncated\":{\"type\":\"boolean\"},"
-    "\"stdout_bytes\":{\"type\":\"integer\",\"description\":\"bytes the "
-    "program wrote to stdout\"},"
-    "\"stderr_bytes\":{\"type\":\"integer\"},"
-    "\"duration_ms\":{\"type\":\"integer\",\"description\":\"run time from "
-    "container start\"},"
-    "\"queue_ms\":{\"type\":\"integer\",\"description\":\"time waiting for "
-    "a free sandbox\"},"
-    "\"timed_out\":{\"type\":\"boolean\"},"
-    "\"oom_killed\":{\"type\":\"boolean\"},"
-    "\"timeout_seconds\":{\"type\":\"integer\"},"
-    "\"language\":{\"type\":\"string\"},"
-    "\"runner_image\":{\"type\":\"string\"},"
-    "\"runner_version\":{\"type\":\"string\"},"
-    "\"retry_after_seconds\":{\"type\":\"integer\"},"
-    "\"files\":{\"type\":\"array\",\"description\":\"files in /data "
-    "this run created or changed, with public URLs\",\"items\":{\"type\":"
-    "\"object\",\"properties\":{\"name\":{\"type\":\"string\"},"
-    "\"path\":{\"type\":\"string\"},\"size\":{\"type\":\"integer\"},"
-    "\"mimeType\":{\"type\":\"string\"},\"url\":{\"type\":\"string\"},"
-    "\"uri\":{\"type\":\"string\"},\"modified\":{\"type\":\"string\"},"
-    "\"status\":{\"type\":\"string\",\"enum\":[\"created\","
-    "\"modified\"]}},\"required\":[\"name\",\"size\",\"url\"]}},"
-    "\"files_truncated\":{\"type\":\"boolean\",\"description\":\"more "
-    "files changed than are listed; call list_files\"},"
-    "\"stdout_url\":{\"type\":\"string\",\"description\":\"the whole "
-    "stdout, saved when it was too long to return\"},"
-    "\"stderr_url\":{\"type\":\"string\"},"
-    "\"workspace\":{\"type\":\"object\",\"description\":\"use of "
-    "this conversation's /data against its quota\"},"
-    "\"message\":{\"type\":\"string\",\"description\":\"what happened and "
-    "what to do next\"}},"
-    "\"required\":[\"status\",\"exit_code\",\"stdout\",\"stderr\","
-    "\"stdout_truncated\",\"stderr_truncated\",\"duration_ms\","
-    "\"queue_ms\"]}";
-
-static const char tools_run_input_schema[] =
-    "{\"type\":\"object\",\"properties\":{"
-    "\"conversationId\":{\"type\":\"string\",\"minLength\":1,"
-    "\"maxLength\":256},"
-    "\"language\":{\"type\":\"string\"},"
-    "\"code\":{\"type\":\"string\"},"
-    "\"stdin\":{\"type\":\"string\"},"
-    "\"environment\":{\"type\":\"object\",\"additionalProperties\":"
-    "{\"type\":\"string\"}},"
-    "\"network\":{\"type\":\"boolean\",\"default\":false},"
-    "\"timeout_seconds\":{\"type\":\"integer\",\"minimum\":1}},"
-    "\"required\":[\"conversationId\",\"language\",\"code\"]}";
 
 static const char list_runners_output_schema[] =
     "{\"type\":\"object\",\"properties\":{"
@@ -107,301 +47,136 @@ static const char list_runners_output_schema[] =
     "\"limits\":{\"type\":\"object\"}},"
     "\"required\":[\"runners\",\"limits\"]}";
 
-/* ---- descriptions from the catalog -------------------------------------- */
-
-static int tools_run_describe_runners(struct buf *b, const struct catalog *cat)
-{
-	int r = 0;
-
-	if (cat->n == 0)
-		return buf_puts(b, "\n\nNo runner images are installed on this "
-		                   "server yet; run_code will fail until the "
-		                   "operator builds them (runners/build.sh).");
-	r = buf_puts(b, "\n\nLanguages:");
-	for (size_t i = 0; r == 0 && i < cat->n; i++) {
-		const struct catalog_image *m = &cat->items[i];
-
-		r = buf_printf(b, "\n- %s", m->language);
-		if (r == 0 && m->version[0])
-			r = buf_printf(b, " %s", m->version);
-		for (size_t j = 0; r == 0 && j < m->n_aliases; j++)
-			r = buf_printf(b, "%s%s%s",
-			               j ? ", " : " (also: ", m->aliases[j],
-			               j + 1 == m->n_aliases ? ")" : "");
-		if (r == 0 && m->description[0])
-			r = buf_printf(b, ": %s", m->description);
-		if (r == 0)
-			r = buf_printf(b, " The code is saved as /sandbox/%s.",
-			               m->filename);
-		for (size_t j = 0; r == 0 && j < m->n_libraries; j++)
-			r = buf_printf(b, "%s%s", j ? ", " : " Libraries: ",
-			               m->libraries[j]);
-	}
-	return r;
-}
+/* ---- run_code ----------------------------------------------------------- */
 
 static void tools_run_code_describe(void *data, char **description,
                                     cJSON **input_schema)
 {
 	struct tools_run_ctx *ctx = data;
-	const struct config *cfg = runner_config(ctx->runner);
-	struct catalog *cat = runner_catalog_get(ctx->runner);
-	cJSON *s = cJSON_Parse(tools_run_input_schema), *props, *p, *e;
-	struct buf b;
-	int r;
 
-	buf_init(&b, 0);
-	r = buf_printf(
-	    &b,
-	    "Run code in a fresh, isolated Linux container and return its "
-	    "exit status, stdout and stderr. Each run starts clean except "
-	    "for /data, the working directory, which belongs to the "
-	    "conversation: files written there are kept between runs with "
-	    "the same conversationId and can be read back later. Limits per "
-	    "run: %u MB memory, %g CPU, %u s (timeout_seconds up to %u), %u "
-	    "processes, %u MB in /tmp, output beyond %zu bytes stops the run. "
-	    "%s Print results to stdout; save charts and files to /data.",
-	    cfg->memory_mb, cfg->cpus, cfg->timeout_s, cfg->max_timeout_s,
-	    cfg->pids_limit, cfg->tmp_mb, cfg->output_max_bytes,
-	    cfg->allow_network ? "No network unless network is true."
-	                       : "No network access.");
-	if (r == 0)
-		r = tools_run_describe_runners(&b, cat);
-	if (r == 0)
-		*description = buf_take(&b, NULL);
-	buf_finish(&b);
-
-	props = cJSON_GetObjectItemCaseSensitive(s, "properties");
-	p = cJSON_GetObjectItemCaseSensitive(props, "conversationId");
-	cJSON_AddStringToObject(p, "description",
-	                        "Names the conversation; runs with the same "
-	                        "id share the /data directory");
-	p = cJSON_GetObjectItemCaseSensitive(props, "language");
-	cJSON_AddStringToObject(p, "description",
-	                        "Which runner executes the code");
-	if (cat->n > 0 && (e = cJSON_AddArrayToObject(p, "enum"))) {
-		for (size_t i = 0; i < cat->n; i++) {
-			cJSON_AddItemToArray(
-			    e, cJSON_CreateString(cat->items[i].language));
-			for (size_t j = 0; j < cat->items[i].n_aliases; j++)
-				cJSON_AddItemToArray(
-				    e, cJSON_CreateString(
-				           cat->items[i].aliases[j]));
-		}
-	}
-	p = cJSON_GetObjectItemCaseSensitive(props, "code");
-	cJSON_AddStringToObject(p, "description",
-	                        "The program's source code, run as a file");
-	cJSON_AddNumberToObject(p, "maxLength", (double)cfg->code_max_bytes);
-	p = cJSON_GetObjectItemCaseSensitive(props, "stdin");
-	cJSON_AddStringToObject(p, "description",
-	                        "Text given to the program on standard input");
-	p = cJSON_GetObjectItemCaseSensitive(props, "environment");
-	cJSON_AddStringToObject(p, "description",
-	                        "Extra environment variables (names like "
-	                        "MY_VAR; HOME, LANG, FILE_BASE_URL and LD_* "
-	                        "are reserved)");
-	p = cJSON_GetObjectItemCaseSensitive(props, "network");
-	cJSON_AddStringToObject(p, "description",
-	                        cfg->allow_network
-	                            ? "Give the run network access"
-	                            : "Network access; disabled by the "
-	                              "operator of this server");
-	p = cJSON_GetObjectItemCaseSensitive(props, "timeout_seconds");
-	cJSON_AddNumberToObject(p, "maximum", cfg->max_timeout_s);
-	cJSON_AddNumberToObject(p, "default", cfg->timeout_s);
-	cJSON_AddStringToObject(p, "description", "Time limit of the run");
-	*input_schema = s;
-	catalog_put(cat);
+	tools_run_describe(ctx->runner, description, input_schema);
 }
 
-/* ---- results ------------------------------------------------------------ */
-
-/* What the model should do next, by outcome. */
-static int tools_run_advice(struct buf *b, const struct runner_result *res,
-                            const struct config *cfg)
-{
-	switch (res->status) {
-	case RUNNER_COMPLETED:
-		return 0;
-	case RUNNER_FAILED:
-		return buf_printf(b,
-		                  "The program exited with code %d. Read "
-		                  "stderr, fix the code and run it again.",
-		                  res->exit_code);
-	case RUNNER_TIMED_OUT:
-		return buf_printf(
-		    b,
-		    "Timed out after %u s and was killed. Make the code "
-		    "faster or give it less work%s.",
-		    res->timeout_s,
-		    res->timeout_s < cfg->max_timeout_s ? ", or raise "
-		                                          "timeout_seconds"
-		                                        : "");
-	case RUNNER_OOM_KILLED:
-		return buf_printf(b,
-		                  "Killed: the memory limit of %u MB was "
-		                  "exceeded%s. Process the data in chunks, use "
-		                  "smaller data types, or free what is no "
-		                  "longer needed.",
-		                  cfg->memory_mb,
-		                  res->exit_code == 0 ? " (by a child process)"
-		                                      : "");
-	case RUNNER_OUTPUT_LIMIT:
-		return buf_printf(b,
-		                  "Stopped: the output passed %zu bytes. Print "
-		                  "less (a summary, the first and last lines) "
-		                  "or write large results to a file in /data.",
-		                  cfg->output_max_bytes);
-	case RUNNER_CANCELLED:
-		return buf_puts(b, "The run was cancelled.");
-	case RUNNER_BUSY:
-		return buf_printf(
-		    b,
-		    "Not run: all sandboxes are busy. Retry in %u "
-		    "s.",
-		    res->retry_after_s);
-	case RUNNER_ERROR:
-		return buf_printf(
-		    b,
-		    "The sandbox could not run the code: %s. This "
-		    "is a problem on the server, not in the code; "
-		    "retry in a minute.",
-		    res->message[0] ? res->message : "unknown error");
-	}
-	return 0;
-}
-
-static int tools_run_stream_text(struct buf *b, const char *name,
-                                 const struct runner_output *o)
-{
-	int r;
-
-	if (o->total == 0)
-		return 0;
-	r = buf_printf(b, "\n--- %s", name);
-	if (r == 0 && o->truncated)
-		r = buf_printf(b, " (%zu bytes; only the start and end shown)",
-		               o->total);
-	if (r == 0)
-		r = buf_printf(b, " ---\n%s", o->text ? o->text : "");
-	if (r == 0 && o->text && o->text[0] &&
-	    o->text[strlen(o->text) - 1] != '\n')
-		r = buf_putc(b, '\n');
-	return r;
-}
-
-cJSON *tools_run_result(const struct runner_result *res,
-                        const struct config *cfg)
-{
-	cJSON *result = cJSON_CreateObject(), *sc, *content, *t;
-	struct buf text, advice;
-	char *txt = NULL, *adv = NULL;
-	int r;
-
-	buf_init(&text, 0);
-	buf_init(&advice, 0);
-	if (!result)
-		goto fail;
-	r = tools_run_advice(&advice, res, cfg);
-	if (r < 0 || !(adv = buf_take(&advice, NULL)))
-		goto fail;
-	sc = cJSON_AddObjectToObject(result, "structuredContent");
-	if (!sc)
-		goto fail;
-	cJSON_AddStringToObject(sc, "status", runner_status_name(res->status));
-	if (res->exit_code >= 0)
-		cJSON_AddNumberToObject(sc, "exit_code", res->exit_code);
-	else
-		cJSON_AddNullToObject(sc, "exit_code");
-	cJSON_AddStringToObject(sc, "stdout",
-	                        res->out.text ? res->out.text : "");
-	cJSON_AddStringToObject(sc, "stderr",
-	                        res->err.text ? res->err.text : "");
-	cJSON_AddBoolToObject(sc, "stdout_truncated", res->out.truncated);
-	cJSON_AddBoolToObject(sc, "stderr_truncated", res->err.truncated);
-	cJSON_AddNumberToObject(sc, "stdout_bytes", (double)res->out.total);
-	cJSON_AddNumberToObject(sc, "stderr_bytes", (double)res->err.total);
-	cJSON_AddNumberToObject(sc, "duration_ms", (double)res->duration_ms);
-	cJSON_AddNumberToObject(sc, "queue_ms", (double)res->queue_ms);
-	cJSON_AddBoolToObject(sc, "timed_out", res->timed_out);
-	cJSON_AddBoolToObject(sc, "oom_killed", res->oom_killed);
-	cJSON_AddNumberToObject(sc, "timeout_seconds", res->timeout_s);
-	if (res->language[0])
-		cJSON_AddStringToObject(sc, "language", res->language);
-	if (res->image[0])
-		cJSON_AddStringToObject(sc, "runner_image", res->image);
-	if (res->version[0])
-		cJSON_AddStringToObject(sc, "runner_version", res->version);
-	if (res->status == RUNNER_BUSY)
-		cJSON_AddNumberToObject(sc, "retry_after_seconds",
-		                        res->retry_after_s);
-	if (adv[0])
-		cJSON_AddStringToObject(sc, "message", adv);
-
-	r = buf_printf(&text, "status: %s", runner_status_name(res->status));
-	if (r == 0 && res->exit_code >= 0)
-		r = buf_printf(&text, ", exit code %d", res->exit_code);
-	if (r == 0 && res->status != RUNNER_BUSY && res->status != RUNNER_ERROR)
-		r = buf_printf(&text, ", %lld ms", res->duration_ms);
-	if (r == 0 && res->queue_ms >= 1000)
-		r = buf_printf(&text, " (queued %lld ms)", res->queue_ms);
-	if (r == 0 && res->language[0])
-		r = buf_printf(&text, " [%s%s%s]", res->language,
-		               res->version[0] ? " " : "", res->version);
-	if (r == 0)
-		r = tools_run_stream_text(&text, "stdout", &res->out);
-	if (r == 0)
-		r = tools_run_stream_text(&text, "stderr", &res->err);
-	if (r == 0 && res->out.total == 0 && res->err.total == 0 &&
-	    (res->status == RUNNER_COMPLETED || res->status == RUNNER_FAILED))
-		r = buf_puts(&text, "\n(no output)");
-	if (r == 0 && adv[0])
-		r = buf_printf(&text, "\n%s", adv);
-	if (r < 0 || !(txt = buf_take(&text, NULL)))
-		goto fail;
-	content = cJSON_AddArrayToObject(result, "content");
-	t = cJSON_CreateObject();
-	if (!content || !t || !cJSON_AddItemToArray(content, t)) {
-		cJSON_Delete(t);
-		goto fail;
-	}
-	cJSON_AddStringToObject(t, "type", "text");
-	cJSON_AddStringToObject(t, "text", txt);
-	cJSON_AddBoolToObject(result, "isError",
-	                      res->status != RUNNER_COMPLETED);
-	free(txt);
-	free(adv);
-	buf_finish(&text);
-	buf_finish(&advice);
-	return result;
-fail:
-	free(txt);
-	free(adv);
-	buf_finish(&text);
-	buf_finish(&advice);
-	cJSON_Delete(result);
-	return NULL;
-}
-
-/* ---- run_code ----------------------------------------------------------- */
+/*
+ * Progress of a run: queue position, then the newest output lines as they
+ * arrive (at most TOOLS_RUN_PROGRESS_HZ a second) and a heartbeat when the
+ * program is quiet, so a person sees a long run and a client that resets
+ * its timeout on progress keeps waiting.
+ */
+#define TOOLS_RUN_PROGRESS_MIN_MS 250
+#define TOOLS_RUN_HEARTBEAT_MS 5000
+#define TOOLS_RUN_TAIL 1024    /* newest output kept for messages */
+#define TOOLS_RUN_TAIL_LINES 5 /* lines a message shows */
+#define TOOLS_RUN_MESSAGE 600  /* bytes of output a message shows */
 
 struct tools_run_progress {
 	struct mcp_call *call;
+	bool on;  /* the request carries a progress token */
+	double n; /* progress counter: strictly increasing */
+	long long started, last;
+	bool fresh; /* output arrived since the last message */
+	char tail[TOOLS_RUN_TAIL];
+	size_t tail_len;
 };
+
+static void tools_run_progress_send(struct tools_run_progress *p,
+                                    const char *msg)
+{
+	p->n += 1;
+	p->last = mono_ms();
+	(void)mcp_call_progress(p->call, p->n, -1, msg);
+}
+
+/* The last lines of the output kept, as valid UTF-8, into out. */
+static int tools_run_tail_lines(const struct tools_run_progress *p,
+                                struct buf *out)
+{
+	size_t start = p->tail_len, lines = 0, end = p->tail_len;
+
+	while (end > 0 && p->tail[end - 1] == '\n')
+		end--;
+	start = end;
+	while (start > 0 && lines < TOOLS_RUN_TAIL_LINES &&
+	       end - start < TOOLS_RUN_MESSAGE) {
+		start--;
+		if (p->tail[start] == '\n')
+			lines++;
+	}
+	if (start < end && p->tail[start] == '\n')
+		start++;
+	return attachio_utf8_sanitize(p->tail + start, end - start, out);
+}
+
+/* Sends what is due: new output (rate-limited) or a heartbeat. */
+static void tools_run_progress_maybe(struct tools_run_progress *p)
+{
+	long long now = mono_ms();
+	struct buf b;
+	int r;
+
+	if (!p->on || !p->started)
+		return;
+	if (!(p->fresh && now - p->last >= TOOLS_RUN_PROGRESS_MIN_MS) &&
+	    now - p->last < TOOLS_RUN_HEARTBEAT_MS)
+		return;
+	buf_init(&b, 4 * TOOLS_RUN_MESSAGE);
+	r = buf_printf(&b, "running %lld s", (now - p->started) / 1000);
+	if (r == 0 && p->tail_len) {
+		r = buf_puts(&b, "; latest output:\n");
+		if (r == 0)
+			r = tools_run_tail_lines(p, &b);
+	}
+	if (r == 0)
+		tools_run_progress_send(p, b.data);
+	p->fresh = false;
+	buf_finish(&b);
+}
 
 static void tools_run_on_event(void *arg, enum runner_event ev, unsigned n)
 {
 	struct tools_run_progress *p = arg;
 	char msg[96];
 
+	if (!p->on)
+		return;
 	if (ev == RUNNER_EVENT_QUEUED) {
 		snprintf(msg, sizeof(msg),
 		         "waiting for a free sandbox (position %u)", n);
-		(void)mcp_call_progress(p->call, 0, -1, msg);
+		tools_run_progress_send(p, msg);
 	} else {
-		(void)mcp_call_progress(p->call, 1, -1, "running");
+		p->started = mono_ms();
+		tools_run_progress_send(p, "running");
 	}
+}
+
+static void tools_run_on_output(void *arg, int which, const char *data,
+                                size_t n)
+{
+	struct tools_run_progress *p = arg;
+
+	(void)which;
+	if (!p->on || n == 0)
+		return;
+	if (n >= TOOLS_RUN_TAIL) {
+		memcpy(p->tail, data + n - TOOLS_RUN_TAIL, TOOLS_RUN_TAIL);
+		p->tail_len = TOOLS_RUN_TAIL;
+	} else {
+		size_t keep = TOOLS_RUN_TAIL - n;
+
+		if (p->tail_len > keep) {
+			memmove(p->tail, p->tail + p->tail_len - keep, keep);
+			p->tail_len = keep;
+		}
+		memcpy(p->tail + p->tail_len, data, n);
+		p->tail_len += n;
+	}
+	p->fresh = true;
+	tools_run_progress_maybe(p);
+}
+
+static void tools_run_on_tick(void *arg)
+{
+	tools_run_progress_maybe(arg);
 }
 
 /* An optional string argument: NULL when absent or null. */
@@ -614,89 +389,57 @@ static int tools_run_tmpfile(const struct config *cfg)
 	return fd;
 }
 
+/* A request refused before any work; names the languages when none was. */
+static cJSON *tools_run_refusal(struct tools_run_ctx *ctx,
+                                const struct runner_request *req,
+                                const char *err)
+{
+	struct catalog *cat;
+	char langs[256];
+
+	if (req->language)
+		return mcp_text_result(err, true);
+	cat = runner_catalog_get(ctx->runner);
+	catalog_languages(cat, langs, sizeof(langs));
+	catalog_put(cat);
+	return mcp_text_resultf(true, "%s; available here: %s", err, langs);
+}
+
 static cJSON *tools_run_code_call(void *data, struct mcp_call *call,
                                   const cJSON *args)
 {
 	struct tools_run_ctx *ctx = data;
 	const struct config *cfg = runner_config(ctx->runner);
-	const cJSON *v;
-	const char *conv, *lang, *code, *in;
-	size_t code_len, in_len, n_env = 0;
+	const char *conv;
 	char **env = NULL, err[512];
 	struct workspace *ws = NULL;
 	struct runner_cancel *cancel = NULL;
 	struct runner_request req;
 	struct runner_result res;
-	struct tools_run_progress prog = {.call = call};
+	struct tools_run_progress prog = {.call = call,
+	                                  .on = mcp_call_has_progress(call)};
 	struct workspace_snapshot *snap = NULL;
 	int out_fd = -1, err_fd = -1;
 	char *base_url = NULL;
 	cJSON *result = NULL;
-	bool network = false;
-	unsigned timeout_s = 0;
 	int rc;
 
 	memset(&res, 0, sizeof(res));
+	memset(&req, 0, sizeof(req));
 	if (tools_run_opt_str(args, "conversationId", &conv, NULL) < 0 || !conv)
 		return mcp_text_result("conversationId is required: a string "
 		                       "naming this conversation; runs with "
 		                       "the same id share /data",
 		                       true);
-	if (tools_run_opt_str(args, "language", &lang, NULL) < 0 || !lang) {
-		struct catalog *cat = runner_catalog_get(ctx->runner);
-		char langs[256];
-
-		catalog_languages(cat, langs, sizeof(langs));
-		catalog_put(cat);
-		return mcp_text_resultf(
-		    true, "language is required; available: %s", langs);
+	rc = runargs_parse(args, cfg, &req, &env, err, sizeof(err));
+	if (rc == -ENOMEM) {
+		runargs_env_free(env);
+		return NULL;
 	}
-	if (tools_run_opt_str(args, "code", &code, &code_len) < 0 || !code)
-		return mcp_text_result("code is required: the program's source "
-		                       "as a string",
-		                       true);
-	if (tools_run_opt_str(args, "stdin", &in, &in_len) < 0)
-		return mcp_text_result("stdin must be a string", true);
-	v = cJSON_GetObjectItemCaseSensitive(args, "network");
-	if (v && !cJSON_IsNull(v) && !cJSON_IsBool(v))
-		return mcp_text_result("network must be true or false", true);
-	network = cJSON_IsTrue(v);
-	if (network && !cfg->allow_network)
-		return mcp_text_result(
-		    "network access is disabled by the operator of this "
-		    "server; run the code without \"network\": it has no "
-		    "internet access, so use data from stdin or /data",
-		    true);
-	v = cJSON_GetObjectItemCaseSensitive(args, "timeout_seconds");
-	if (v && !cJSON_IsNull(v)) {
-		if (!cJSON_IsNumber(v) || v->valuedouble < 1 ||
-		    v->valuedouble > cfg->max_timeout_s ||
-		    v->valuedouble != floor(v->valuedouble))
-			return mcp_text_resultf(
-			    true,
-			    "timeout_seconds must be a whole "
-			    "number from 1 to %u",
-			    cfg->max_timeout_s);
-		timeout_s = (unsigned)v->valuedouble;
+	if (rc < 0) {
+		runargs_env_free(env);
+		return tools_run_refusal(ctx, &req, err);
 	}
-	if (code_len > cfg->code_max_bytes)
-		return mcp_text_resultf(
-		    true,
-		    "code is %zu bytes, more than the %zu "
-		    "allowed; put data in a file under /data "
-		    "instead of in the code",
-		    code_len, cfg->code_max_bytes);
-	if (in && in_len > cfg->stdin_max_bytes)
-		return mcp_text_resultf(true,
-		                        "stdin is %zu bytes, more than the %zu "
-		                        "allowed; put it in a file under /data",
-		                        in_len, cfg->stdin_max_bytes);
-	rc = runner_env_from_json(
-	    cJSON_GetObjectItemCaseSensitive(args, "environment"),
-	    cfg->env_max_bytes, &env, &n_env, err, sizeof(err));
-	if (rc < 0)
-		return rc == -ENOMEM ? NULL : mcp_text_result(err, true);
-
 	rc = workspace_open(ctx->wm, mcp_call_tenant(call), conv, true, &ws,
 	                    err, sizeof(err));
 	if (rc < 0) {
@@ -724,23 +467,17 @@ static cJSON *tools_run_code_call(void *data, struct mcp_call *call,
 	out_fd = tools_run_tmpfile(cfg);
 	err_fd = tools_run_tmpfile(cfg);
 
-	memset(&req, 0, sizeof(req));
-	req.language = lang;
-	req.code = code;
-	req.code_len = code_len;
-	req.stdin_data = in;
-	req.stdin_len = in_len;
-	req.env = (const char *const *)env;
-	req.n_env = n_env;
-	req.network = network;
-	req.timeout_s = timeout_s;
 	req.workspace_host_path = workspace_host_path(ws);
+	req.workspace = ws;
+	req.workspace_name = workspace_name(ws);
 	req.file_base_url = base_url;
 	req.tenant = mcp_call_tenant(call);
 	req.stdout_fd = out_fd;
 	req.stderr_fd = err_fd;
 	req.cancel = cancel;
 	req.on_event = tools_run_on_event;
+	req.on_output = tools_run_on_output;
+	req.on_tick = tools_run_on_tick;
 	req.event_arg = &prog;
 
 	mcp_call_on_cancel(call, runner_cancel_trigger, cancel);
@@ -764,7 +501,7 @@ out:
 	runner_cancel_destroy(cancel);
 	free(base_url);
 	workspace_close(ws);
-	runner_env_free(env);
+	runargs_env_free(env);
 	return result;
 }
 

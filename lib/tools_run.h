@@ -17,6 +17,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "buf.h"
+#include "catalog.h"
 #include "config.h"
 #include "mcp.h"
 #include "runner.h"
@@ -40,7 +42,19 @@ void tools_run_register(struct mcp_server *srv, struct runner *r,
 cJSON *tools_run_result(const struct runner_result *res,
                         const struct config *cfg);
 
-/* The published outputSchema of run_code (static JSON text). */
+/* The published schemas of run_code (static JSON text). */
 extern const char tools_run_output_schema[];
+extern const char tools_run_input_schema[];
+
+/*
+ * run_code's description and input schema for the runners installed now
+ * and the settings (caller owns both outputs). For tools/list.
+ */
+void tools_run_describe(struct runner *runner, char **description,
+                        cJSON **input_schema);
+
+/* Appends the "Languages:" list of cat to b. 0 or a buf error. */
+__attribute__((warn_unused_result)) int
+tools_run_describe_runners(struct buf *b, const struct catalog *cat);
 
 #endif

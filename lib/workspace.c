@@ -51,7 +51,6 @@
 #include "util/mono.h"
 #include "util/pct.h"
 
-#define SWEEP_INTERVAL_MS 60000
 #define IDLE_UNMOUNT_MS 60000
 #define IMAGE_MIN_BYTES (8ULL * 1024 * 1024)
 #define PROBE_BYTES (16ULL * 1024 * 1024)
@@ -82,12 +81,9 @@ struct workspace_mgr {
 	char ws_path[300], img_path[300];
 	pthread_mutex_t mu;
 	pthread_cond_t cond; /* entry state changed; CLOCK_MONOTONIC */
-	pthread_cond_t sweep_cond;
 	struct ws_entry *entries;
 	unsigned count; /* complete workspaces on disk, plus reservations */
 	unsigned sweep_gen;
-	bool stop, thread_started;
-	pthread_t sweeper;
 };
 
 struct workspace {
@@ -885,27 +881,9 @@ unsigned workspace_mgr_sweep(struct workspace_mgr *mgr, bool unmount_all)
 	return deleted;
 }
 
-static void *sweeper_main(void *arg)
+void workspace_job_sweep(void *mgr)
 {
-	struct workspace_mgr *m = arg;
-
-	pthread_mutex_lock(&m->mu);
-	while (!m->stop) {
-		struct timespec dl;
-		int r = 0;
-
-		mono_deadline(&dl, SWEEP_INTERVAL_MS);
-
-		while (!m->stop && r != ETIMEDOUT)
-			r = pthread_cond_timedwait(&m->sweep_cond, &m->mu, &dl);
-		if (m->stop)
-			break;
-		pthread_mutex_unlock(&m->mu);
-		workspace_mgr_sweep(m, false);
-		pthread_mutex_lock(&m->mu);
-	}
-	pthread_mutex_unlock(&m->mu);
-	return NULL;
+	workspace_mgr_sweep(mgr, false);
 }
 
 /* ---- start-up ------------------------------------------------------------ */
@@ -1158,7 +1136,6 @@ int workspace_mgr_create(const struct config *cfg, struct workspace_mgr **out,
                          char *err, size_t errlen)
 {
 	struct workspace_mgr *m;
-	sigset_t all, old;
 	unsigned int klen = 0;
 	int r;
 
@@ -1172,7 +1149,6 @@ int workspace_mgr_create(const struct config *cfg, struct workspace_mgr **out,
 	m->rootfd = m->wsfd = m->metafd = m->imgfd = m->lockfd = -1;
 	pthread_mutex_init(&m->mu, NULL);
 	mono_cond_init(&m->cond);
-	mono_cond_init(&m->sweep_cond);
 
 	/* A key for this purpose only, so names say nothing of others. */
 	if (!HMAC(EVP_sha256(), cfg->file_secret, (int)cfg->file_secret_len,
@@ -1204,18 +1180,6 @@ int workspace_mgr_create(const struct config *cfg, struct workspace_mgr **out,
 	         "deleted after %u hours without use",
 	         m->count, cfg->max_workspaces, cfg->sandbox_root,
 	         cfg->sandbox_host_path, cfg->retention_hours);
-	/* The sweeper takes no signals: they belong to main's sigwait. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	r = -pthread_create(&m->sweeper, NULL, sweeper_main, m);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (r < 0) {
-		errmsg_set(err, errlen,
-		           "cannot start the workspace sweeper: %s",
-		           strerror(-r));
-		goto fail;
-	}
-	m->thread_started = true;
 	*out = m;
 	return 0;
 fail:
@@ -1229,13 +1193,6 @@ void workspace_mgr_destroy(struct workspace_mgr *mgr)
 
 	if (!mgr)
 		return;
-	if (mgr->thread_started) {
-		pthread_mutex_lock(&mgr->mu);
-		mgr->stop = true;
-		pthread_cond_broadcast(&mgr->sweep_cond);
-		pthread_mutex_unlock(&mgr->mu);
-		pthread_join(mgr->sweeper, NULL);
-	}
 	if (mgr->loop && mgr->wsfd >= 0)
 		unmount_idle(mgr, true);
 	for (e = mgr->entries; e; e = next) {
@@ -1263,7 +1220,6 @@ void workspace_mgr_destroy(struct workspace_mgr *mgr)
 	EVP_MAC_free(mgr->mac);
 	OPENSSL_cleanse(mgr->key, sizeof(mgr->key));
 	pthread_cond_destroy(&mgr->cond);
-	pthread_cond_destroy(&mgr->sweep_cond);
 	pthread_mutex_destroy(&mgr->mu);
 	free(mgr);
 }

@@ -154,6 +154,10 @@ bool workspace_mgr_health(void *data, cJSON *health);
  */
 unsigned workspace_mgr_sweep(struct workspace_mgr *mgr, bool unmount_all);
 
+/* workspace_mgr_sweep(mgr, false), as a housekeeping job (cron.h). */
+void workspace_job_sweep(void *mgr);
+#define WORKSPACE_SWEEP_INTERVAL_MS 60000
+
 /* Usage of one workspace. */
 struct workspace_usage {
 	unsigned long long bytes;       /* bytes in use */

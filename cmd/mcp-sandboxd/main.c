@@ -16,6 +16,7 @@
 
 #include "build_config.h"
 #include "config.h"
+#include "cron.h"
 #include "files.h"
 #include "http.h"
 #include "log.h"
@@ -71,6 +72,7 @@ int main(int argc, char **argv)
 	struct http_server *http = NULL;
 	struct workspace_mgr *wm = NULL;
 	struct runner *runner = NULL;
+	struct cron *cron = NULL;
 	sigset_t sigs;
 	int sig = 0, opt, rc = 0;
 
@@ -175,6 +177,20 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	tools_run_register(mcp, runner, wm);
+	cron = cron_create();
+	if (!cron ||
+	    cron_add(cron, "discovery", cfg.discovery_interval_s * 1000u,
+	             runner_job_discover, runner) < 0 ||
+	    cron_add(cron, "reaper", cfg.reap_interval_s * 1000u,
+	             runner_job_reap, runner) < 0 ||
+	    cron_add(cron, "workspaces", WORKSPACE_SWEEP_INTERVAL_MS,
+	             workspace_job_sweep, wm) < 0 ||
+	    cron_add(cron, "warm", 1000, runner_job_warm, runner) < 0 ||
+	    cron_start(cron) < 0) {
+		log_errorx("cannot start the housekeeping loop");
+		rc = 1;
+		goto out;
+	}
 	tools_files_register(mcp, wm);
 #if MCPSD_FIXTURES
 	fixtures_register(mcp);
@@ -219,6 +235,7 @@ int main(int argc, char **argv)
 	if (http_server_wait_idle(http, 5000))
 		log_warnx("some responses were still being sent at shutdown");
 out:
+	cron_destroy(cron);
 	http_server_destroy(http);
 	mcp_server_destroy(mcp);
 	runner_destroy(runner);

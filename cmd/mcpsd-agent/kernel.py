@@ -247,7 +247,9 @@ def _save_figures(ctx):
             fig = plt.figure(num)
         except Exception:
             continue
-        if len(ctx.figures) < FIGURES_MAX:
+        if getattr(fig, "_mcpsd_saved", False):
+            pass  # the code saved it itself: no second copy
+        elif len(ctx.figures) < FIGURES_MAX:
             ctx.count += 1
             name = "figure-%d-%d.png" % (ctx.id, ctx.count)
             try:
@@ -261,6 +263,25 @@ def _save_figures(ctx):
             plt.close(fig)
         except Exception:
             pass
+
+
+def _mark_savefig():
+    """Figure.savefig marks the figure, so the end of the call does not
+    save a copy of a figure the code saved where it wanted it."""
+    try:
+        import matplotlib.figure as mfig
+    except Exception:
+        return
+    orig = mfig.Figure.savefig
+    if getattr(orig, "_mcpsd", False):
+        return
+
+    def savefig(self, *args, **kwargs):
+        self._mcpsd_saved = True
+        return orig(self, *args, **kwargs)
+
+    savefig._mcpsd = True
+    mfig.Figure.savefig = savefig
 
 
 def _show(*args, **kwargs):
@@ -279,6 +300,7 @@ class _PyplotLoader(importlib.abc.Loader):
     def exec_module(self, module):
         self._loader.exec_module(module)
         module.show = _show
+        _mark_savefig()
 
     def __getattr__(self, name):
         return getattr(self._loader, name)

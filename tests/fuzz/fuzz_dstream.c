@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dstream.h"
+#include "docker/dstream.h"
 
 #define FUZZ_CAP 4096
 

@@ -20,8 +20,9 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "docker.h"
+#include "docker/docker.h"
 #include "log.h"
+#include "docker/backend_docker.h"
 #include "runner.h"
 #include "tap.h"
 
@@ -668,7 +669,7 @@ static void test_engine_down(const char *lang)
 	       strstr(res.message, "not reachable"),
 	   "proxy down: clear error: %s", res.message);
 	runner_result_finish(&res);
-	docker_health(runner_docker(r), &h);
+	docker_health(backend_docker_client(runner_backend(r)), &h);
 	ok(!h.reachable && strstr(h.last_error, "not reachable"),
 	   "proxy down: health says unreachable: %s", h.last_error);
 
@@ -677,7 +678,7 @@ static void test_engine_down(const char *lang)
 	ok(rc == 0 && res.status == RUNNER_COMPLETED,
 	   "proxy back: recovers by itself");
 	runner_result_finish(&res);
-	docker_health(runner_docker(r), &h);
+	docker_health(backend_docker_client(runner_backend(r)), &h);
 	ok(h.reachable && h.last_error[0] == '\0' &&
 	       strcmp(h.api_version, "1.41") >= 0,
 	   "proxy back: health reachable, API %s", h.api_version);
@@ -724,7 +725,7 @@ static bool exists(struct docker *d, const char *id)
 
 static void test_reap(struct runner *r, const struct config *cfg)
 {
-	struct docker *d = runner_docker(r);
+	struct docker *d = backend_docker_client(runner_backend(r));
 	char old_boot[DOCKER_ID_LEN + 1], past[DOCKER_ID_LEN + 1],
 	    other[DOCKER_ID_LEN + 1], mine[DOCKER_ID_LEN + 1];
 	char past_s[32], future_s[32], err[512];
@@ -803,7 +804,7 @@ int main(int argc, char **argv)
 		printf("Bail out! runner: %s\n", err);
 		return 1;
 	}
-	docker_health(runner_docker(r), &h);
+	docker_health(backend_docker_client(runner_backend(r)), &h);
 	cat = runner_catalog_get(r);
 	if (!h.reachable || cat->n == 0) {
 		printf("1..0 # SKIP %s\n",

@@ -17,8 +17,10 @@ int main(void)
 	is_int(buf_puts(&b, "efgh"), 0, "append up to the limit");
 	is_int(buf_putc(&b, 'x'), -E2BIG, "one byte past the limit refused");
 	is_str(b.data, "abcdefgh", "content intact after a refusal");
-	buf_reset(&b);
-	is_str(b.data, "", "reset empties it");
+	buf_consume(&b, 3);
+	is_str(b.data, "defgh", "consume drops the head");
+	buf_consume(&b, 5);
+	is_str(b.data, "", "consume of everything empties it");
 	is_int(buf_printf(&b, "%s%d", "defgh", 123), 0,
 	       "printf within the limit");
 	is_int(buf_printf(&b, "%s", "x"), -E2BIG,

@@ -18,7 +18,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "docker.h"
+#include "docker/docker.h"
 #include "log.h"
 #include "tap.h"
 
@@ -174,8 +174,8 @@ static void test_body(void)
 	struct docker_kv labels[] = {{"sandbox.managed", "true"}};
 	struct docker_kv tmpfs[] = {{"/tmp", "rw,size=64m"}};
 	struct docker_ulimit ul[] = {{"nofile", 1024, 1024}};
-	struct docker_mount mounts[] = {{"/srv/ws", "/data", false},
-	                                {"/srv/run", "/sandbox", true}};
+	struct docker_mount mounts[] = {{"/srv/ws", "/data", false, false},
+	                                {"/srv/run", "/sandbox", true, true}};
 	struct docker_create_opts o = {
 	    .image = "sha256:abc",
 	    .cmd = cmd,

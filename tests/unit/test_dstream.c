@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "buf.h"
-#include "dstream.h"
+#include "docker/dstream.h"
 #include "tap.h"
 
 struct sink {

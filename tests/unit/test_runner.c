@@ -14,6 +14,8 @@
 #include "buf.h"
 #include "config.h"
 #include "log.h"
+#include "docker/backend_docker.h"
+#include "runargs.h"
 #include "runner.h"
 #include "tap.h"
 
@@ -68,67 +70,67 @@ static void test_env(void)
 	size_t n = 0;
 	cJSON *o;
 
-	is_int(runner_env_check("MY_VAR1", "x", err, sizeof(err)), 0,
+	is_int(runargs_env_check("MY_VAR1", "x", err, sizeof(err)), 0,
 	       "ordinary name");
-	is_int(runner_env_check("_x", "", err, sizeof(err)), 0,
+	is_int(runargs_env_check("_x", "", err, sizeof(err)), 0,
 	       "underscore start, empty value");
-	is_int(runner_env_check("1X", "x", err, sizeof(err)), -EINVAL,
+	is_int(runargs_env_check("1X", "x", err, sizeof(err)), -EINVAL,
 	       "digit start refused");
-	is_int(runner_env_check("A-B", "x", err, sizeof(err)), -EINVAL,
+	is_int(runargs_env_check("A-B", "x", err, sizeof(err)), -EINVAL,
 	       "dash refused");
-	is_int(runner_env_check("A=B", "x", err, sizeof(err)), -EINVAL,
+	is_int(runargs_env_check("A=B", "x", err, sizeof(err)), -EINVAL,
 	       "'=' refused");
-	is_int(runner_env_check("", "x", err, sizeof(err)), -EINVAL,
+	is_int(runargs_env_check("", "x", err, sizeof(err)), -EINVAL,
 	       "empty name refused");
-	is_int(runner_env_check("HOME", "/", err, sizeof(err)), -EINVAL,
+	is_int(runargs_env_check("HOME", "/", err, sizeof(err)), -EINVAL,
 	       "HOME is injected");
 	ok(strstr(err, "set by the server") != NULL, "message says why");
-	is_int(runner_env_check("FILE_BASE_URL", "x", err, sizeof(err)),
+	is_int(runargs_env_check("FILE_BASE_URL", "x", err, sizeof(err)),
 	       -EINVAL, "FILE_BASE_URL is injected");
-	is_int(runner_env_check("LANG", "x", err, sizeof(err)), -EINVAL,
+	is_int(runargs_env_check("LANG", "x", err, sizeof(err)), -EINVAL,
 	       "LANG is injected");
-	is_int(runner_env_check("LD_PRELOAD", "/data/x.so", err, sizeof(err)),
+	is_int(runargs_env_check("LD_PRELOAD", "/data/x.so", err, sizeof(err)),
 	       -EINVAL, "LD_PRELOAD refused");
-	is_int(runner_env_check("LD_LIBRARY_PATH", "x", err, sizeof(err)),
+	is_int(runargs_env_check("LD_LIBRARY_PATH", "x", err, sizeof(err)),
 	       -EINVAL, "LD_* refused");
 	{
 		char longname[200];
 
 		memset(longname, 'A', 129);
 		longname[129] = '\0';
-		is_int(runner_env_check(longname, "x", err, sizeof(err)),
+		is_int(runargs_env_check(longname, "x", err, sizeof(err)),
 		       -EINVAL, "129-character name refused");
 		longname[128] = '\0';
-		is_int(runner_env_check(longname, "x", err, sizeof(err)), 0,
+		is_int(runargs_env_check(longname, "x", err, sizeof(err)), 0,
 		       "128-character name accepted");
 	}
 
 	o = cJSON_Parse("{\"A\":\"1\",\"B_2\":\"two words\"}");
-	is_int(runner_env_from_json(o, 1024, &env, &n, err, sizeof(err)), 0,
+	is_int(runargs_env_from_json(o, 1024, &env, &n, err, sizeof(err)), 0,
 	       "object accepted");
 	is_int(n, 2, "two variables");
 	is_str(env && n == 2 ? env[1] : NULL, "B_2=two words", "NAME=value");
 	ok(env && env[n] == NULL, "NULL-terminated");
-	runner_env_free(env);
-	is_int(runner_env_from_json(o, 11, &env, &n, err, sizeof(err)), -EINVAL,
-	       "size cap enforced");
+	runargs_env_free(env);
+	is_int(runargs_env_from_json(o, 11, &env, &n, err, sizeof(err)),
+	       -EINVAL, "size cap enforced");
 	ok(strstr(err, "larger than 11 bytes") != NULL, "size message");
-	is_int(runner_env_from_json(o, 4 + 16, &env, &n, err, sizeof(err)), 0,
+	is_int(runargs_env_from_json(o, 4 + 16, &env, &n, err, sizeof(err)), 0,
 	       "exactly at the cap accepted");
-	runner_env_free(env);
+	runargs_env_free(env);
 	cJSON_Delete(o);
 	o = cJSON_Parse("{\"A\":1}");
-	is_int(runner_env_from_json(o, 1024, &env, &n, err, sizeof(err)),
+	is_int(runargs_env_from_json(o, 1024, &env, &n, err, sizeof(err)),
 	       -EINVAL, "non-string value refused");
 	cJSON_Delete(o);
 	o = cJSON_Parse("[\"A=1\"]");
-	is_int(runner_env_from_json(o, 1024, &env, &n, err, sizeof(err)),
+	is_int(runargs_env_from_json(o, 1024, &env, &n, err, sizeof(err)),
 	       -EINVAL, "array refused");
 	cJSON_Delete(o);
-	is_int(runner_env_from_json(NULL, 1024, &env, &n, err, sizeof(err)), 0,
+	is_int(runargs_env_from_json(NULL, 1024, &env, &n, err, sizeof(err)), 0,
 	       "absent environment");
 	ok(n == 0 && env && env[0] == NULL, "absent: empty list");
-	runner_env_free(env);
+	runargs_env_free(env);
 }
 
 static char no_runtime[] = "";
@@ -354,8 +356,9 @@ static void test_reap(void)
 		cJSON *c = container(cases[i].managed, cases[i].owner,
 		                     cases[i].boot, cases[i].deadline);
 
-		ok(runner_reap_wanted(c, "me", "b2",
-		                      1000 + RUNNER_REAP_GRACE_S - 40) ==
+		ok(backend_docker_reap_wanted(
+		       c, "me", "b2",
+		       1000 + BACKEND_DOCKER_REAP_GRACE_S - 40) ==
 		       cases[i].want,
 		   "reaper: %s", cases[i].name);
 		cJSON_Delete(c);

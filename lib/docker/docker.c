@@ -7,7 +7,7 @@
  * guarded by one mutex that is never held during I/O. Attach streams use
  * their own handle in CONNECT_ONLY mode and are driven by the caller.
  */
-#include "docker.h"
+#include "docker/docker.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -747,7 +747,9 @@ static bool docker_add_host(cJSON *hc, const struct docker_create_opts *o)
 				return false;
 			bo = cJSON_AddObjectToObject(x, "BindOptions");
 			if (!bo || !cJSON_AddStringToObject(bo, "Propagation",
-			                                    "rprivate"))
+			                                    o->mounts[i].rslave
+			                                        ? "rslave"
+			                                        : "rprivate"))
 				return false;
 		}
 	}

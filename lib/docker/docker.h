@@ -100,6 +100,8 @@ struct docker_mount {       /* always Type "bind" (never Binds) */
 	const char *source; /* path on the Docker host; must exist */
 	const char *target;
 	bool read_only;
+	bool
+	    rslave; /* host mounts below source appear inside (else rprivate) */
 };
 
 struct docker_ulimit {

@@ -4,7 +4,7 @@
  * alternates between collecting an 8-byte header and passing payload
  * through; it holds no pointer into the caller's data between calls.
  */
-#include "dstream.h"
+#include "docker/dstream.h"
 
 #include <errno.h>
 #include <string.h>

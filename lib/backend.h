@@ -1,0 +1,307 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * backend: the seam between running code and the engine that runs it. An
+ * execution backend makes *boxes* (a container on the local Docker engine
+ * today; a Swarm service tomorrow) from a spec that says what to run and
+ * with which limits, and gives access to a box's standard streams. The
+ * hardening that turns a spec into the engine's own terms (capabilities,
+ * seccomp, read-only root, user, tmpfs, ulimits, logging) is the backend's
+ * job and never the caller's, so every backend applies all of it.
+ *
+ * A box's lifecycle (create, start, signal, wait, inspect, release) is
+ * separate from what runs inside it: a one-off run attaches to the box's
+ * main process; a warm session keeps a box and its stream for many calls.
+ *
+ * Modelled on curl's struct Curl_ssl and wlroots' wlr_backend_impl: every
+ * object begins with a pointer to its implementation's table, and the
+ * inline functions below call through it, so callers never see which
+ * backend they use.
+ *
+ * Errors: negative errno with a message for a person in err: -ENOENT (the
+ * image or box is gone), -ECONNREFUSED / -ETIMEDOUT (the engine is not
+ * answering), -EBUSY, -EINVAL, -ENOMEM, -EIO, -EPROTO.
+ *
+ * Threads: a backend is shared by all threads and its functions are
+ * thread-safe. A box belongs to one thread at a time, except box_signal,
+ * which may be called from any thread while another uses the box. A stream
+ * belongs to one thread at a time.
+ */
+#ifndef MCPSD_BACKEND_H
+#define MCPSD_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#define BOX_MOUNTS_MAX 4
+#define BOX_LABELS_MAX 8
+
+struct backend;
+struct box;
+struct box_stream;
+
+struct box_label {
+	const char *key; /* "sandbox.<name>" */
+	const char *value;
+};
+
+struct box_mount {
+	const char *source; /* path on the engine's host; must exist */
+	const char *target; /* path in the box */
+	bool read_only;
+	/*
+	 * Mounts made later below source on the host appear in the box
+	 * (bind propagation "rslave"). source must then be on a shared mount.
+	 */
+	bool follow_host_mounts;
+};
+
+/* What to run. Every pointer is borrowed for the duration of box_create. */
+struct box_spec {
+	const char *image;      /* image id */
+	const char *name;       /* unique name for the engine, or NULL */
+	const char *const *cmd; /* argv of the main process */
+	size_t n_cmd;
+	const char *const *env; /* "NAME=value" */
+	size_t n_env;
+	const char *workdir;
+	/* sandbox.kind, .run, .tenant ...; the backend adds its own. */
+	struct box_label labels[BOX_LABELS_MAX];
+	size_t n_labels;
+	struct box_mount mounts[BOX_MOUNTS_MAX];
+	size_t n_mounts;
+	bool open_stdin;    /* the main process reads the stream */
+	bool network;       /* only when the operator allows it */
+	unsigned memory_mb; /* 0: SANDBOX_MEMORY_MB */
+	double cpus;        /* 0: SANDBOX_CPUS */
+	time_t deadline;    /* unix time after which it may be reaped */
+};
+
+/* A box as the engine last reported it. */
+struct box_state {
+	bool running;
+	bool oom_killed; /* the main process was killed by the OOM killer */
+	int exit_code;
+	char status[16]; /* "created", "running", "exited", ... */
+	char error[256];
+};
+
+/* One piece of output: which is 1 (stdout) or 2 (stderr). */
+typedef int (*box_output_fn)(void *arg, int which, const char *p, size_t n);
+
+struct backend_impl {
+	const char *name;
+	void (*destroy)(struct backend *be);
+	/* Image summaries carrying label (Id, RepoTags, Labels, Created). */
+	int (*images)(struct backend *be, const char *label, cJSON **out,
+	              char *err, size_t errlen);
+	/* Removes boxes left by earlier boots or past their deadline. */
+	int (*reap)(struct backend *be, char *err, size_t errlen);
+	/* Removes every box of this boot (shutdown). */
+	void (*sweep_own)(struct backend *be);
+	/* Adds the engine's state to a /healthz document; false if down. */
+	bool (*health)(struct backend *be, cJSON *health);
+	/* The engine's state in one line for logs and errors. */
+	int (*ping)(struct backend *be, char *err, size_t errlen);
+
+	int (*box_create)(struct backend *be, const struct box_spec *spec,
+	                  struct box **out, char *err, size_t errlen);
+	int (*box_attach)(struct box *b, struct box_stream **out, char *err,
+	                  size_t errlen);
+	int (*box_start)(struct box *b, char *err, size_t errlen);
+	int (*box_wait)(struct box *b, unsigned timeout_ms, char *err,
+	                size_t errlen);
+	int (*box_inspect)(struct box *b, struct box_state *out, char *err,
+	                   size_t errlen);
+	int (*box_signal)(struct box *b, const char *sig, char *err,
+	                  size_t errlen);
+	void (*box_release)(struct box *b);
+};
+
+struct box_stream_impl {
+	int (*fd)(const struct box_stream *s);
+	bool (*pending)(const struct box_stream *s);
+	int (*pump)(struct box_stream *s, box_output_fn fn, void *arg,
+	            char *err, size_t errlen);
+	ssize_t (*write)(struct box_stream *s, const void *p, size_t n);
+	void (*close_write)(struct box_stream *s);
+	void (*close)(struct box_stream *s);
+};
+
+struct backend {
+	const struct backend_impl *impl;
+};
+
+struct box {
+	const struct backend_impl *impl;
+	struct backend *be;
+	char id[16]; /* short id for logs and results */
+};
+
+struct box_stream {
+	const struct box_stream_impl *impl;
+};
+
+/* ---- the backend ------------------------------------------------------ */
+
+/* Frees the backend. No box may be left. NULL-safe. */
+static inline void backend_destroy(struct backend *be)
+{
+	if (be)
+		be->impl->destroy(be);
+}
+
+/* "docker", ... (static). */
+static inline const char *backend_name(const struct backend *be)
+{
+	return be->impl->name;
+}
+
+/* Image summaries with the label ("key=value"); caller owns *out. */
+__attribute__((warn_unused_result)) static inline int
+backend_images(struct backend *be, const char *label, cJSON **out, char *err,
+               size_t errlen)
+{
+	return be->impl->images(be, label, out, err, errlen);
+}
+
+/* Removes leftovers; the number removed or -errno. */
+__attribute__((warn_unused_result)) static inline int
+backend_reap(struct backend *be, char *err, size_t errlen)
+{
+	return be->impl->reap(be, err, errlen);
+}
+
+static inline void backend_sweep_own(struct backend *be)
+{
+	be->impl->sweep_own(be);
+}
+
+static inline bool backend_health(struct backend *be, cJSON *health)
+{
+	return be->impl->health(be, health);
+}
+
+/* Whether the engine answers now; 0 or -errno with a message. */
+__attribute__((warn_unused_result)) static inline int
+backend_ping(struct backend *be, char *err, size_t errlen)
+{
+	return be->impl->ping(be, err, errlen);
+}
+
+/* ---- boxes ------------------------------------------------------------- */
+
+/*
+ * Creates a box (not started). Caller owns *out: release with box_release
+ * whatever happens next. -ENOENT when the image is gone.
+ */
+__attribute__((warn_unused_result)) static inline int
+box_create(struct backend *be, const struct box_spec *spec, struct box **out,
+           char *err, size_t errlen)
+{
+	return be->impl->box_create(be, spec, out, err, errlen);
+}
+
+/*
+ * The stream of the box's main process: stdin in, stdout and stderr out.
+ * Attach before starting so no output is lost. Caller owns *out (close with
+ * box_stream_close, always before killing the box: engines hang a kill
+ * while an attach stream is open and unread, moby#41827).
+ */
+__attribute__((warn_unused_result)) static inline int
+box_attach(struct box *b, struct box_stream **out, char *err, size_t errlen)
+{
+	return b->impl->box_attach(b, out, err, errlen);
+}
+
+__attribute__((warn_unused_result)) static inline int
+box_start(struct box *b, char *err, size_t errlen)
+{
+	return b->impl->box_start(b, err, errlen);
+}
+
+/* Waits up to timeout_ms until the box stops: 0, -ETIMEDOUT, -errno. */
+__attribute__((warn_unused_result)) static inline int
+box_wait(struct box *b, unsigned timeout_ms, char *err, size_t errlen)
+{
+	return b->impl->box_wait(b, timeout_ms, err, errlen);
+}
+
+__attribute__((warn_unused_result)) static inline int
+box_inspect(struct box *b, struct box_state *out, char *err, size_t errlen)
+{
+	return b->impl->box_inspect(b, out, err, errlen);
+}
+
+/*
+ * Sends a signal ("KILL", "INT") to the box's main process; -ESRCH when it
+ * is not running, -ENOENT when the box is gone.
+ */
+__attribute__((warn_unused_result)) static inline int
+box_signal(struct box *b, const char *sig, char *err, size_t errlen)
+{
+	return b->impl->box_signal(b, sig, err, errlen);
+}
+
+/*
+ * Removes the box (in the background: the caller does not wait) and frees
+ * the handle. A running box is killed. NULL-safe.
+ */
+static inline void box_release(struct box *b)
+{
+	if (b)
+		b->impl->box_release(b);
+}
+
+/* ---- a box's stream ---------------------------------------------------- */
+
+/* A descriptor to poll(2) for input (and for output room). Borrowed. */
+static inline int box_stream_fd(const struct box_stream *s)
+{
+	return s->impl->fd(s);
+}
+
+/* Whether bytes are buffered already: pump before polling. */
+static inline bool box_stream_pending(const struct box_stream *s)
+{
+	return s->impl->pending(s);
+}
+
+/*
+ * Reads what is available without blocking and hands each piece of output
+ * to fn. Returns 1 when something was read, 0 at the end of the stream,
+ * -EAGAIN when nothing was there, fn's negative value (which stops it), or
+ * another negative errno with a message (-EPROTO, -EMSGSIZE: the stream is
+ * malformed). Errors are sticky.
+ */
+__attribute__((warn_unused_result)) static inline int
+box_stream_pump(struct box_stream *s, box_output_fn fn, void *arg, char *err,
+                size_t errlen)
+{
+	return s->impl->pump(s, fn, arg, err, errlen);
+}
+
+/* Writes stdin without blocking: the count, -EAGAIN, or -errno (-EPIPE). */
+__attribute__((warn_unused_result)) static inline ssize_t
+box_stream_write(struct box_stream *s, const void *p, size_t n)
+{
+	return s->impl->write(s, p, n);
+}
+
+/* Ends stdin. */
+static inline void box_stream_close_write(struct box_stream *s)
+{
+	s->impl->close_write(s);
+}
+
+/* Closes and frees. NULL-safe. */
+static inline void box_stream_close(struct box_stream *s)
+{
+	if (s)
+		s->impl->close(s);
+}
+
+#endif

@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * runargs: see runargs.h. Stateless.
+ */
+#include "runargs.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/errmsg.h"
+
+/* An optional string argument: NULL when absent or null. */
+static int runargs_str(const cJSON *args, const char *name, const char **out,
+                       size_t *len)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, name);
+
+	*out = NULL;
+	if (len)
+		*len = 0;
+	if (!v || cJSON_IsNull(v))
+		return 0;
+	if (!cJSON_IsString(v))
+		return -EINVAL;
+	*out = v->valuestring;
+	if (len)
+		*len = strlen(v->valuestring);
+	return 0;
+}
+
+int runargs_parse(const cJSON *args, const struct config *cfg,
+                  struct runner_request *req, char ***env, char *err,
+                  size_t errlen)
+{
+	const cJSON *v;
+	int rc;
+
+	*env = NULL;
+	if (runargs_str(args, "language", &req->language, NULL) < 0 ||
+	    !req->language)
+		return errmsg_fail(-EINVAL, err, errlen,
+		                   "language is required: one of the languages "
+		                   "list_runners names, e.g. \"python\"");
+	if (runargs_str(args, "code", &req->code, &req->code_len) < 0 ||
+	    !req->code)
+		return errmsg_fail(-EINVAL, err, errlen,
+		                   "code is required: the program's source as "
+		                   "a string");
+	if (runargs_str(args, "stdin", &req->stdin_data, &req->stdin_len) < 0)
+		return errmsg_fail(-EINVAL, err, errlen,
+		                   "stdin must be a string");
+	v = cJSON_GetObjectItemCaseSensitive(args, "network");
+	if (v && !cJSON_IsNull(v) && !cJSON_IsBool(v))
+		return errmsg_fail(-EINVAL, err, errlen,
+		                   "network must be true or false");
+	req->network = cJSON_IsTrue(v);
+	v = cJSON_GetObjectItemCaseSensitive(args, "timeout_seconds");
+	req->timeout_s = 0;
+	if (v && !cJSON_IsNull(v)) {
+		if (!cJSON_IsNumber(v) || v->valuedouble < 1 ||
+		    v->valuedouble > cfg->max_timeout_s ||
+		    v->valuedouble != floor(v->valuedouble))
+			return errmsg_fail(
+			    -EINVAL, err, errlen,
+			    "timeout_seconds must be a whole number "
+			    "from 1 to %u",
+			    cfg->max_timeout_s);
+		req->timeout_s = (unsigned)v->valuedouble;
+	}
+	v = cJSON_GetObjectItemCaseSensitive(args, "session");
+	if (v && !cJSON_IsNull(v)) {
+		const char *m = cJSON_GetStringValue(v);
+
+		if (!m || (strcmp(m, "new") != 0 && strcmp(m, "continue") != 0))
+			return errmsg_fail(-EINVAL, err, errlen,
+			                   "session must be \"continue\" (the "
+			                   "default: keep this conversation's "
+			                   "state) or \"new\" (start afresh)");
+		req->session_new = strcmp(m, "new") == 0;
+	}
+	rc = runargs_env_from_json(
+	    cJSON_GetObjectItemCaseSensitive(args, "environment"),
+	    cfg->env_max_bytes, env, &req->n_env, err, errlen);
+	if (rc < 0)
+		return rc;
+	req->env = (const char *const *)*env;
+	return runargs_check(req, cfg, err, errlen);
+}
+
+int runargs_check(const struct runner_request *req, const struct config *cfg,
+                  char *err, size_t errlen)
+{
+	size_t env_total = 0;
+	char msg[256];
+
+	if (req->timeout_s > cfg->max_timeout_s)
+		return errmsg_fail(-EINVAL, err, errlen,
+		                   "timeout_seconds %u is above the maximum of "
+		                   "%u; use at most %u",
+		                   req->timeout_s, cfg->max_timeout_s,
+		                   cfg->max_timeout_s);
+	if (!req->language || !req->language[0])
+		return errmsg_fail(-EINVAL, err, errlen,
+		                   "language is required");
+	if (!req->code || req->code_len > cfg->code_max_bytes)
+		return errmsg_fail(-EINVAL, err, errlen,
+		                   "code is %zu bytes, more than the %zu "
+		                   "allowed; put data in a file under /data "
+		                   "and read it from there",
+		                   req->code ? req->code_len : 0,
+		                   cfg->code_max_bytes);
+	if (req->stdin_data && req->stdin_len > cfg->stdin_max_bytes)
+		return errmsg_fail(-EINVAL, err, errlen,
+		                   "stdin is %zu bytes, more than the %zu "
+		                   "allowed; put it in a file under /data "
+		                   "instead",
+		                   req->stdin_len, cfg->stdin_max_bytes);
+	for (size_t i = 0; i < req->n_env; i++) {
+		const char *eq = strchr(req->env[i], '=');
+		char name[RUNARGS_ENV_NAME_MAX + 2];
+
+		if (!eq || (size_t)(eq - req->env[i]) > RUNARGS_ENV_NAME_MAX)
+			return errmsg_fail(-EINVAL, err, errlen,
+			                   "environment entries must be "
+			                   "NAME=value");
+		snprintf(name, sizeof(name), "%.*s", (int)(eq - req->env[i]),
+		         req->env[i]);
+		if (runargs_env_check(name, eq + 1, msg, sizeof(msg)) < 0)
+			return errmsg_fail(-EINVAL, err, errlen, "%s", msg);
+		env_total += strlen(req->env[i]) + 1;
+	}
+	if (env_total > cfg->env_max_bytes)
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "environment is larger than %zu bytes (names "
+		    "and values together); pass large data "
+		    "through stdin or a file in /data instead",
+		    cfg->env_max_bytes);
+	if (req->network && !cfg->allow_network)
+		return errmsg_fail(-EPERM, err, errlen,
+		                   "network access is disabled by the operator "
+		                   "of this server; run the code without "
+		                   "\"network\": it has no internet access, so "
+		                   "use data from stdin or /data");
+	return 0;
+}
+
+int runargs_env_check(const char *name, const char *value, char *err,
+                      size_t errlen)
+{
+	static const char *const injected[] = {"HOME", "LANG", "FILE_BASE_URL"};
+	size_t n;
+
+	if (!name || !name[0]) {
+		snprintf(err, errlen,
+		         "environment variable names must not "
+		         "be empty");
+		return -EINVAL;
+	}
+	n = strlen(name);
+	if (n > RUNARGS_ENV_NAME_MAX ||
+	    !(isalpha((unsigned char)name[0]) || name[0] == '_') ||
+	    strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	                 "0123456789_") != n) {
+		snprintf(err, errlen,
+		         "environment variable name '%.64s%s' is invalid: use "
+		         "letters, digits and '_', not starting with a digit, "
+		         "at most %d characters",
+		         name, n > 64 ? "..." : "", RUNARGS_ENV_NAME_MAX);
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < sizeof(injected) / sizeof(*injected); i++) {
+		if (strcmp(name, injected[i]) == 0) {
+			snprintf(err, errlen,
+			         "environment variable %s is set by the server "
+			         "and cannot be overridden; use another name",
+			         name);
+			return -EINVAL;
+		}
+	}
+	if (strncmp(name, "LD_", 3) == 0 || strncmp(name, "SANDBOX_", 8) == 0) {
+		snprintf(err, errlen,
+		         "environment variable %s is not allowed (LD_* and "
+		         "SANDBOX_* are reserved); use another name",
+		         name);
+		return -EINVAL;
+	}
+	if (!value) {
+		snprintf(err, errlen,
+		         "environment variable %s must have a string value",
+		         name);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+void runargs_env_free(char **env)
+{
+	if (!env)
+		return;
+	for (char **p = env; *p; p++)
+		free(*p);
+	free(env);
+}
+
+int runargs_env_from_json(const cJSON *obj, size_t max_bytes, char ***out,
+                          size_t *n, char *err, size_t errlen)
+{
+	const cJSON *it;
+	size_t count = 0, total = 0, i = 0;
+	char **env = NULL;
+	int r;
+
+	*out = NULL;
+	*n = 0;
+	if (!obj || cJSON_IsNull(obj))
+		count = 0;
+	else if (!cJSON_IsObject(obj)) {
+		snprintf(err, errlen,
+		         "environment must be an object mapping names to "
+		         "string values, e.g. {\"DEBUG\": \"1\"}");
+		return -EINVAL;
+	} else
+		count = (size_t)cJSON_GetArraySize(obj);
+	env = calloc(count + 1, sizeof(*env));
+	if (!env) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	if (count == 0)
+		goto done;
+	cJSON_ArrayForEach (it, obj) {
+		const char *v = cJSON_GetStringValue(it);
+		size_t len;
+
+		r = runargs_env_check(it->string, v, err, errlen);
+		if (r < 0)
+			goto fail;
+		for (size_t j = 0; j < i; j++) {
+			size_t nl = strlen(it->string);
+
+			if (strncmp(env[j], it->string, nl) == 0 &&
+			    env[j][nl] == '=') {
+				snprintf(err, errlen,
+				         "environment variable %s is given "
+				         "twice",
+				         it->string);
+				r = -EINVAL;
+				goto fail;
+			}
+		}
+		len = strlen(it->string) + 1 + strlen(v) + 1;
+		total += len;
+		if (total > max_bytes) {
+			snprintf(err, errlen,
+			         "environment is larger than %zu bytes (names "
+			         "and values together); pass large data "
+			         "through stdin or a file in /data instead",
+			         max_bytes);
+			r = -EINVAL;
+			goto fail;
+		}
+		env[i] = malloc(len);
+		if (!env[i]) {
+			snprintf(err, errlen, "out of memory");
+			r = -ENOMEM;
+			goto fail;
+		}
+		snprintf(env[i], len, "%s=%s", it->string, v);
+		i++;
+	}
+done:
+	*out = env;
+	*n = i;
+	return 0;
+fail:
+	runargs_env_free(env);
+	return r;
+}

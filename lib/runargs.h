@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * runargs: what a caller may ask of a run, checked in one place. run_code's
+ * JSON arguments are parsed here into a struct runner_request, and every
+ * value is checked against the operator's limits (time, code and stdin
+ * sizes, environment names and size, network) with a message that tells a
+ * model what to do instead. The runner checks a request again with
+ * runargs_check before it starts anything, so no caller can bypass a limit.
+ *
+ * Stateless and thread-safe.
+ */
+#ifndef MCPSD_RUNARGS_H
+#define MCPSD_RUNARGS_H
+
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#include "config.h"
+#include "runner.h"
+
+#define RUNARGS_ENV_NAME_MAX 128
+
+/*
+ * Fills the caller-facing fields of req (language, code, stdin, env,
+ * network, timeout_s) from run_code's arguments, then runargs_check.
+ * Strings are borrowed from args; the environment strings are allocated
+ * into *env (a NULL-terminated array, free with runargs_env_free whatever
+ * the result). Other fields of req are left as they are. Returns 0, -EINVAL
+ * with a message for the model in err, or -ENOMEM.
+ */
+__attribute__((warn_unused_result)) int
+runargs_parse(const cJSON *args, const struct config *cfg,
+              struct runner_request *req, char ***env, char *err,
+              size_t errlen);
+
+/*
+ * Checks the caller-facing fields of req against cfg. 0, -EINVAL (bad
+ * value), or -EPERM (network asked for but not allowed by the operator),
+ * with a message for the model in err.
+ */
+__attribute__((warn_unused_result)) int
+runargs_check(const struct runner_request *req, const struct config *cfg,
+              char *err, size_t errlen);
+
+/*
+ * Checks one caller variable: the name matches [A-Za-z_][A-Za-z0-9_]{0,127}
+ * and is not injected by the server (HOME, LANG, FILE_BASE_URL) nor one
+ * that would subvert the container's own programs (LD_*, any name starting
+ * with SANDBOX_). -EINVAL with the rule in err.
+ */
+__attribute__((warn_unused_result)) int runargs_env_check(const char *name,
+                                                          const char *value,
+                                                          char *err,
+                                                          size_t errlen);
+
+/*
+ * Turns a JSON object of string -> string into "NAME=value" strings after
+ * runargs_env_check on each, with the total of name, '=', value and a NUL
+ * over all variables at most max_bytes. NULL or JSON null gives none.
+ * *out is a NULL-terminated array (caller frees with runargs_env_free).
+ */
+__attribute__((warn_unused_result)) int
+runargs_env_from_json(const cJSON *obj, size_t max_bytes, char ***out,
+                      size_t *n, char *err, size_t errlen);
+void runargs_env_free(char **env);
+
+#endif

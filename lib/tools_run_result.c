@@ -1,0 +1,615 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tools_run_result: what run_code and list_runners say: the tool
+ * descriptions and schemas (from the discovered runner images and the
+ * settings), and the CallToolResult of a finished run, built in one place
+ * (status, output, the warm session's state, the last value, advice).
+ * Pure functions of their arguments; thread-safe.
+ */
+#include "tools_run.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "buf.h"
+#include "files.h"
+
+const char tools_run_output_schema[] =
+    "{\"type\":\"object\",\"properties\":{"
+    "\"status\":{\"type\":\"string\",\"enum\":[\"completed\",\"failed\","
+    "\"timed_out\",\"oom_killed\",\"output_limit\",\"cancelled\",\"busy\","
+    "\"error\"],\"description\":\"completed: exit code 0; failed: non-zero "
+    "exit; timed_out, oom_killed, output_limit: stopped by a limit; busy: "
+    "not run, retry later; error: the sandbox could not run it\"},"
+    "\"exit_code\":{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"null\"}],"
+    "\"description\":\"null "
+    "when the program did not exit by itself\"},"
+    "\"stdout\":{\"type\":\"string\"},"
+    "\"stderr\":{\"type\":\"string\"},"
+    "\"stdout_truncated\":{\"type\":\"boolean\",\"description\":\"only the "
+    "head and tail of stdout are included\"},"
+    "\"stderr_truncated\":{\"type\":\"boolean\"},"
+    "\"stdout_bytes\":{\"type\":\"integer\",\"description\":\"bytes the "
+    "program wrote to stdout\"},"
+    "\"stderr_bytes\":{\"type\":\"integer\"},"
+    "\"duration_ms\":{\"type\":\"integer\",\"description\":\"run time from "
+    "container start\"},"
+    "\"queue_ms\":{\"type\":\"integer\",\"description\":\"time waiting for "
+    "a free sandbox\"},"
+    "\"timed_out\":{\"type\":\"boolean\"},"
+    "\"oom_killed\":{\"type\":\"boolean\"},"
+    "\"timeout_seconds\":{\"type\":\"integer\"},"
+    "\"language\":{\"type\":\"string\"},"
+    "\"runner_image\":{\"type\":\"string\"},"
+    "\"runner_version\":{\"type\":\"string\"},"
+    "\"retry_after_seconds\":{\"type\":\"integer\"},"
+    "\"files\":{\"type\":\"array\",\"description\":\"files in /data "
+    "this run created or changed, with public URLs\",\"items\":{\"type\":"
+    "\"object\",\"properties\":{\"name\":{\"type\":\"string\"},"
+    "\"path\":{\"type\":\"string\"},\"size\":{\"type\":\"integer\"},"
+    "\"mimeType\":{\"type\":\"string\"},\"url\":{\"type\":\"string\"},"
+    "\"uri\":{\"type\":\"string\"},\"modified\":{\"type\":\"string\"},"
+    "\"status\":{\"type\":\"string\",\"enum\":[\"created\","
+    "\"modified\"]}},\"required\":[\"name\",\"size\",\"url\"]}},"
+    "\"files_truncated\":{\"type\":\"boolean\",\"description\":\"more "
+    "files changed than are listed; call list_files\"},"
+    "\"stdout_url\":{\"type\":\"string\",\"description\":\"the whole "
+    "stdout, saved when it was too long to return\"},"
+    "\"stderr_url\":{\"type\":\"string\"},"
+    "\"workspace\":{\"type\":\"object\",\"description\":\"use of "
+    "this conversation's /data against its quota\"},"
+    "\"message\":{\"type\":\"string\",\"description\":\"what happened and "
+    "what to do next\"},"
+    "\"session\":{\"type\":\"object\",\"description\":\"what happened "
+    "to the conversation's warm session: state new, continued, restarted "
+    "(reason says why earlier state was lost) or none (a one-off run; "
+    "reason says why); lost: this run ended the state\",\"properties\":{"
+    "\"state\":{\"type\":\"string\",\"enum\":[\"new\",\"continued\","
+    "\"restarted\",\"none\"]},\"reason\":{\"type\":\"string\"},"
+    "\"stateful\":{\"type\":\"boolean\"},\"lost\":{\"type\":\"boolean\"},"
+    "\"lost_reason\":{\"type\":\"string\"},\"runs\":{\"type\":"
+    "\"integer\"},\"memory_bytes\":{\"type\":\"integer\"},"
+    "\"memory_peak_bytes\":{\"type\":\"integer\"},"
+    "\"memory_limit_bytes\":{\"type\":\"integer\"},"
+    "\"idle_expires_at\":{\"type\":\"string\"},\"expires_at\":"
+    "{\"type\":\"string\"}},\"required\":[\"state\"]},"
+    "\"value\":{\"type\":\"object\",\"description\":\"Python: the value "
+    "of the last expression, by MIME type (text/plain; text/html, "
+    "text/markdown when the object offers them)\",\"additionalProperties\":"
+    "{\"type\":\"string\"}},"
+    "\"error_name\":{\"type\":\"string\",\"description\":\"Python: the "
+    "type of an uncaught exception\"},"
+    "\"cpu_ms\":{\"type\":\"integer\",\"description\":\"CPU time the "
+    "run used\"}},"
+    "\"required\":[\"status\",\"exit_code\",\"stdout\",\"stderr\","
+    "\"stdout_truncated\",\"stderr_truncated\",\"duration_ms\","
+    "\"queue_ms\"]}";
+
+const char tools_run_input_schema[] =
+    "{\"type\":\"object\",\"properties\":{"
+    "\"conversationId\":{\"type\":\"string\",\"minLength\":1,"
+    "\"maxLength\":256},"
+    "\"language\":{\"type\":\"string\"},"
+    "\"code\":{\"type\":\"string\"},"
+    "\"stdin\":{\"type\":\"string\"},"
+    "\"environment\":{\"type\":\"object\",\"additionalProperties\":"
+    "{\"type\":\"string\"}},"
+    "\"network\":{\"type\":\"boolean\",\"default\":false},"
+    "\"timeout_seconds\":{\"type\":\"integer\",\"minimum\":1},"
+    "\"session\":{\"type\":\"string\",\"enum\":[\"continue\",\"new\"],"
+    "\"default\":\"continue\"}},"
+    "\"required\":[\"conversationId\",\"language\",\"code\"]}";
+
+/* ---- descriptions from the catalog -------------------------------------- */
+
+int tools_run_describe_runners(struct buf *b, const struct catalog *cat)
+{
+	int r = 0;
+
+	if (cat->n == 0)
+		return buf_puts(b, "\n\nNo runner images are installed on this "
+		                   "server yet; run_code will fail until the "
+		                   "operator builds them (runners/build.sh).");
+	r = buf_puts(b, "\n\nLanguages:");
+	for (size_t i = 0; r == 0 && i < cat->n; i++) {
+		const struct catalog_image *m = &cat->items[i];
+
+		r = buf_printf(b, "\n- %s", m->language);
+		if (r == 0 && m->version[0])
+			r = buf_printf(b, " %s", m->version);
+		for (size_t j = 0; r == 0 && j < m->n_aliases; j++)
+			r = buf_printf(b, "%s%s%s",
+			               j ? ", " : " (also: ", m->aliases[j],
+			               j + 1 == m->n_aliases ? ")" : "");
+		if (r == 0 && m->description[0])
+			r = buf_printf(b, ": %s", m->description);
+		if (r == 0)
+			r = buf_printf(b, " The code is saved as /sandbox/%s.",
+			               m->filename);
+		for (size_t j = 0; r == 0 && j < m->n_libraries; j++)
+			r = buf_printf(b, "%s%s", j ? ", " : " Libraries: ",
+			               m->libraries[j]);
+	}
+	return r;
+}
+
+/* The opening of run_code's description with warm sessions on. */
+static int tools_run_describe_warm(struct buf *b, const struct config *cfg)
+{
+	return buf_printf(
+	    b,
+	    "Run code in an isolated Linux sandbox and return its exit "
+	    "status, stdout and stderr. Each conversation (conversationId) "
+	    "keeps a warm session per language: Python runs in a persistent "
+	    "interpreter, so variables, imports, functions and loaded data "
+	    "stay available to the next run_code call of the same "
+	    "conversation, and the value of a final expression is shown like "
+	    "a notebook cell; open matplotlib figures are saved as PNG files "
+	    "and shown. Other languages run as a fresh process in the same "
+	    "sandbox. A session ends after %u minutes without a run and at "
+	    "most %u hours after it started; a timeout that the code does not "
+	    "stop for, running out of memory, or exit() also end it. Every "
+	    "result says whether the state was kept (session.state: new, "
+	    "continued, restarted with a reason): after a restart, run your "
+	    "setup code (imports, loading data) again. Pass session: \"new\" "
+	    "to "
+	    "start with a fresh interpreter. Background processes and threads' "
+	    "processes are stopped at the end of every run. /data, the working "
+	    "directory, belongs to the conversation: files written there stay "
+	    "and come back as links. Limits per run: %u MB memory (the "
+	    "session's, shared by its runs), %g CPU, %u s (timeout_seconds up "
+	    "to %u), %u processes, %u MB in /tmp, output beyond %zu bytes "
+	    "stops the run. %s Print results to stdout; save charts and files "
+	    "to /data.",
+	    cfg->warm_idle_s / 60, cfg->warm_max_s / 3600, cfg->memory_mb,
+	    cfg->cpus, cfg->timeout_s, cfg->max_timeout_s, cfg->pids_limit,
+	    cfg->tmp_mb, cfg->output_max_bytes,
+	    cfg->allow_network ? "No network unless network is true (such "
+	                         "runs use a one-off sandbox, without the "
+	                         "session's state)."
+	                       : "No network access.");
+}
+
+/* ... and with every run in a fresh box. */
+static int tools_run_describe_cold(struct buf *b, const struct config *cfg)
+{
+	return buf_printf(
+	    b,
+	    "Run code in a fresh, isolated Linux container and return its "
+	    "exit status, stdout and stderr. Each run starts clean except "
+	    "for /data, the working directory, which belongs to the "
+	    "conversation: files written there are kept between runs with "
+	    "the same conversationId and can be read back later. Limits per "
+	    "run: %u MB memory, %g CPU, %u s (timeout_seconds up to %u), %u "
+	    "processes, %u MB in /tmp, output beyond %zu bytes stops the run. "
+	    "%s Print results to stdout; save charts and files to /data.",
+	    cfg->memory_mb, cfg->cpus, cfg->timeout_s, cfg->max_timeout_s,
+	    cfg->pids_limit, cfg->tmp_mb, cfg->output_max_bytes,
+	    cfg->allow_network ? "No network unless network is true."
+	                       : "No network access.");
+}
+
+void tools_run_describe(struct runner *runner, char **description,
+                        cJSON **input_schema)
+{
+	const struct config *cfg = runner_config(runner);
+	struct catalog *cat = runner_catalog_get(runner);
+	cJSON *s = cJSON_Parse(tools_run_input_schema), *props, *p, *e;
+	struct buf b;
+	int r;
+
+	buf_init(&b, 0);
+	r = cfg->warm ? tools_run_describe_warm(&b, cfg)
+	              : tools_run_describe_cold(&b, cfg);
+	if (r == 0)
+		r = tools_run_describe_runners(&b, cat);
+	if (r == 0)
+		*description = buf_take(&b, NULL);
+	buf_finish(&b);
+
+	props = cJSON_GetObjectItemCaseSensitive(s, "properties");
+	p = cJSON_GetObjectItemCaseSensitive(props, "conversationId");
+	cJSON_AddStringToObject(p, "description",
+	                        "Names the conversation; runs with the same "
+	                        "id share the /data directory");
+	p = cJSON_GetObjectItemCaseSensitive(props, "language");
+	cJSON_AddStringToObject(p, "description",
+	                        "Which runner executes the code");
+	if (cat->n > 0 && (e = cJSON_AddArrayToObject(p, "enum"))) {
+		for (size_t i = 0; i < cat->n; i++) {
+			cJSON_AddItemToArray(
+			    e, cJSON_CreateString(cat->items[i].language));
+			for (size_t j = 0; j < cat->items[i].n_aliases; j++)
+				cJSON_AddItemToArray(
+				    e, cJSON_CreateString(
+				           cat->items[i].aliases[j]));
+		}
+	}
+	p = cJSON_GetObjectItemCaseSensitive(props, "code");
+	cJSON_AddStringToObject(p, "description",
+	                        "The program's source code, run as a file");
+	cJSON_AddNumberToObject(p, "maxLength", (double)cfg->code_max_bytes);
+	p = cJSON_GetObjectItemCaseSensitive(props, "stdin");
+	cJSON_AddStringToObject(p, "description",
+	                        "Text given to the program on standard input");
+	p = cJSON_GetObjectItemCaseSensitive(props, "environment");
+	cJSON_AddStringToObject(p, "description",
+	                        "Extra environment variables (names like "
+	                        "MY_VAR; HOME, LANG, FILE_BASE_URL and LD_* "
+	                        "are reserved)");
+	p = cJSON_GetObjectItemCaseSensitive(props, "network");
+	cJSON_AddStringToObject(p, "description",
+	                        cfg->allow_network
+	                            ? "Give the run network access"
+	                            : "Network access; disabled by the "
+	                              "operator of this server");
+	p = cJSON_GetObjectItemCaseSensitive(props, "session");
+	cJSON_AddStringToObject(
+	    p, "description",
+	    cfg->warm ? "continue (default): run in this conversation's warm "
+	                "session, keeping Python state; new: end the session "
+	                "first and start with a fresh interpreter"
+	              : "Warm sessions are off on this server: every run "
+	                "starts fresh");
+	p = cJSON_GetObjectItemCaseSensitive(props, "timeout_seconds");
+	cJSON_AddNumberToObject(p, "maximum", cfg->max_timeout_s);
+	cJSON_AddNumberToObject(p, "default", cfg->timeout_s);
+	cJSON_AddStringToObject(p, "description", "Time limit of the run");
+	*input_schema = s;
+	catalog_put(cat);
+}
+
+/* ---- results ------------------------------------------------------------ */
+
+/* What the model should do next, by outcome. */
+static int tools_run_advice(struct buf *b, const struct runner_result *res,
+                            const struct config *cfg)
+{
+	switch (res->status) {
+	case RUNNER_COMPLETED:
+		return 0;
+	case RUNNER_FAILED:
+		return buf_printf(b,
+		                  "The program exited with code %d. Read "
+		                  "stderr, fix the code and run it again.",
+		                  res->exit_code);
+	case RUNNER_TIMED_OUT:
+		return buf_printf(
+		    b,
+		    "Timed out after %u s and was %s. Make the code "
+		    "faster or give it less work%s.",
+		    res->timeout_s,
+		    res->session.warm && !res->session.lost
+		        ? "interrupted (the session's state is kept)"
+		        : "killed",
+		    res->timeout_s < cfg->max_timeout_s ? ", or raise "
+		                                          "timeout_seconds"
+		                                        : "");
+	case RUNNER_OOM_KILLED:
+		return buf_printf(
+		    b,
+		    "Killed: the memory limit of %u MB was "
+		    "exceeded%s. Process the data in chunks, use "
+		    "smaller data types, or free what is no "
+		    "longer needed.",
+		    cfg->memory_mb,
+		    res->session.warm ? (res->child_oom && !res->session.lost
+		                             ? " by a child process (the "
+		                               "session survived)"
+		                             : "")
+		    : res->exit_code == 0 ? " (by a child process)"
+		                          : "");
+	case RUNNER_OUTPUT_LIMIT:
+		return buf_printf(b,
+		                  "Stopped: the output passed %zu bytes. Print "
+		                  "less (a summary, the first and last lines) "
+		                  "or write large results to a file in /data.",
+		                  cfg->output_max_bytes);
+	case RUNNER_CANCELLED:
+		return buf_puts(b, "The run was cancelled.");
+	case RUNNER_BUSY:
+		return buf_printf(
+		    b,
+		    "Not run: all sandboxes are busy. Retry in %u "
+		    "s.",
+		    res->retry_after_s);
+	case RUNNER_ERROR:
+		return buf_printf(
+		    b,
+		    "The sandbox could not run the code: %s. This "
+		    "is a problem on the server, not in the code; "
+		    "retry in a minute.",
+		    res->message[0] ? res->message : "unknown error");
+	}
+	return 0;
+}
+
+static int tools_run_stream_text(struct buf *b, const char *name,
+                                 const struct runner_output *o)
+{
+	int r;
+
+	if (o->total == 0)
+		return 0;
+	r = buf_printf(b, "\n--- %s", name);
+	if (r == 0 && o->truncated)
+		r = buf_printf(b, " (%zu bytes; only the start and end shown)",
+		               o->total);
+	if (r == 0)
+		r = buf_printf(b, " ---\n%s", o->text ? o->text : "");
+	if (r == 0 && o->text && o->text[0] &&
+	    o->text[strlen(o->text) - 1] != '\n')
+		r = buf_putc(b, '\n');
+	return r;
+}
+
+/* Words for a person: why a session's state was lost. */
+static const char *tools_run_why(const char *reason)
+{
+	static const struct {
+		const char *reason, *text;
+	} why[] = {
+	    {"timeout_kill", "a run timed out and did not stop when "
+	                     "interrupted, so the interpreter was killed"},
+	    {"cancel_kill", "a run was cancelled and did not stop when "
+	                    "interrupted, so the interpreter was killed"},
+	    {"output_limit_kill", "a run's output passed the limit and the "
+	                          "interpreter was killed"},
+	    {"killed", "the interpreter was killed"},
+	    {"oom", "it ran out of memory"},
+	    {"exit", "the code called exit() (or os._exit)"},
+	    {"crash", "the interpreter crashed"},
+	    {"protocol", "the code wrote garbage to the sandbox's control "
+	                 "channel"},
+	    {"unresponsive", "the sandbox stopped responding and was "
+	                     "killed"},
+	    {"idle_expired", "it was not used for too long"},
+	    {"max_lifetime", "it reached its maximum lifetime"},
+	    {"evicted", "the server needed room for other conversations"},
+	    {"server_restarted", "the server restarted"},
+	    {"image_updated", "the runner image was updated"},
+	    {"requested", "session \"new\" was asked for"},
+	    {"start_failed", "a sandbox could not be started"},
+	    {"capacity", "the server has no room for another warm session "
+	                 "right now"},
+	    {"memory", "the server is short of memory for another warm "
+	               "session"},
+	    {"network", "runs with network use a one-off sandbox"},
+	    {"one_off", "a one-off run was asked for"},
+	    {"disabled", "warm sessions are off on this server"},
+	};
+
+	for (size_t i = 0; i < sizeof(why) / sizeof(why[0]); i++)
+		if (strcmp(reason, why[i].reason) == 0)
+			return why[i].text;
+	return reason;
+}
+
+/* An ISO 8601 time, or "" for 0. */
+static void tools_run_iso(time_t t, char out[FILES_ISO8601_LEN])
+{
+	if (t > 0)
+		files_iso8601(t, out);
+	else
+		out[0] = '\0';
+}
+
+/* structuredContent.session. */
+static void tools_run_session_json(cJSON *sc, const struct runner_session *s)
+{
+	cJSON *o = cJSON_AddObjectToObject(sc, "session");
+	char iso[FILES_ISO8601_LEN];
+
+	if (!o)
+		return;
+	cJSON_AddStringToObject(o, "state", s->state[0] ? s->state : "none");
+	if (s->reason[0])
+		cJSON_AddStringToObject(o, "reason", s->reason);
+	cJSON_AddBoolToObject(o, "stateful", s->warm && s->stateful);
+	cJSON_AddBoolToObject(o, "lost", s->lost);
+	if (s->lost)
+		cJSON_AddStringToObject(o, "lost_reason", s->lost_reason);
+	if (!s->warm)
+		return;
+	cJSON_AddBoolToObject(o, "from_pool", s->from_pool);
+	cJSON_AddNumberToObject(o, "runs", s->calls);
+	if (s->memory_bytes >= 0)
+		cJSON_AddNumberToObject(o, "memory_bytes",
+		                        (double)s->memory_bytes);
+	if (s->memory_peak_bytes >= 0)
+		cJSON_AddNumberToObject(o, "memory_peak_bytes",
+		                        (double)s->memory_peak_bytes);
+	if (s->memory_limit_bytes >= 0)
+		cJSON_AddNumberToObject(o, "memory_limit_bytes",
+		                        (double)s->memory_limit_bytes);
+	tools_run_iso(s->lost ? 0 : s->idle_expires_at, iso);
+	if (iso[0])
+		cJSON_AddStringToObject(o, "idle_expires_at", iso);
+	tools_run_iso(s->lost ? 0 : s->expires_at, iso);
+	if (iso[0])
+		cJSON_AddStringToObject(o, "expires_at", iso);
+}
+
+/*
+ * The first line of the text when state was lost (before or by this run),
+ * so a model reading only the start cannot miss it.
+ */
+static int tools_run_session_note(struct buf *b, const struct runner_session *s)
+{
+	if (strcmp(s->state, "restarted") == 0 && s->stateful)
+		return buf_printf(
+		    b,
+		    "NOTE: the Python state of this conversation "
+		    "was lost before this run (%s). Variables, "
+		    "imports and loaded data from earlier runs are "
+		    "gone: run the setup code again.\n",
+		    tools_run_why(s->reason));
+	if (s->lost && s->stateful)
+		return buf_printf(
+		    b,
+		    "NOTE: this run ended the Python state (%s). "
+		    "The next run starts with a fresh interpreter: "
+		    "variables and imports are gone.\n",
+		    tools_run_why(s->lost_reason));
+	return 0;
+}
+
+/* The line after the status: the session in a few words. */
+static int tools_run_session_line(struct buf *b, const struct runner_session *s,
+                                  const struct config *cfg)
+{
+	int r;
+
+	if (!s->warm)
+		return s->reason[0] && strcmp(s->reason, "disabled") != 0
+		           ? buf_printf(b,
+		                        "\nsession: none, a one-off sandbox "
+		                        "(%s)",
+		                        tools_run_why(s->reason))
+		           : 0;
+	r = buf_printf(b, "\nsession: %s%s, run %u", s->state,
+	               s->from_pool ? " (pre-started)" : "", s->calls);
+	if (r == 0 && s->memory_bytes >= 0 && s->memory_limit_bytes > 0)
+		r = buf_printf(b, "; memory %.1f MB of %.0f MB",
+		               (double)s->memory_bytes / (1024 * 1024),
+		               (double)s->memory_limit_bytes / (1024 * 1024));
+	if (r == 0 && !s->lost)
+		r = buf_printf(b, "; %s ends after %u min without a run",
+		               s->stateful ? "state kept, it" : "it",
+		               cfg->warm_idle_s / 60 ? cfg->warm_idle_s / 60
+		                                     : 1);
+	return r;
+}
+
+/* structuredContent.value and the text's value section. */
+static int tools_run_value(cJSON *sc, struct buf *text,
+                           const struct runner_result *res)
+{
+	cJSON *v = res->value_json ? cJSON_Parse(res->value_json) : NULL;
+	const char *plain;
+	int r = 0;
+
+	if (!v)
+		return 0;
+	if (!cJSON_IsObject(v)) {
+		cJSON_Delete(v);
+		return 0;
+	}
+	plain = cJSON_GetStringValue(
+	    cJSON_GetObjectItemCaseSensitive(v, "text/plain"));
+	if (plain)
+		r = buf_printf(
+		    text, "\n--- value of the last expression ---\n%s%s", plain,
+		    plain[0] && plain[strlen(plain) - 1] == '\n' ? "" : "\n");
+	cJSON_AddItemToObject(sc, "value", v);
+	return r;
+}
+
+cJSON *tools_run_result(const struct runner_result *res,
+                        const struct config *cfg)
+{
+	cJSON *result = cJSON_CreateObject(), *sc, *content, *t;
+	struct buf text, advice;
+	char *txt = NULL, *adv = NULL;
+	int r;
+
+	buf_init(&text, 0);
+	buf_init(&advice, 0);
+	if (!result)
+		goto fail;
+	r = tools_run_advice(&advice, res, cfg);
+	if (r < 0 || !(adv = buf_take(&advice, NULL)))
+		goto fail;
+	sc = cJSON_AddObjectToObject(result, "structuredContent");
+	if (!sc)
+		goto fail;
+	cJSON_AddStringToObject(sc, "status", runner_status_name(res->status));
+	if (res->exit_code >= 0)
+		cJSON_AddNumberToObject(sc, "exit_code", res->exit_code);
+	else
+		cJSON_AddNullToObject(sc, "exit_code");
+	cJSON_AddStringToObject(sc, "stdout",
+	                        res->out.text ? res->out.text : "");
+	cJSON_AddStringToObject(sc, "stderr",
+	                        res->err.text ? res->err.text : "");
+	cJSON_AddBoolToObject(sc, "stdout_truncated", res->out.truncated);
+	cJSON_AddBoolToObject(sc, "stderr_truncated", res->err.truncated);
+	cJSON_AddNumberToObject(sc, "stdout_bytes", (double)res->out.total);
+	cJSON_AddNumberToObject(sc, "stderr_bytes", (double)res->err.total);
+	cJSON_AddNumberToObject(sc, "duration_ms", (double)res->duration_ms);
+	cJSON_AddNumberToObject(sc, "queue_ms", (double)res->queue_ms);
+	cJSON_AddBoolToObject(sc, "timed_out", res->timed_out);
+	cJSON_AddBoolToObject(sc, "oom_killed", res->oom_killed);
+	cJSON_AddNumberToObject(sc, "timeout_seconds", res->timeout_s);
+	if (res->language[0])
+		cJSON_AddStringToObject(sc, "language", res->language);
+	if (res->image[0])
+		cJSON_AddStringToObject(sc, "runner_image", res->image);
+	if (res->version[0])
+		cJSON_AddStringToObject(sc, "runner_version", res->version);
+	if (res->status == RUNNER_BUSY)
+		cJSON_AddNumberToObject(sc, "retry_after_seconds",
+		                        res->retry_after_s);
+	if (adv[0])
+		cJSON_AddStringToObject(sc, "message", adv);
+	if (res->status != RUNNER_BUSY)
+		tools_run_session_json(sc, &res->session);
+	if (res->cpu_ms >= 0)
+		cJSON_AddNumberToObject(sc, "cpu_ms", (double)res->cpu_ms);
+	if (res->error_name[0])
+		cJSON_AddStringToObject(sc, "error_name", res->error_name);
+
+	r = tools_run_session_note(&text, &res->session);
+	if (r == 0)
+		r = buf_printf(&text, "status: %s",
+		               runner_status_name(res->status));
+	if (r == 0 && res->exit_code >= 0)
+		r = buf_printf(&text, ", exit code %d", res->exit_code);
+	if (r == 0 && res->status != RUNNER_BUSY && res->status != RUNNER_ERROR)
+		r = buf_printf(&text, ", %lld ms", res->duration_ms);
+	if (r == 0 && res->queue_ms >= 1000)
+		r = buf_printf(&text, " (queued %lld ms)", res->queue_ms);
+	if (r == 0 && res->language[0])
+		r = buf_printf(&text, " [%s%s%s]", res->language,
+		               res->version[0] ? " " : "", res->version);
+	if (r == 0 && res->status != RUNNER_BUSY)
+		r = tools_run_session_line(&text, &res->session, cfg);
+	if (r == 0)
+		r = tools_run_stream_text(&text, "stdout", &res->out);
+	if (r == 0)
+		r = tools_run_stream_text(&text, "stderr", &res->err);
+	if (r == 0)
+		r = tools_run_value(sc, &text, res);
+	if (r == 0 && res->out.total == 0 && res->err.total == 0 &&
+	    !res->value_json &&
+	    (res->status == RUNNER_COMPLETED || res->status == RUNNER_FAILED))
+		r = buf_puts(&text, "\n(no output)");
+	if (r == 0 && adv[0])
+		r = buf_printf(&text, "\n%s", adv);
+	if (r < 0 || !(txt = buf_take(&text, NULL)))
+		goto fail;
+	content = cJSON_AddArrayToObject(result, "content");
+	t = cJSON_CreateObject();
+	if (!content || !t || !cJSON_AddItemToArray(content, t)) {
+		cJSON_Delete(t);
+		goto fail;
+	}
+	cJSON_AddStringToObject(t, "type", "text");
+	cJSON_AddStringToObject(t, "text", txt);
+	cJSON_AddBoolToObject(result, "isError",
+	                      res->status != RUNNER_COMPLETED);
+	free(txt);
+	free(adv);
+	buf_finish(&text);
+	buf_finish(&advice);
+	return result;
+fail:
+	free(txt);
+	free(adv);
+	buf_finish(&text);
+	buf_finish(&advice);
+	cJSON_Delete(result);
+	return NULL;
+}

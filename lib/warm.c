@@ -1,0 +1,741 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * warm: warm sessions; see warm.h. The table (sessions and the pool, the
+ * counters, the notes of why state was lost) is guarded by w->lock. A
+ * session taken by a run is marked busy and used by that run's thread
+ * alone, without the lock; housekeeping skips busy sessions. Engine calls
+ * and agent I/O happen without the lock. The protocol with the agent is in
+ * warm_agent.c; this file is the table, the pool and their limits.
+ */
+#include "warm.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "util/errmsg.h"
+#include "util/hex.h"
+#include "util/mono.h"
+#include "warm_agent.h"
+#include "workspace.h"
+
+#define WARM_NOTES_MAX 4096
+#define WARM_MEM_RESERVE_MB 512 /* MemAvailable kept free for the host */
+
+/* Why a conversation's state was lost, told with its next run. */
+struct warm_note {
+	struct warm_note *next;
+	char key[WARM_KEY_LEN];
+	char reason[WARM_REASON_LEN];
+};
+
+struct warm {
+	const struct config *cfg;
+	struct backend *be;
+	char boot[17];
+	struct warm_env env; /* paths and settings the agent side needs */
+	bool pool_enabled;
+
+	pthread_mutex_t lock;
+	struct warm_box *sessions; /* claimed, keyed */
+	struct warm_box *pool;     /* ready, unclaimed */
+	unsigned n_sessions, n_pool, n_busy, n_starting;
+	struct warm_note *notes;
+	unsigned n_notes;
+	unsigned long long started, reused, evicted, expired;
+	bool stopping;
+};
+
+/* ---- notes: why state was lost ----------------------------------------- */
+
+static void warm_key(char out[WARM_KEY_LEN], const char *ws, const char *lang)
+{
+	snprintf(out, WARM_KEY_LEN, "%s.%s", ws, lang);
+}
+
+/* Records reason for key (replacing an older one). Lock held. */
+static void warm_note_put(struct warm *w, const char *key, const char *reason)
+{
+	struct warm_note **pp = &w->notes, *n;
+
+	for (n = w->notes; n; n = n->next)
+		if (strcmp(n->key, key) == 0) {
+			snprintf(n->reason, sizeof(n->reason), "%s", reason);
+			return;
+		}
+	if (w->n_notes >= WARM_NOTES_MAX) {
+		/* Drop the oldest: the list is newest first. */
+		while ((*pp)->next)
+			pp = &(*pp)->next;
+		free(*pp);
+		*pp = NULL;
+		w->n_notes--;
+	}
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return;
+	snprintf(n->key, sizeof(n->key), "%s", key);
+	snprintf(n->reason, sizeof(n->reason), "%s", reason);
+	n->next = w->notes;
+	w->notes = n;
+	w->n_notes++;
+}
+
+/* Takes the note of key into reason ("" when none). Lock held. */
+static void warm_note_take(struct warm *w, const char *key,
+                           char reason[WARM_REASON_LEN])
+{
+	struct warm_note **pp, *n;
+
+	reason[0] = '\0';
+	for (pp = &w->notes; (n = *pp); pp = &n->next)
+		if (strcmp(n->key, key) == 0) {
+			snprintf(reason, WARM_REASON_LEN, "%s", n->reason);
+			*pp = n->next;
+			free(n);
+			w->n_notes--;
+			return;
+		}
+}
+
+/*
+ * Marker files: SANDBOX_ROOT/sessions/<key> holds the boot id of the live
+ * session of key, so that after a crash of this process the next run of
+ * that conversation can say its state was lost to a restart.
+ */
+static void warm_marker(struct warm *w, const char *key, bool live)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/sessions/%s",
+	                     w->cfg->sandbox_root, key) >= sizeof(path))
+		return;
+	if (!live) {
+		if (unlink(path) < 0 && errno != ENOENT)
+			log_warn("removing %s", path);
+		return;
+	}
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+	          0600);
+	if (fd < 0 || write(fd, w->boot, strlen(w->boot)) < 0)
+		log_warn("writing %s", path);
+	if (fd >= 0)
+		close(fd);
+}
+
+/* Notes the live sessions of earlier boots as ended by a restart. */
+static void warm_markers_load(struct warm *w)
+{
+	char dir[PATH_MAX], boot[17];
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "%s/sessions", w->cfg->sandbox_root);
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		log_warn("creating %s", dir);
+	d = opendir(dir);
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		int fd;
+		ssize_t n = -1;
+
+		if (e->d_name[0] == '.' || strlen(e->d_name) >= WARM_KEY_LEN)
+			continue;
+		fd = openat(dirfd(d), e->d_name,
+		            O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd >= 0) {
+			n = read(fd, boot, sizeof(boot) - 1);
+			close(fd);
+		}
+		boot[n > 0 ? n : 0] = '\0';
+		if (strcmp(boot, w->boot) != 0)
+			warm_note_put(w, e->d_name, "server_restarted");
+		(void)unlinkat(dirfd(d), e->d_name, 0);
+	}
+	closedir(d);
+	if (w->n_notes)
+		log_info("warm sessions: %u ended by the restart; their next "
+		         "runs will say so",
+		         w->n_notes);
+}
+
+/* ---- capacity ---------------------------------------------------------- */
+
+/* MemAvailable of /proc/meminfo in MiB, or -1. */
+static long long warm_mem_available_mb(void)
+{
+	char line[128];
+	long long kb = -1;
+	FILE *f = fopen("/proc/meminfo", "re");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb < 0 ? -1 : kb / 1024;
+}
+
+/* The warm boxes that count: sessions, pool, and those starting. */
+static unsigned warm_count(const struct warm *w)
+{
+	return w->n_sessions + w->n_pool + w->n_starting;
+}
+
+/* The least recently used idle session, or NULL. Lock held. */
+static struct warm_box *warm_lru_idle(struct warm *w)
+{
+	struct warm_box *b, *best = NULL;
+
+	for (b = w->sessions; b; b = b->next)
+		if (!b->busy && (!best || b->last_used_ms < best->last_used_ms))
+			best = b;
+	return best;
+}
+
+/* Unlinks b from the session table. Lock held. */
+static void warm_unlink(struct warm *w, struct warm_box *b)
+{
+	struct warm_box **pp;
+
+	for (pp = &w->sessions; *pp; pp = &(*pp)->next)
+		if (*pp == b) {
+			*pp = b->next;
+			w->n_sessions--;
+			return;
+		}
+	for (pp = &w->pool; *pp; pp = &(*pp)->next)
+		if (*pp == b) {
+			*pp = b->next;
+			w->n_pool--;
+			return;
+		}
+}
+
+/*
+ * Ends a session (unlinked already): notes why for its next run, removes
+ * its marker, and stops its box. Without the lock.
+ */
+static void warm_end(struct warm *w, struct warm_box *b, const char *reason)
+{
+	if (b->key[0]) {
+		pthread_mutex_lock(&w->lock);
+		if (reason)
+			warm_note_put(w, b->key, reason);
+		pthread_mutex_unlock(&w->lock);
+		warm_marker(w, b->key, false);
+		log_info("warm session %.12s/%s ended (%s) after %u run(s)",
+		         b->key, b->lang, reason ? reason : "-", b->calls);
+	}
+	warm_box_destroy(&w->env, b);
+}
+
+/*
+ * Makes room for one more warm box: evicts idle sessions (least recently
+ * used first) while the count or the memory budget would be passed, or
+ * the host is short of memory. 0 with a slot reserved (n_starting), or
+ * -EAGAIN with why in reason. Takes the lock.
+ */
+static int warm_reserve(struct warm *w, unsigned mem_mb,
+                        char reason[WARM_REASON_LEN])
+{
+	const struct config *cfg = w->cfg;
+
+	for (;;) {
+		struct warm_box *victim;
+		unsigned long long used;
+		long long avail = warm_mem_available_mb();
+		bool full;
+
+		pthread_mutex_lock(&w->lock);
+		used = (unsigned long long)warm_count(w) * cfg->memory_mb;
+		full = warm_count(w) >= cfg->warm_max ||
+		       used + mem_mb > cfg->warm_memory_mb ||
+		       (avail >= 0 &&
+		        avail < (long long)mem_mb + WARM_MEM_RESERVE_MB);
+		if (!full) {
+			w->n_starting++;
+			pthread_mutex_unlock(&w->lock);
+			return 0;
+		}
+		victim = warm_lru_idle(w);
+		if (!victim && w->pool) {
+			victim = w->pool; /* a pool box before nothing */
+		}
+		if (!victim) {
+			pthread_mutex_unlock(&w->lock);
+			snprintf(reason, WARM_REASON_LEN, "%s",
+			         warm_count(w) >= cfg->warm_max ? "capacity"
+			                                        : "memory");
+			return -EAGAIN;
+		}
+		warm_unlink(w, victim);
+		if (victim->key[0])
+			w->evicted++;
+		pthread_mutex_unlock(&w->lock);
+		warm_end(w, victim, "evicted");
+	}
+}
+
+static void warm_unreserve(struct warm *w)
+{
+	pthread_mutex_lock(&w->lock);
+	w->n_starting--;
+	pthread_mutex_unlock(&w->lock);
+}
+
+/* ---- taking a session for a run ---------------------------------------- */
+
+/* The pool box for img, taken out of the pool, or NULL. Lock held. */
+static struct warm_box *warm_pool_take(struct warm *w,
+                                       const struct catalog_image *img)
+{
+	struct warm_box **pp, *b;
+
+	for (pp = &w->pool; (b = *pp); pp = &b->next)
+		if (strcmp(b->image_id, img->image_id) == 0) {
+			*pp = b->next;
+			w->n_pool--;
+			return b;
+		}
+	return NULL;
+}
+
+/*
+ * Finds the session of key for a run, or decides it must be replaced
+ * (image updated, asked for, dead). Returns the session (busy now) or NULL
+ * with *old set to a session to end and reason why.
+ */
+static struct warm_box *warm_find(struct warm *w, const char *key,
+                                  const struct catalog_image *img, bool fresh,
+                                  struct warm_box **old,
+                                  char reason[WARM_REASON_LEN])
+{
+	struct warm_box *b;
+
+	*old = NULL;
+	reason[0] = '\0';
+	for (b = w->sessions; b; b = b->next)
+		if (strcmp(b->key, key) == 0)
+			break;
+	if (!b)
+		return NULL;
+	if (b->dead)
+		snprintf(reason, WARM_REASON_LEN, "%s", b->dead_reason);
+	else if (strcmp(b->image_id, img->image_id) != 0)
+		snprintf(reason, WARM_REASON_LEN, "image_updated");
+	else if (fresh)
+		snprintf(reason, WARM_REASON_LEN, "requested");
+	if (reason[0]) {
+		warm_unlink(w, b);
+		*old = b;
+		return NULL;
+	}
+	b->busy = true;
+	w->n_busy++;
+	return b;
+}
+
+/* Gives a session back after a run (or ends it when it died). */
+static void warm_put(struct warm *w, struct warm_box *b)
+{
+	pthread_mutex_lock(&w->lock);
+	b->busy = false;
+	w->n_busy--;
+	b->last_used_ms = mono_ms();
+	if (b->dead) {
+		warm_unlink(w, b);
+		pthread_mutex_unlock(&w->lock);
+		warm_end(w, b, b->dead_reason);
+		return;
+	}
+	pthread_mutex_unlock(&w->lock);
+}
+
+/* Ends a busy session without a note: the caller reports why itself. */
+static void warm_drop(struct warm *w, struct warm_box *b)
+{
+	pthread_mutex_lock(&w->lock);
+	b->busy = false;
+	w->n_busy--;
+	warm_unlink(w, b);
+	pthread_mutex_unlock(&w->lock);
+	warm_end(w, b, NULL);
+}
+
+/*
+ * A new session for key: a claimed pool box, else a fresh one. Returns it
+ * (busy, in the table) or NULL with res->session.reason saying why not.
+ */
+static struct warm_box *warm_new(struct warm *w,
+                                 const struct runner_request *req,
+                                 const struct catalog_image *img,
+                                 const char *key, struct runner_result *res,
+                                 int *engine_rc)
+{
+	struct warm_box *b;
+	char msg[512] = "";
+	int rc;
+
+	*engine_rc = 0;
+	pthread_mutex_lock(&w->lock);
+	b = warm_pool_take(w, img);
+	if (b)
+		w->n_starting++; /* counted while it is claimed */
+	pthread_mutex_unlock(&w->lock);
+	if (b) {
+		rc = warm_box_claim(&w->env, b, req, key, msg, sizeof(msg));
+		if (rc < 0) {
+			log_warnx("claiming a pool box for %.12s: %s", key,
+			          msg);
+			warm_box_destroy(&w->env, b);
+			warm_unreserve(w);
+			b = NULL;
+		}
+	}
+	if (!b) {
+		rc = warm_reserve(w, w->cfg->memory_mb, res->session.reason);
+		if (rc < 0)
+			return NULL;
+		rc = warm_box_start(&w->env, img, req, key, &b, msg,
+		                    sizeof(msg));
+		if (rc < 0) {
+			warm_unreserve(w);
+			log_warnx("starting a warm box for %s: %s",
+			          img->language, msg);
+			*engine_rc = rc;
+			snprintf(res->session.reason,
+			         sizeof(res->session.reason), "start_failed");
+			snprintf(res->message, sizeof(res->message), "%s", msg);
+			return NULL;
+		}
+	} else {
+		res->session.from_pool = true;
+	}
+	warm_marker(w, key, true);
+	pthread_mutex_lock(&w->lock);
+	w->n_starting--;
+	b->busy = true;
+	w->n_busy++;
+	b->next = w->sessions;
+	w->sessions = b;
+	w->n_sessions++;
+	w->started++;
+	pthread_mutex_unlock(&w->lock);
+	return b;
+}
+
+int warm_run(struct warm *w, const struct runner_request *req,
+             const struct catalog_image *img, struct runner_result *res)
+{
+	char key[WARM_KEY_LEN], why[WARM_REASON_LEN] = "";
+	struct warm_box *b, *old = NULL;
+
+	if (!req->workspace || !req->workspace_name) {
+		snprintf(res->session.reason, sizeof(res->session.reason),
+		         "no_workspace");
+		return -EAGAIN;
+	}
+	warm_key(key, req->workspace_name, img->language);
+	pthread_mutex_lock(&w->lock);
+	if (w->stopping) {
+		pthread_mutex_unlock(&w->lock);
+		snprintf(res->session.reason, sizeof(res->session.reason),
+		         "shutting_down");
+		return -EAGAIN;
+	}
+	b = warm_find(w, key, img, req->session_new, &old, why);
+	if (!b && !old)
+		warm_note_take(w, key, why);
+	pthread_mutex_unlock(&w->lock);
+	if (old)
+		warm_end(w, old, NULL);
+	if (b && !warm_box_alive(&w->env, b)) {
+		/* It died while idle (out of memory, killed): say so. */
+		snprintf(why, sizeof(why), "%s", b->dead_reason);
+		warm_drop(w, b);
+		b = NULL;
+	}
+	if (b) {
+		pthread_mutex_lock(&w->lock);
+		w->reused++;
+		pthread_mutex_unlock(&w->lock);
+	}
+
+	if (b) {
+		snprintf(res->session.state, sizeof(res->session.state),
+		         "continued");
+		if (warm_box_exec(&w->env, b, req, img, res) == 0)
+			goto done;
+		/* Dead before the code reached it: a fresh box, once. */
+		snprintf(why, sizeof(why), "%s", b->dead_reason);
+		warm_drop(w, b);
+		runner_result_finish(res);
+		res->message[0] = '\0';
+		res->status = RUNNER_ERROR;
+		b = NULL;
+	}
+	{
+		int erc;
+
+		b = warm_new(w, req, img, key, res, &erc);
+		if (!b && (erc == -ECONNREFUSED || erc == -ETIMEDOUT)) {
+			/*
+			 * The engine is away: a one-off box would fail the
+			 * same way after as long a wait. Say so now.
+			 */
+			if (why[0]) {
+				pthread_mutex_lock(&w->lock);
+				warm_note_put(w, key, why);
+				pthread_mutex_unlock(&w->lock);
+			}
+			res->status = RUNNER_ERROR;
+			snprintf(res->session.state, sizeof(res->session.state),
+			         "none");
+			return 0;
+		}
+		if (!b) {
+			if (why[0]) {
+				/* Keep it for the run that gets a session. */
+				pthread_mutex_lock(&w->lock);
+				warm_note_put(w, key, why);
+				pthread_mutex_unlock(&w->lock);
+			}
+			return -EAGAIN;
+		}
+		snprintf(res->session.state, sizeof(res->session.state), "%s",
+		         why[0] ? "restarted" : "new");
+		snprintf(res->session.reason, sizeof(res->session.reason), "%s",
+		         why);
+	}
+	if (warm_box_exec(&w->env, b, req, img, res) < 0)
+		log_info("a fresh warm box for %.12s died before its first run",
+		         key);
+done:
+	res->session.calls = b->calls;
+	res->session.idle_expires_at = time(NULL) + (time_t)w->cfg->warm_idle_s;
+	res->session.expires_at = b->expires_at;
+	warm_put(w, b);
+	return 0;
+}
+
+/* ---- housekeeping ------------------------------------------------------ */
+
+/* Takes out the first idle session past its time, with why, or NULL. */
+static struct warm_box *warm_expired(struct warm *w, const char **why)
+{
+	long long now = mono_ms();
+	time_t wall = time(NULL);
+	struct warm_box *b;
+
+	for (b = w->sessions; b; b = b->next) {
+		if (b->busy)
+			continue;
+		if (wall >= b->expires_at)
+			*why = "max_lifetime";
+		else if (now - b->last_used_ms >=
+		         (long long)w->cfg->warm_idle_s * 1000)
+			*why = "idle_expired";
+		else
+			continue;
+		warm_unlink(w, b);
+		w->expired++;
+		return b;
+	}
+	for (b = w->pool; b; b = b->next)
+		if (wall >= b->expires_at) {
+			*why = NULL;
+			warm_unlink(w, b);
+			return b;
+		}
+	return NULL;
+}
+
+/* Whether SANDBOX_POOL_LANGUAGES names lang. */
+static bool warm_pooled(const struct warm *w, const char *lang)
+{
+	for (char **p = w->cfg->pool_languages; p && *p; p++)
+		if (strcmp(*p, "*") == 0 || strcmp(*p, lang) == 0)
+			return true;
+	return false;
+}
+
+/* The language of cat the pool is short of, or NULL. Lock held. */
+static const struct catalog_image *warm_pool_short(struct warm *w,
+                                                   const struct catalog *cat)
+{
+	for (size_t i = 0; i < cat->n; i++) {
+		const struct catalog_image *img = &cat->items[i];
+		unsigned have = 0;
+
+		if (!warm_pooled(w, img->language))
+			continue;
+		for (struct warm_box *b = w->pool; b; b = b->next)
+			if (strcmp(b->image_id, img->image_id) == 0)
+				have++;
+		if (have < w->cfg->pool_size)
+			return img;
+	}
+	return NULL;
+}
+
+void warm_tick(struct warm *w, const struct catalog *cat)
+{
+	struct warm_box *b;
+	const struct catalog_image *img;
+	const char *why = NULL;
+	char reason[WARM_REASON_LEN], msg[512];
+
+	for (;;) {
+		pthread_mutex_lock(&w->lock);
+		b = warm_expired(w, &why);
+		pthread_mutex_unlock(&w->lock);
+		if (!b)
+			break;
+		warm_end(w, b, why);
+	}
+	if (!w->pool_enabled || !w->cfg->pool_size || !cat)
+		return;
+	/* One pool box per tick: a start takes a while and a core. */
+	pthread_mutex_lock(&w->lock);
+	img = w->stopping ? NULL : warm_pool_short(w, cat);
+	pthread_mutex_unlock(&w->lock);
+	if (!img || warm_reserve(w, w->cfg->memory_mb, reason) < 0)
+		return;
+	if (warm_box_start(&w->env, img, NULL, NULL, &b, msg, sizeof(msg)) <
+	    0) {
+		warm_unreserve(w);
+		log_warnx("warm pool: starting a %s box: %s", img->language,
+		          msg);
+		return;
+	}
+	pthread_mutex_lock(&w->lock);
+	w->n_starting--;
+	b->next = w->pool;
+	w->pool = b;
+	w->n_pool++;
+	pthread_mutex_unlock(&w->lock);
+	log_debug("warm pool: %s box %s ready in %lld ms", img->language,
+	          b->box->id, b->ready_ms);
+}
+
+/* ---- create, destroy, stats -------------------------------------------- */
+
+int warm_create(const struct config *cfg, struct backend *be, const char *boot,
+                struct warm **out, char *err, size_t errlen)
+{
+	struct warm *w = calloc(1, sizeof(*w));
+	char why[256] = "";
+	int rc;
+
+	*out = NULL;
+	if (!w)
+		return errmsg_fail(-ENOMEM, err, errlen, "out of memory");
+	w->cfg = cfg;
+	w->be = be;
+	snprintf(w->boot, sizeof(w->boot), "%s", boot);
+	pthread_mutex_init(&w->lock, NULL);
+	rc = warm_env_init(&w->env, cfg, be, boot, err, errlen);
+	if (rc < 0) {
+		warm_destroy(w);
+		return rc;
+	}
+	warm_markers_load(w);
+	w->pool_enabled = cfg->pool_size > 0 &&
+	                  warm_pool_prepare(&w->env, why, sizeof(why)) == 0;
+	if (cfg->pool_size && !w->pool_enabled)
+		log_warnx("warm pool disabled: %s (first runs of a "
+		          "conversation start a box instead)",
+		          why);
+	log_info("warm sessions: at most %u boxes and %u MiB, idle %u s, "
+	         "lifetime %u s, pool %u per language%s",
+	         cfg->warm_max, cfg->warm_memory_mb, cfg->warm_idle_s,
+	         cfg->warm_max_s, w->pool_enabled ? cfg->pool_size : 0,
+	         w->pool_enabled ? "" : " (off)");
+	*out = w;
+	return 0;
+}
+
+void warm_destroy(struct warm *w)
+{
+	struct warm_box *b;
+
+	if (!w)
+		return;
+	pthread_mutex_lock(&w->lock);
+	w->stopping = true;
+	pthread_mutex_unlock(&w->lock);
+	for (;;) {
+		pthread_mutex_lock(&w->lock);
+		b = w->sessions ? w->sessions : w->pool;
+		if (b)
+			warm_unlink(w, b);
+		pthread_mutex_unlock(&w->lock);
+		if (!b)
+			break;
+		/* A clean stop is not a loss worth a note: the marker goes. */
+		warm_end(w, b, NULL);
+	}
+	while (w->notes) {
+		struct warm_note *n = w->notes;
+
+		w->notes = n->next;
+		free(n);
+	}
+	warm_env_finish(&w->env);
+	pthread_mutex_destroy(&w->lock);
+	free(w);
+}
+
+void warm_stats(struct warm *w, struct warm_stats *out)
+{
+	pthread_mutex_lock(&w->lock);
+	out->sessions = w->n_sessions;
+	out->busy = w->n_busy;
+	out->pool = w->n_pool;
+	out->max = w->cfg->warm_max;
+	out->memory_mb = (unsigned long long)warm_count(w) * w->cfg->memory_mb;
+	out->memory_budget_mb = w->cfg->warm_memory_mb;
+	out->started = w->started;
+	out->reused = w->reused;
+	out->evicted = w->evicted;
+	out->expired = w->expired;
+	out->pool_enabled = w->pool_enabled;
+	pthread_mutex_unlock(&w->lock);
+}
+
+bool warm_health(void *arg, cJSON *health)
+{
+	struct warm_stats s;
+	cJSON *o = cJSON_AddObjectToObject(health, "warm");
+
+	warm_stats(arg, &s);
+	if (!o)
+		return true;
+	cJSON_AddNumberToObject(o, "sessions", s.sessions);
+	cJSON_AddNumberToObject(o, "busy", s.busy);
+	cJSON_AddNumberToObject(o, "pool", s.pool);
+	cJSON_AddBoolToObject(o, "pool_enabled", s.pool_enabled);
+	cJSON_AddNumberToObject(o, "max", s.max);
+	cJSON_AddNumberToObject(o, "memory_mb", (double)s.memory_mb);
+	cJSON_AddNumberToObject(o, "memory_budget_mb",
+	                        (double)s.memory_budget_mb);
+	cJSON_AddNumberToObject(o, "started", (double)s.started);
+	cJSON_AddNumberToObject(o, "reused", (double)s.reused);
+	cJSON_AddNumberToObject(o, "evicted", (double)s.evicted);
+	cJSON_AddNumberToObject(o, "expired", (double)s.expired);
+	return true;
+}

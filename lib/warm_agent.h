@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * warm_agent: one warm box and the daemon's side of the agent protocol
+ * (docs/agent-protocol.md): installing the agent, starting a box with it,
+ * claiming a pool box for a conversation (bind-mounting its workspace from
+ * the host), and driving one call: exec, output, interrupt, kill. The
+ * table of boxes, the pool and their limits are warm.c's; this file knows
+ * one box at a time.
+ *
+ * Whatever a box sends is hostile: frames are bounded by
+ * AGENTFRAME_MAX, JSON is parsed only from whole frames of that size, ids
+ * must match the exec, and any violation ends the box (and only it).
+ *
+ * Threads: a box is used by one thread at a time; the environment is
+ * read-only after warm_env_init.
+ */
+#ifndef MCPSD_WARM_AGENT_H
+#define MCPSD_WARM_AGENT_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "agentframe.h"
+#include "backend.h"
+#include "catalog.h"
+#include "config.h"
+#include "runner.h"
+
+#define WARM_KEY_LEN (64 + 1 + CATALOG_NAME_MAX + 1) /* "<ws>.<lang>" */
+#define WARM_REASON_LEN 24
+
+struct workspace;
+
+/* What every box needs to know, fixed at start-up. */
+struct warm_env {
+	const struct config *cfg;
+	struct backend *be;
+	char boot[17];
+	char agent_host_dir[PATH_MAX]; /* mounted at /opt/mcp-sandboxd */
+	char runs_dir[PATH_MAX];       /* SANDBOX_ROOT/runs */
+	char runs_host_dir[PATH_MAX];  /* ... as the engine's host sees it */
+	char pool_dir[PATH_MAX];       /* SANDBOX_ROOT/pool */
+	char pool_host_dir[PATH_MAX];
+	bool pool_mounted; /* pool_dir is our shared bind mount */
+};
+
+struct warm_box {
+	struct warm_box *next;  /* in warm.c's lists */
+	char key[WARM_KEY_LEN]; /* "" while in the pool */
+	char lang[CATALOG_NAME_MAX + 1];
+	char image_id[80];
+	char id[17]; /* names runs/w-<id> and pool/<id> */
+	struct box *box;
+	struct box_stream *stream;
+	struct agentframe_decoder dec;
+	char dir[PATH_MAX];      /* runs/w-<id>, mounted at /sandbox */
+	char host_dir[PATH_MAX]; /* ... as the engine's host sees it */
+	char mnt[PATH_MAX];      /* pool/<id>, /data of a pool box, or "" */
+	bool mnt_bound;          /* a workspace is mounted on mnt */
+	struct workspace *hold;  /* keeps the workspace open and mounted */
+	bool kernel;             /* the language keeps state (Python) */
+	bool ready;              /* the agent can take an exec */
+	bool busy;               /* warm.c: a run has it */
+	bool dead;               /* it cannot run anything more */
+	char dead_reason[WARM_REASON_LEN];
+	char lost[WARM_REASON_LEN]; /* state lost while idle (from R) */
+	unsigned calls;
+	long long oom_kills_seen; /* the cgroup's OOM kills at the last D */
+	uint64_t next_id;
+	long long last_used_ms; /* mono_ms */
+	long long ready_ms;     /* how long the start took */
+	time_t expires_at;      /* wall clock: the maximum lifetime */
+};
+
+/*
+ * Fills env: writes the embedded agent and kernel into
+ * SANDBOX_ROOT/agent/<hash>/ (once per content), the run and pool
+ * directories. -errno with a message for a person.
+ */
+__attribute__((warn_unused_result)) int
+warm_env_init(struct warm_env *env, const struct config *cfg,
+              struct backend *be, const char *boot, char *err, size_t errlen);
+
+/* Unmounts the pool directory if we mounted it. */
+void warm_env_finish(struct warm_env *env);
+
+/*
+ * Makes SANDBOX_ROOT/pool a shared mount (so a workspace mounted below it
+ * later appears in a pool box) after unmounting and removing what an
+ * earlier boot left. -errno with why in err (the pool is then off).
+ */
+__attribute__((warn_unused_result)) int
+warm_pool_prepare(struct warm_env *env, char *err, size_t errlen);
+
+/*
+ * Starts a box of img running the agent and waits until it is ready. For a
+ * conversation (req and key given) its workspace is /data and is held
+ * open; for the pool (both NULL) /data is an empty pool directory and a
+ * Python kernel preloads SANDBOX_POOL_PRELOAD. Caller owns *out
+ * (warm_box_destroy).
+ */
+__attribute__((warn_unused_result)) int
+warm_box_start(const struct warm_env *env, const struct catalog_image *img,
+               const struct runner_request *req, const char *key,
+               struct warm_box **out, char *err, size_t errlen);
+
+/*
+ * Gives a pool box to the conversation of req: mounts its workspace on the
+ * box's /data from the host and tells the agent to change to it.
+ */
+__attribute__((warn_unused_result)) int
+warm_box_claim(const struct warm_env *env, struct warm_box *b,
+               const struct runner_request *req, const char *key, char *err,
+               size_t errlen);
+
+/*
+ * Whether an idle box is still alive: reads what it sent while idle (a new
+ * kernel's R, its end). Returns false and sets b->dead_reason when it died.
+ */
+bool warm_box_alive(const struct warm_env *env, struct warm_box *b);
+
+/*
+ * Runs req in b and fills res (status, exit code, output, value, memory,
+ * res->session.lost when this call ended the state). Marks b dead when the
+ * box must not be used again. Returns 0, or -EAGAIN when b turned out dead
+ * before the code reached it (nothing ran: a fresh box may be tried).
+ */
+__attribute__((warn_unused_result)) int
+warm_box_exec(const struct warm_env *env, struct warm_box *b,
+              const struct runner_request *req, const struct catalog_image *img,
+              struct runner_result *res);
+
+/* Stops and removes the box, unmounts and releases all it holds. */
+void warm_box_destroy(const struct warm_env *env, struct warm_box *b);
+
+#endif
