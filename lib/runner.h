@@ -280,48 +280,4 @@ void runner_job_reap(void *runner);
 
 /* ---- pieces exposed for tests ------------------------------------------- */
 
-/* Everything that varies between one-off runs, for runner_box_spec. */
-struct runner_spec {
-	const struct catalog_image *image;
-	const char *run_id;              /* 16 hex */
-	const char *code_host_dir;       /* mounted read-only at /sandbox */
-	const char *workspace_host_path; /* mounted at /data, or NULL */
-	const char *file_base_url;       /* or NULL */
-	const char *tenant_fp;           /* or NULL */
-	const char *const *env;
-	size_t n_env;
-	bool network;
-	unsigned timeout_s;
-	time_t deadline; /* unix seconds, for the label */
-};
-
-/* Storage for what runner_box_spec's box_spec points to. */
-struct runner_spec_store {
-	const char *cmd[CATALOG_COMMAND_MAX + 4];
-	char limit_arg[24];
-	const char **env;
-	char *base_url_env;
-};
-
-/*
- * The box of a one-off run of spec: the image's command behind its
- * watchdog, HOME, LANG, FILE_BASE_URL and the caller's variables, the code
- * directory read-only at /sandbox, the workspace at /data, labels. Pure;
- * out points into st and spec (release st with runner_spec_store_finish).
- * -EINVAL, -ENOMEM.
- */
-__attribute__((warn_unused_result)) int
-runner_box_spec(const struct config *cfg, const struct runner_spec *spec,
-                struct box_spec *out, struct runner_spec_store *st);
-void runner_spec_store_finish(struct runner_spec_store *st);
-
-/*
- * The Docker create body of a one-off run (runner_box_spec, then
- * backend_docker_create_body). Pure, for tests and benchmarks. Caller owns;
- * NULL on allocation failure.
- */
-cJSON *runner_create_body(const struct config *cfg, const char *seccomp_opt,
-                          const char *owner, const char *boot,
-                          const struct runner_spec *spec);
-
 #endif

@@ -4,8 +4,9 @@
  * counters, the notes of why state was lost) is guarded by w->lock. A
  * session taken by a run is marked busy and used by that run's thread
  * alone, without the lock; housekeeping skips busy sessions. Engine calls
- * and agent I/O happen without the lock. The protocol with the agent is in
- * warm_agent.c; this file is the table, the pool and their limits.
+ * and agent I/O happen without the lock. One box and the protocol with its
+ * agent are in warm_agent.c, warm_io.c and warm_exec.c; this file is the
+ * table, the pool and their limits.
  */
 #include "warm.h"
 
@@ -27,6 +28,7 @@
 #include "util/hex.h"
 #include "util/mono.h"
 #include "warm_agent.h"
+#include "warm_exec.h"
 #include "workspace.h"
 
 #define WARM_NOTES_MAX 4096
@@ -478,7 +480,7 @@ int warm_run(struct warm *w, const struct runner_request *req,
 	if (b) {
 		snprintf(res->session.state, sizeof(res->session.state),
 		         "continued");
-		if (warm_box_exec(&w->env, b, req, img, res) == 0)
+		if (warm_exec_run(&w->env, b, req, img, res) == 0)
 			goto done;
 		/* Dead before the code reached it: a fresh box, once. */
 		snprintf(why, sizeof(why), "%s", b->dead_reason);
@@ -521,7 +523,7 @@ int warm_run(struct warm *w, const struct runner_request *req,
 		snprintf(res->session.reason, sizeof(res->session.reason), "%s",
 		         why);
 	}
-	if (warm_box_exec(&w->env, b, req, img, res) < 0)
+	if (warm_exec_run(&w->env, b, req, img, res) < 0)
 		log_info("a fresh warm box for %.12s died before its first run",
 		         key);
 done:

@@ -121,17 +121,6 @@ warm_box_claim(const struct warm_env *env, struct warm_box *b,
  */
 bool warm_box_alive(const struct warm_env *env, struct warm_box *b);
 
-/*
- * Runs req in b and fills res (status, exit code, output, value, memory,
- * res->session.lost when this call ended the state). Marks b dead when the
- * box must not be used again. Returns 0, or -EAGAIN when b turned out dead
- * before the code reached it (nothing ran: a fresh box may be tried).
- */
-__attribute__((warn_unused_result)) int
-warm_box_exec(const struct warm_env *env, struct warm_box *b,
-              const struct runner_request *req, const struct catalog_image *img,
-              struct runner_result *res);
-
 /* Stops and removes the box, unmounts and releases all it holds. */
 void warm_box_destroy(const struct warm_env *env, struct warm_box *b);
 

@@ -23,6 +23,7 @@
 
 #include "catalog.h"
 #include "config.h"
+#include "oneoff.h"
 #include "runner.h"
 #include "seccomp.h"
 
@@ -59,7 +60,7 @@ int main(int argc, char **argv)
 	struct config cfg;
 	struct catalog *cat = NULL;
 	const struct catalog_image *img;
-	struct runner_spec spec;
+	struct oneoff_spec spec;
 	cJSON *summaries, *body;
 	char err[512], *in, *opt = NULL, *txt;
 	int rc = 1;
@@ -98,7 +99,7 @@ int main(int argc, char **argv)
 	spec.workspace_host_path = argv[2];
 	spec.timeout_s = cfg.timeout_s;
 	spec.deadline = time(NULL) + 3600;
-	body = runner_create_body(&cfg, opt, "bench-cli", "0", &spec);
+	body = oneoff_create_body(&cfg, opt, "bench-cli", "0", &spec);
 	txt = body ? cJSON_PrintUnformatted(body) : NULL;
 	if (txt) {
 		puts(txt);

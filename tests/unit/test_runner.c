@@ -16,6 +16,7 @@
 #include "log.h"
 #include "docker/backend_docker.h"
 #include "runargs.h"
+#include "oneoff.h"
 #include "runner.h"
 #include "tap.h"
 
@@ -166,7 +167,7 @@ static void test_body(void)
 	                            .n_command = 3,
 	                            .watchdog = wd};
 	struct config cfg;
-	struct runner_spec sp;
+	struct oneoff_spec sp;
 	const char *env[] = {"FOO=bar"};
 	cJSON *b;
 	const cJSON *hc, *x, *m;
@@ -184,7 +185,7 @@ static void test_body(void)
 	sp.network = true; /* asked for, but the operator does not allow it */
 	sp.timeout_s = 30;
 	sp.deadline = 1700000000;
-	b = runner_create_body(&cfg, "seccomp={}", "inst-1", "feedface00000000",
+	b = oneoff_create_body(&cfg, "seccomp={}", "inst-1", "feedface00000000",
 	                       &sp);
 	ok(b != NULL, "create body built");
 	hc = get(b, "HostConfig");
@@ -292,7 +293,7 @@ static void test_body(void)
 	sp.file_base_url = NULL;
 	sp.tenant_fp = NULL;
 	img.watchdog = NULL;
-	b = runner_create_body(&cfg, "seccomp={}", "inst-1", "feedface00000000",
+	b = oneoff_create_body(&cfg, "seccomp={}", "inst-1", "feedface00000000",
 	                       &sp);
 	hc = get(b, "HostConfig");
 	is_str(cJSON_GetStringValue(get(hc, "NetworkMode")), "bridge",
@@ -307,7 +308,7 @@ static void test_body(void)
 	       "no watchdog, bare command");
 	sp.network = false;
 	cJSON_Delete(b);
-	b = runner_create_body(&cfg, "seccomp={}", "inst-1", "feedface00000000",
+	b = oneoff_create_body(&cfg, "seccomp={}", "inst-1", "feedface00000000",
 	                       &sp);
 	is_str(cJSON_GetStringValue(get(b, "HostConfig.NetworkMode")), "none",
 	       "allowed but not asked for: none");

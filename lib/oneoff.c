@@ -1,0 +1,510 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * oneoff: see oneoff.h. Stateless beyond its environment; every run's
+ * state lives on the calling thread.
+ */
+#include "oneoff.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "attachio.h"
+#include "buf.h"
+#include "docker/backend_docker.h"
+#include "log.h"
+#include "util/hex.h"
+#include "util/mono.h"
+
+#define ONEOFF_WAIT_SLICE_MS 1000
+
+/* A one-off run's code directory, as we and the engine's host see it. */
+struct oneoff_dir {
+	char run_id[17];
+	char dir[PATH_MAX];
+	char host_dir[PATH_MAX];
+	bool dir_made;
+};
+
+/* ---- the code directory ----------------------------------------------- */
+
+/* Removes a directory we made, one level deep, never following links. */
+static void oneoff_rmdir_flat(const char *path)
+{
+	int dfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d;
+	struct dirent *e;
+
+	if (dfd >= 0) {
+		d = fdopendir(dfd);
+		if (!d) {
+			close(dfd);
+		} else {
+			while ((e = readdir(d)))
+				if (strcmp(e->d_name, ".") != 0 &&
+				    strcmp(e->d_name, "..") != 0 &&
+				    unlinkat(dirfd(d), e->d_name, 0) < 0 &&
+				    errno == EISDIR)
+					(void)unlinkat(dirfd(d), e->d_name,
+					               AT_REMOVEDIR);
+			closedir(d);
+		}
+	}
+	if (rmdir(path) < 0 && errno != ENOENT)
+		log_warn("removing %s", path);
+}
+
+/* Makes runs/<run id>/<filename> holding the code. */
+static int oneoff_code(const struct oneoff_env *r, struct oneoff_dir *b,
+                       const struct catalog_image *img, const char *code,
+                       size_t len, char *err, size_t errlen)
+{
+	int dfd = -1, fd = -1, rc = 0;
+	size_t off = 0;
+
+	if ((size_t)snprintf(b->dir, sizeof(b->dir), "%s/%s", r->runs_dir,
+	                     b->run_id) >= sizeof(b->dir) ||
+	    (size_t)snprintf(b->host_dir, sizeof(b->host_dir), "%s/%s",
+	                     r->runs_host_dir,
+	                     b->run_id) >= sizeof(b->host_dir)) {
+		snprintf(err, errlen, "SANDBOX_ROOT path too long");
+		return -ENAMETOOLONG;
+	}
+	if (mkdir(b->dir, 0755) < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot create %.200s: %s", b->dir,
+		         strerror(errno));
+		return rc;
+	}
+	b->dir_made = true;
+	/* mkdir obeys the umask; the sandbox user must read the code. */
+	dfd = open(b->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0 || fchmod(dfd, 0755) < 0)
+		goto fail;
+	fd = openat(dfd, img->filename,
+	            O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0 || fchmod(fd, 0644) < 0)
+		goto fail;
+	while (off < len) {
+		ssize_t w = write(fd, code + off, len - off);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			goto fail;
+		off += (size_t)w;
+	}
+	if (close(fd) < 0) {
+		fd = -1;
+		goto fail;
+	}
+	close(dfd);
+	return 0;
+fail:
+	rc = -errno;
+	snprintf(err, errlen, "cannot write the code file in %.200s: %s",
+	         b->dir, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	if (dfd >= 0)
+		close(dfd);
+	return rc ? rc : -EIO;
+}
+
+static void oneoff_dir_release(struct oneoff_dir *d)
+{
+	if (d->dir_made)
+		oneoff_rmdir_flat(d->dir);
+	d->dir_made = false;
+}
+
+/* ---- the box of a one-off run -------------------------------------------- */
+
+void oneoff_spec_store_finish(struct oneoff_spec_store *st)
+{
+	free(st->env);
+	free(st->base_url_env);
+	st->env = NULL;
+	st->base_url_env = NULL;
+}
+
+int oneoff_box_spec(const struct config *cfg, const struct oneoff_spec *sp,
+                    struct box_spec *o, struct oneoff_spec_store *st)
+{
+	const struct catalog_image *img = sp->image;
+	size_t nc = 0, ne = 0;
+
+	memset(st, 0, sizeof(*st));
+	memset(o, 0, sizeof(*o));
+	if (img->n_command == 0 || img->n_command > CATALOG_COMMAND_MAX)
+		return -EINVAL;
+	/* The image's own deadline: kill -9 shortly after ours would. */
+	if (img->watchdog) {
+		snprintf(st->limit_arg, sizeof(st->limit_arg), "%us",
+		         sp->timeout_s + RUNNER_WATCHDOG_GRACE_S);
+		st->cmd[nc++] = img->watchdog;
+		st->cmd[nc++] = "-s";
+		st->cmd[nc++] = "KILL";
+		st->cmd[nc++] = st->limit_arg;
+	}
+	for (size_t i = 0; i < img->n_command; i++)
+		st->cmd[nc++] = img->command[i];
+
+	st->env = calloc(sp->n_env + 3, sizeof(*st->env));
+	if (!st->env)
+		return -ENOMEM;
+	st->env[ne++] = "HOME=/tmp";
+	st->env[ne++] = "LANG=C.UTF-8";
+	if (sp->file_base_url) {
+		st->base_url_env =
+		    buf_asprintf("FILE_BASE_URL=%s", sp->file_base_url);
+		if (!st->base_url_env) {
+			oneoff_spec_store_finish(st);
+			return -ENOMEM;
+		}
+		st->env[ne++] = st->base_url_env;
+	}
+	for (size_t i = 0; i < sp->n_env; i++)
+		st->env[ne++] = sp->env[i];
+
+	o->image = img->image_id;
+	o->cmd = st->cmd;
+	o->n_cmd = nc;
+	o->env = st->env;
+	o->n_env = ne;
+	o->workdir = "/data";
+	o->labels[o->n_labels++] = (struct box_label){"sandbox.kind", "run"};
+	o->labels[o->n_labels++] =
+	    (struct box_label){"sandbox.run", sp->run_id};
+	if (sp->tenant_fp)
+		o->labels[o->n_labels++] =
+		    (struct box_label){"sandbox.tenant", sp->tenant_fp};
+	if (sp->workspace_host_path)
+		o->mounts[o->n_mounts++] = (struct box_mount){
+		    sp->workspace_host_path, "/data", false, false};
+	o->mounts[o->n_mounts++] =
+	    (struct box_mount){sp->code_host_dir, "/sandbox", true, false};
+	o->open_stdin = true;
+	o->network = sp->network;
+	o->deadline = sp->deadline;
+	return 0;
+}
+
+cJSON *oneoff_create_body(const struct config *cfg, const char *seccomp_opt,
+                          const char *owner, const char *boot,
+                          const struct oneoff_spec *spec)
+{
+	struct oneoff_spec_store st;
+	struct box_spec bs;
+	cJSON *b;
+
+	if (oneoff_box_spec(cfg, spec, &bs, &st) < 0)
+		return NULL;
+	b = backend_docker_create_body(cfg, seccomp_opt, owner, boot, &bs);
+	oneoff_spec_store_finish(&st);
+	return b;
+}
+
+/* ---- one execution ------------------------------------------------------ */
+
+/* Waits for the box to stop, in slices so cancellation is seen. */
+static int oneoff_wait_exit(struct box *box, long long deadline,
+                            const struct runner_cancel *cc, bool *timed_out,
+                            bool *cancelled, char *err, size_t errlen)
+{
+	int rc;
+
+	for (;;) {
+		long long left = deadline - mono_ms();
+
+		if (runner_cancel_requested(cc)) {
+			*cancelled = true;
+			return 0;
+		}
+		if (left <= 0) {
+			*timed_out = true;
+			return 0;
+		}
+		rc = box_wait(box,
+		              (unsigned)(left < ONEOFF_WAIT_SLICE_MS
+		                             ? left
+		                             : ONEOFF_WAIT_SLICE_MS),
+		              err, errlen);
+		if (rc != -ETIMEDOUT)
+			return rc;
+	}
+}
+
+/* Kills a box whose stream is already closed; waits until it stops. */
+static void oneoff_kill(const struct oneoff_env *r, struct box *box)
+{
+	char err[512];
+	int rc;
+
+	rc = box_signal(box, "KILL", err, sizeof(err));
+	if (rc < 0 && rc != -ESRCH && rc != -ENOENT) {
+		log_warnx("killing box %s: %s", box->id, err);
+		return;
+	}
+	rc = box_wait(box, r->cfg->docker_timeout_s * 1000u, err, sizeof(err));
+	if (rc < 0)
+		log_warnx("waiting for killed box %s: %s", box->id, err);
+}
+
+static void oneoff_event(const struct runner_request *req, enum runner_event ev,
+                         unsigned n)
+{
+	if (req->on_event)
+		req->on_event(req->event_arg, ev, n);
+}
+
+/* How a one-off run ended, from the stream's end and the box's state. */
+static void oneoff_classify(struct runner_result *res, enum attachio_end end,
+                            bool timed_out, bool cancelled)
+{
+	res->timed_out = timed_out;
+	if (cancelled)
+		res->status = RUNNER_CANCELLED;
+	else if (end == ATTACHIO_LIMIT)
+		res->status = RUNNER_OUTPUT_LIMIT;
+	else if (end == ATTACHIO_BROKEN)
+		res->status = RUNNER_ERROR;
+	else if (timed_out)
+		res->status = RUNNER_TIMED_OUT;
+	else if (res->oom_killed)
+		res->status = RUNNER_OOM_KILLED;
+	else if (res->exit_code == 0)
+		res->status = RUNNER_COMPLETED;
+	else
+		res->status = RUNNER_FAILED;
+}
+
+/*
+ * Drives a started box's stream to its end, then stops the box as that
+ * end requires. Returns how the stream ended; sets the flags.
+ */
+static enum attachio_end
+oneoff_drive(const struct oneoff_env *r, const struct runner_request *req,
+             struct box *box, struct box_stream **sp, long long t_start,
+             struct runner_result *res, struct attachio_capture *cap_out,
+             struct attachio_capture *cap_err, bool *timed_out, bool *cancelled)
+{
+	struct attachio_params x;
+	enum attachio_end end;
+	char msg[512] = "";
+	int rc;
+
+	memset(&x, 0, sizeof(x));
+	x.in = req->stdin_data;
+	x.in_len = req->stdin_data ? req->stdin_len : 0;
+	x.deadline = t_start + (long long)res->timeout_s * 1000;
+	x.cancel_fd = runner_cancel_fd(req->cancel);
+	x.max_total = r->cfg->output_max_bytes;
+	x.out = cap_out;
+	x.err = cap_err;
+	x.on_output = req->on_output;
+	x.on_tick = req->on_tick;
+	x.output_arg = req->event_arg;
+	end = attachio_run(*sp, &x, msg, sizeof(msg));
+	/*
+	 * Close the stream before anything else: kill hangs while an attach
+	 * stream is open and unread (moby#41827).
+	 */
+	box_stream_close(*sp);
+	*sp = NULL;
+	switch (end) {
+	case ATTACHIO_EOF:
+		rc = oneoff_wait_exit(box, x.deadline, req->cancel, timed_out,
+		                      cancelled, msg, sizeof(msg));
+		if (rc < 0) {
+			snprintf(res->message, sizeof(res->message), "%s", msg);
+			oneoff_kill(r, box);
+			return ATTACHIO_BROKEN;
+		}
+		if (*timed_out || *cancelled)
+			oneoff_kill(r, box);
+		break;
+	case ATTACHIO_DEADLINE:
+		*timed_out = true;
+		oneoff_kill(r, box);
+		break;
+	case ATTACHIO_CANCEL:
+		*cancelled = true;
+		oneoff_kill(r, box);
+		break;
+	case ATTACHIO_LIMIT:
+		oneoff_kill(r, box);
+		break;
+	case ATTACHIO_BROKEN:
+		oneoff_kill(r, box);
+		snprintf(res->message, sizeof(res->message), "%s", msg);
+		break;
+	}
+	return end;
+}
+
+/*
+ * One-off run: create (attached) -> start -> stream -> wait/kill ->
+ * inspect. Returns -ENOENT when the image vanished before the box was
+ * made (the result says so, and the caller may retry with a fresh
+ * catalog), else 0.
+ */
+int oneoff_run(const struct oneoff_env *r, const struct runner_request *req,
+               const struct catalog_image *img, struct runner_result *res)
+{
+	struct oneoff_dir dir;
+	struct oneoff_spec spec;
+	struct oneoff_spec_store st;
+	struct box_spec bs;
+	struct box *box = NULL;
+	struct box_stream *s = NULL;
+	struct attachio_capture cap_out, cap_err;
+	struct box_state bst;
+	enum attachio_end end = ATTACHIO_BROKEN;
+	char tenant_fp[13], name[32], msg[512] = "";
+	bool timed_out = false, cancelled = false, have_spec = false;
+	long long t_start = 0, t_end, ph[3] = {0, 0, 0};
+	int rc, ret = 0;
+
+	memset(&dir, 0, sizeof(dir));
+	memset(&spec, 0, sizeof(spec));
+	memset(&cap_out, 0, sizeof(cap_out));
+	memset(&cap_err, 0, sizeof(cap_err));
+	res->status = RUNNER_ERROR;
+	if (attachio_capture_init(&cap_out, r->cfg->output_inline_bytes,
+	                          req->stdout_fd,
+	                          r->cfg->output_max_bytes) < 0 ||
+	    attachio_capture_init(&cap_err, r->cfg->output_inline_bytes,
+	                          req->stderr_fd,
+	                          r->cfg->output_max_bytes) < 0) {
+		snprintf(res->message, sizeof(res->message), "out of memory");
+		goto out;
+	}
+	if (hex_random(dir.run_id, 8) < 0) {
+		snprintf(res->message, sizeof(res->message),
+		         "no randomness for a run id");
+		goto out;
+	}
+	snprintf(name, sizeof(name), "mcpsd-%s", dir.run_id);
+	rc = oneoff_code(r, &dir, img, req->code, req->code_len, msg,
+	                 sizeof(msg));
+	if (rc < 0) {
+		snprintf(res->message, sizeof(res->message), "%s", msg);
+		goto out;
+	}
+	if (req->tenant)
+		log_fingerprint(req->tenant, strlen(req->tenant), tenant_fp);
+	spec.image = img;
+	spec.run_id = dir.run_id;
+	spec.code_host_dir = dir.host_dir;
+	spec.workspace_host_path = req->workspace_host_path;
+	spec.file_base_url = req->file_base_url;
+	spec.tenant_fp = req->tenant ? tenant_fp : NULL;
+	spec.env = req->env;
+	spec.n_env = req->n_env;
+	spec.network = req->network;
+	spec.timeout_s = res->timeout_s;
+	spec.deadline = time(NULL) + 2 * (time_t)r->cfg->docker_timeout_s +
+	                res->timeout_s + RUNNER_WATCHDOG_GRACE_S + 10;
+	if (oneoff_box_spec(r->cfg, &spec, &bs, &st) < 0) {
+		snprintf(res->message, sizeof(res->message), "out of memory");
+		goto out;
+	}
+	have_spec = true;
+	bs.name = name;
+
+	ph[0] = mono_ms();
+	rc = box_create(r->be, &bs, &box, msg, sizeof(msg));
+	if (rc == -ENOENT) {
+		ret = -ENOENT;
+		snprintf(res->message, sizeof(res->message),
+		         "the runner image %s for %s is gone from the engine "
+		         "(%s); the runner list is being refreshed, try again",
+		         img->image, img->language, msg);
+		goto out;
+	}
+	if (rc < 0) {
+		snprintf(res->message, sizeof(res->message), "%s", msg);
+		goto out;
+	}
+	snprintf(res->container, sizeof(res->container), "%s", box->id);
+	ph[1] = mono_ms();
+	rc = box_attach(box, &s, msg, sizeof(msg));
+	if (rc == 0) {
+		ph[2] = mono_ms();
+		rc = box_start(box, msg, sizeof(msg));
+	}
+	if (rc < 0) {
+		snprintf(res->message, sizeof(res->message), "%s", msg);
+		goto out;
+	}
+	t_start = mono_ms();
+	oneoff_event(req, RUNNER_EVENT_STARTED, 0);
+	end = oneoff_drive(r, req, box, &s, t_start, res, &cap_out, &cap_err,
+	                   &timed_out, &cancelled);
+	t_end = mono_ms();
+	res->duration_ms = t_end - t_start;
+	rc = box_inspect(box, &bst, msg, sizeof(msg));
+	log_debug("run %s: create %lld ms, attach %lld ms, start %lld ms, "
+	          "run and stop %lld ms, inspect %lld ms",
+	          box->id, ph[1] - ph[0], ph[2] - ph[1], t_start - ph[2],
+	          t_end - t_start, mono_ms() - t_end);
+	if (rc < 0 && end != ATTACHIO_BROKEN) {
+		snprintf(res->message, sizeof(res->message), "%s", msg);
+		end = ATTACHIO_BROKEN;
+	}
+	if (rc == 0) {
+		res->oom_killed = bst.oom_killed;
+		if (!bst.running && !timed_out && !cancelled &&
+		    end != ATTACHIO_LIMIT)
+			res->exit_code = bst.exit_code;
+	}
+	oneoff_classify(res, end, timed_out, cancelled);
+out:
+	box_stream_close(s);
+	box_release(box);
+	oneoff_dir_release(&dir);
+	if (have_spec)
+		oneoff_spec_store_finish(&st);
+	if (runner_output_fill(&cap_out, &res->out) < 0 ||
+	    runner_output_fill(&cap_err, &res->err) < 0) {
+		res->status = RUNNER_ERROR;
+		snprintf(res->message, sizeof(res->message), "out of memory");
+	}
+	attachio_capture_finish(&cap_out);
+	attachio_capture_finish(&cap_err);
+	return ret;
+}
+
+/* Removes code directories older than any run can be (crash leftovers). */
+void oneoff_sweep(const struct oneoff_env *r)
+{
+	time_t max_age = (time_t)r->cfg->max_timeout_s +
+	                 4 * (time_t)r->cfg->docker_timeout_s + 300;
+	time_t now = time(NULL);
+	DIR *d = opendir(r->runs_dir);
+	struct dirent *e;
+	struct stat sb;
+	char path[PATH_MAX];
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) <
+		        0 ||
+		    !S_ISDIR(sb.st_mode) || now - sb.st_mtime < max_age)
+			continue;
+		if ((size_t)snprintf(path, sizeof(path), "%s/%s", r->runs_dir,
+		                     e->d_name) < sizeof(path))
+			oneoff_rmdir_flat(path);
+	}
+	closedir(d);
+}

@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * oneoff: a run in a box of its own, made for it and removed after it: the
+ * code written to a fresh directory mounted read-only at /sandbox, the box
+ * created and attached before it starts (so no output is lost), its stream
+ * driven with caps (attachio.h), the time limit counted from the start, a
+ * kill at the limit or a cancel (after closing the stream: moby#41827),
+ * the engine asked how it ended. Used when warm sessions are off or cannot
+ * be had, for runs with network, and by every backend that has no warm
+ * boxes.
+ *
+ * Threads: thread-safe; a run's state lives on the calling thread.
+ */
+#ifndef MCPSD_ONEOFF_H
+#define MCPSD_ONEOFF_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "backend.h"
+#include "catalog.h"
+#include "config.h"
+#include "runner.h"
+
+/* What one-off runs need; filled by the runner, read-only afterwards. */
+struct oneoff_env {
+	const struct config *cfg;
+	struct backend *be;
+	char runs_dir[PATH_MAX];      /* SANDBOX_ROOT/runs */
+	char runs_host_dir[PATH_MAX]; /* ... as the engine's host sees it */
+};
+
+/*
+ * Runs req in a fresh box of img and fills res. Returns -ENOENT when the
+ * image vanished before the box was made (res says so; the caller may
+ * retry with a fresh catalog), else 0.
+ */
+__attribute__((warn_unused_result)) int
+oneoff_run(const struct oneoff_env *env, const struct runner_request *req,
+           const struct catalog_image *img, struct runner_result *res);
+
+/* Removes code directories older than any run can be (crash leftovers). */
+void oneoff_sweep(const struct oneoff_env *env);
+
+/* Everything that varies between one-off runs, for oneoff_box_spec. */
+struct oneoff_spec {
+	const struct catalog_image *image;
+	const char *run_id;              /* 16 hex */
+	const char *code_host_dir;       /* mounted read-only at /sandbox */
+	const char *workspace_host_path; /* mounted at /data, or NULL */
+	const char *file_base_url;       /* or NULL */
+	const char *tenant_fp;           /* or NULL */
+	const char *const *env;
+	size_t n_env;
+	bool network;
+	unsigned timeout_s;
+	time_t deadline; /* unix seconds, for the label */
+};
+
+/* Storage for what oneoff_box_spec's box_spec points to. */
+struct oneoff_spec_store {
+	const char *cmd[CATALOG_COMMAND_MAX + 4];
+	char limit_arg[24];
+	const char **env;
+	char *base_url_env;
+};
+
+/*
+ * The box of a one-off run of spec: the image's command behind its
+ * watchdog, HOME, LANG, FILE_BASE_URL and the caller's variables, the code
+ * directory read-only at /sandbox, the workspace at /data, labels. Pure;
+ * out points into st and spec (release st with oneoff_spec_store_finish).
+ * -EINVAL, -ENOMEM.
+ */
+__attribute__((warn_unused_result)) int
+oneoff_box_spec(const struct config *cfg, const struct oneoff_spec *spec,
+                struct box_spec *out, struct oneoff_spec_store *st);
+void oneoff_spec_store_finish(struct oneoff_spec_store *st);
+
+/*
+ * The Docker create body of a one-off run (oneoff_box_spec, then
+ * backend_docker_create_body). Pure, for tests and benchmarks. Caller owns;
+ * NULL on allocation failure.
+ */
+cJSON *oneoff_create_body(const struct config *cfg, const char *seccomp_opt,
+                          const char *owner, const char *boot,
+                          const struct oneoff_spec *spec);
+
+#endif
