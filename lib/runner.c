@@ -33,6 +33,7 @@
 #include "oneoff.h"
 #include "runargs.h"
 #include "slots.h"
+#include "stats.h"
 #include "util/errmsg.h"
 #include "util/hex.h"
 #include "util/mono.h"
@@ -46,6 +47,7 @@ struct runner {
 	struct backend *be;
 	struct slots *slots;
 	struct warm *warm; /* NULL: warm sessions off */
+	struct stats_metric *m_runs, *m_duration, *m_queue;
 	char boot[17];
 	struct oneoff_env oneoff; /* the runs directories, cfg and backend */
 
@@ -324,6 +326,22 @@ static int runner_take_slot(struct runner *r, const struct runner_request *req,
 	return 1;
 }
 
+/* Counts a finished run (stats.h). */
+static void runner_count(struct runner *r, const struct runner_request *req,
+                         const struct runner_result *res)
+{
+	const char *const labels[] = {runner_status_name(res->status),
+	                              res->language,
+	                              req->tenant ? req->tenant : "", NULL};
+	const char *const lang[] = {res->language, NULL};
+
+	stats_add(r->m_runs, labels, 1);
+	if (res->status != RUNNER_BUSY && res->status != RUNNER_ERROR)
+		stats_observe(r->m_duration, lang,
+		              (double)res->duration_ms / 1000.0);
+	stats_observe(r->m_queue, NULL, (double)res->queue_ms / 1000.0);
+}
+
 int runner_run(struct runner *r, const struct runner_request *req,
                struct runner_result *res)
 {
@@ -361,6 +379,7 @@ int runner_run(struct runner *r, const struct runner_request *req,
 	    oneoff_run(&r->oneoff, req, img, res) == -ENOENT)
 		runner_retry_vanished(r, req, &cat, &img, res);
 	slots_release(r->slots, mono_ms() - t_slot);
+	runner_count(r, req, res);
 	log_info("run %s lang=%s status=%s exit=%d duration=%lldms "
 	         "queue=%lldms out=%zu err=%zu",
 	         res->container[0] ? res->container : "-", req->language,
@@ -616,6 +635,60 @@ void runner_destroy(struct runner *r)
 	free(r);
 }
 
+static void runner_read_slots(void *arg, stats_emit_fn emit, void *ctx)
+{
+	struct runner *r = arg;
+	struct slots_stats ss;
+	const char *const running[] = {"running", NULL};
+	const char *const queued[] = {"queued", NULL};
+
+	slots_stats(r->slots, &ss);
+	emit(ctx, running, ss.running);
+	emit(ctx, queued, ss.queued);
+}
+
+static void runner_read_warm(void *arg, stats_emit_fn emit, void *ctx)
+{
+	struct runner *r = arg;
+	struct warm_stats ws;
+	const char *const busy[] = {"busy", NULL};
+	const char *const idle[] = {"idle", NULL};
+	const char *const pool[] = {"pool", NULL};
+
+	if (!r->warm)
+		return;
+	warm_stats(r->warm, &ws);
+	emit(ctx, busy, ws.busy);
+	emit(ctx, idle, ws.sessions - ws.busy);
+	emit(ctx, pool, ws.pool);
+}
+
+void runner_set_stats(struct runner *r, struct stats *s)
+{
+	static const char *const run_labels[] = {"status", "language", "tenant",
+	                                         NULL};
+	static const char *const lang[] = {"language", NULL};
+	static const char *const state[] = {"state", NULL};
+	static const double secs[] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+	                              2.5,  5,     10,   30,  60,   120, 300};
+
+	r->m_runs =
+	    stats_counter(s, "mcpsd_runs_total",
+	                  "Runs by outcome, language and tenant", run_labels);
+	r->m_duration =
+	    stats_histogram(s, "mcpsd_run_duration_seconds",
+	                    "Run time from the start of the program", lang,
+	                    secs, sizeof(secs) / sizeof(secs[0]));
+	r->m_queue = stats_histogram(s, "mcpsd_run_queue_seconds",
+	                             "Time runs waited for a free slot", NULL,
+	                             secs, sizeof(secs) / sizeof(secs[0]));
+	stats_gauge_fn(s, "mcpsd_runs", "Runs running and waiting now", state,
+	               runner_read_slots, r);
+	stats_gauge_fn(s, "mcpsd_warm_boxes",
+	               "Warm boxes: sessions busy, sessions idle, pool", state,
+	               runner_read_warm, r);
+}
+
 void runner_set_changed_cb(struct runner *r, runner_changed_fn fn, void *arg)
 {
 	pthread_mutex_lock(&r->lock);
@@ -678,7 +751,9 @@ bool runner_health(void *runner, cJSON *health)
 		cJSON_AddNumberToObject(runs, "max_concurrent",
 		                        rs.max_concurrent);
 		cJSON_AddNumberToObject(runs, "queue_length", rs.queue_length);
-		cJSON_AddNumberToObject(runs, "total", (double)rs.runs_total);
+		cJSON_AddNumberToObject(runs, "total",
+		                        r->m_runs ? stats_total(r->m_runs)
+		                                  : (double)rs.runs_total);
 		cJSON_AddNumberToObject(runs, "runners", (double)rs.runners);
 		cJSON_AddBoolToObject(runs, "draining", rs.draining);
 	}

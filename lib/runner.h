@@ -211,6 +211,15 @@ __attribute__((warn_unused_result)) int runner_create(const struct config *cfg,
  */
 void runner_destroy(struct runner *r);
 
+struct stats;
+
+/*
+ * Registers the runner's metrics in s (runs by status, language and
+ * tenant; run and queue time; runs running and queued; warm boxes) and
+ * counts into them from now on. s must outlive r.
+ */
+void runner_set_stats(struct runner *r, struct stats *s);
+
 /* Sets the catalog change callback; it runs on a runner thread. */
 void runner_set_changed_cb(struct runner *r, runner_changed_fn fn, void *arg);
 

@@ -22,6 +22,7 @@
 #include "log.h"
 #include "mcp.h"
 #include "runner.h"
+#include "stats.h"
 #include "tools_files.h"
 #include "tools_run.h"
 #include "workspace.h"
@@ -73,6 +74,7 @@ int main(int argc, char **argv)
 	struct workspace_mgr *wm = NULL;
 	struct runner *runner = NULL;
 	struct cron *cron = NULL;
+	struct stats *stats = NULL;
 	sigset_t sigs;
 	int sig = 0, opt, rc = 0;
 
@@ -176,6 +178,13 @@ int main(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
+	stats = stats_create();
+	if (!stats) {
+		log_errorx("out of memory");
+		rc = 1;
+		goto out;
+	}
+	runner_set_stats(runner, stats);
 	tools_run_register(mcp, runner, wm);
 	cron = cron_create();
 	if (!cron ||
@@ -240,6 +249,7 @@ out:
 	mcp_server_destroy(mcp);
 	runner_destroy(runner);
 	workspace_mgr_destroy(wm);
+	stats_destroy(stats);
 	log_info("stopped");
 	config_finish(&cfg);
 	return rc;
