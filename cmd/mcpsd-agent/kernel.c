@@ -96,6 +96,7 @@ void kernel_start(struct agent *a)
 	a->k.deadline_ms = a->k.started_ms + AGENT_KERNEL_START_MS;
 	a->k.kill_reason = NULL;
 	a->k.claim_sent = false;
+	a->k.closed_deadline = 0;
 	a->k.oom_seen = stats_oom_kills();
 	agentframe_decoder_init(&a->k.dec, AGENTFRAME_MAX);
 	buf_reset(&a->k.toq);
@@ -116,6 +117,13 @@ void kernel_interrupt(struct agent *a)
 {
 	if (a->k.pid > 0)
 		kill(-a->k.pid, SIGINT);
+}
+
+/* A control pipe closed: see closed_deadline. */
+static void kernel_closed(struct agent *a)
+{
+	if (a->k.pid > 0 && !a->k.closed_deadline)
+		a->k.closed_deadline = agent_now_ms() + AGENT_KERNEL_CLOSED_MS;
 }
 
 void kernel_send(struct agent *a, unsigned char type, const void *p, size_t n)
@@ -142,10 +150,9 @@ void kernel_flush(struct agent *a)
 		if (w < 0 && errno == EAGAIN)
 			return;
 		if (w < 0) {
-			/* The code closed descriptor 3: no more calls. */
-			out_log(a, "the kernel stopped reading its requests");
+			/* It died, or the code closed descriptor 3. */
 			close_fd(&a->k.to_fd);
-			kernel_kill(a, "protocol");
+			kernel_closed(a);
 			break;
 		}
 		a->k.toq_head += (size_t)w;
@@ -305,9 +312,8 @@ void kernel_readable(struct agent *a)
 	if (r < 0 && errno == EAGAIN)
 		return;
 	if (r <= 0) {
-		/* Descriptor 4 closed while the kernel lives on. */
 		close_fd(&a->k.from_fd);
-		kernel_kill(a, "protocol");
+		kernel_closed(a);
 		return;
 	}
 	rc = agentframe_feed(&a->k.dec, chunk, (size_t)r, kernel_frame, a);
@@ -372,6 +378,7 @@ void kernel_reaped(struct agent *a, int wstatus)
 		        WTERMSIG(wstatus), reason);
 	a->k.pid = 0;
 	a->k.state = KERNEL_NONE;
+	a->k.closed_deadline = 0;
 	close_fd(&a->k.to_fd);
 	close_fd(&a->k.from_fd);
 	agentframe_decoder_finish(&a->k.dec);
@@ -396,6 +403,11 @@ void kernel_reaped(struct agent *a, int wstatus)
 
 void kernel_tick(struct agent *a, long long now)
 {
+	if (a->k.closed_deadline && now >= a->k.closed_deadline) {
+		a->k.closed_deadline = 0;
+		out_log(a, "the kernel closed its control pipes");
+		kernel_kill(a, "protocol");
+	}
 	if (a->k.state == KERNEL_STARTING && now >= a->k.deadline_ms &&
 	    !a->k.kill_reason) {
 		out_log(a, "the kernel sent no R within %d s",

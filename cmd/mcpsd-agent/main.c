@@ -395,6 +395,8 @@ static int poll_timeout(const struct agent *a, long long now)
 
 	if (a->k.state == KERNEL_STARTING)
 		next = a->k.deadline_ms;
+	if (a->k.closed_deadline && (next < 0 || a->k.closed_deadline < next))
+		next = a->k.closed_deadline;
 	if (a->x.active && a->x.exit_deadline &&
 	    (next < 0 || a->x.exit_deadline < next))
 		next = a->x.exit_deadline;
