@@ -46,8 +46,12 @@ void kernel_start(struct agent *a)
 		out_flush(a);
 		agent_exit(a, 4, "the kernel does not start");
 	}
-	/* Whatever the old kernel left behind goes first. */
-	if (sweep_run(a, 0, &left) && left)
+	/*
+	 * Whatever the old kernel left behind goes first, unless a process
+	 * exec is running: its processes are not leftovers (its own sweep
+	 * cleans up after it).
+	 */
+	if (!a->x.active && sweep_run(a, 0, &left) && left)
 		out_log(a, "sweep before kernel start: %u processes remain",
 		        left);
 	if (pipe2(to, O_CLOEXEC) < 0 || pipe2(from, O_CLOEXEC) < 0 ||

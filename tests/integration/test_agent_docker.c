@@ -702,6 +702,27 @@ static void test_bash(void)
 		ok(0, "missing ran");
 	result_finish(&r);
 
+	{
+		const char *const slp[] = {"sleep", "100", NULL};
+		unsigned long long id = next_id++;
+		double t0 = now_us();
+
+		result_init(&r);
+		if (psend(&c, id, slp, NULL, NULL, "/data") == 0) {
+			usleep(300000);
+			(void)send_id(&c, 'I', id);
+			if (collect(&c, id, &r, t0, 30000) == 0)
+				ok(jtrue(r.d, "interrupted") &&
+				       jnum(r.d, "signal") == SIGINT &&
+				       jnum(r.d, "exit_code") == -1,
+				   "I: sleep ends by SIGINT");
+			else
+				ok(0, "I: D");
+		} else
+			ok(0, "sleep sent");
+		result_finish(&r);
+	}
+
 	if (pexec(&c, bg, NULL, NULL, &r, 30000) == 0) {
 		is_str(rtext(&r.out), "started\n", "background: started");
 		is_int(jnum(r.d, "swept"), 2, "background: 2 processes swept");
@@ -852,10 +873,12 @@ static void test_python(void)
 	if (kexec(&c,
 	          "import sys\nprint('pandas' in sys.modules, "
 	          "'matplotlib.pyplot' in sys.modules, 'pandas' in dir())",
-	          NULL, NULL, &r, 30000) == 0)
+	          NULL, NULL, &r, 30000) == 0) {
 		is_str(rtext(&r.out), "True True False\n",
 		       "preloaded into sys.modules, not the namespace");
-	else
+		printf("# LATENCY python first exec after R: %.2f ms\n",
+		       r.us / 1000);
+	} else
 		ok(0, "preload check ran");
 	result_finish(&r);
 
@@ -1036,6 +1059,24 @@ static void test_python(void)
 			ok(0, "after idle SIGINT ran");
 		result_finish(&r);
 	}
+
+	/* SIGINT reaching the kernel itself between calls is ignored. */
+	if (kexec(&c,
+	          "import threading, os, signal\n"
+	          "threading.Timer(0.3, os.kill, (os.getpid(), "
+	          "signal.SIGINT)).start()",
+	          NULL, NULL, &r, 30000) == 0) {
+		result_finish(&r);
+		usleep(800000);
+		if (kexec(&c, "x + 2", NULL, NULL, &r, 30000) == 0)
+			ok(strcmp(value_text(&r, "text/plain"), "43") == 0 &&
+			       !r.r_seen,
+			   "SIGINT to the idle kernel: state kept");
+		else
+			ok(0, "after kernel SIGINT ran");
+	} else
+		ok(0, "timer ran");
+	result_finish(&r);
 
 	/* A background process is swept and counted. */
 	if (kexec(&c,
@@ -1220,6 +1261,21 @@ static void test_python(void)
 		ok(0, "oom ran");
 	result_finish(&r);
 	ok(ctr_ready(&c, 120000) != NULL, "oom: a new kernel");
+
+	/* The kernel dies between calls: the next R says why. */
+	if (kexec(&c,
+	          "import threading, os\n"
+	          "threading.Timer(0.3, os._exit, (5,)).start()",
+	          NULL, NULL, &r, 30000) == 0) {
+		is_str(jstr(r.d, "kernel"), "kept", "idle death: call kept");
+		result_finish(&r);
+		rd = ctr_ready(&c, 120000);
+		is_str(jstr(rd, "lost"), "exit",
+		       "idle death: the next R says lost: exit");
+	} else {
+		ok(0, "idle death ran");
+		result_finish(&r);
+	}
 
 	/* Garbage on the control channel. */
 	if (kexec(&c,
