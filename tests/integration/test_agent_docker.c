@@ -3,14 +3,14 @@
  * test_agent_docker: mcpsd-agent and kernel.py in real containers of the
  * real runner images, driven the way the daemon drives them: containers
  * created through the Engine API (lib/docker.h) with the daemon's hardening
- * (init, user 64321, read-only root, tmpfs /tmp, no capabilities,
- * no-new-privileges, the daemon's seccomp profile, no network, memory =
- * swap, a pids limit), the agent directory bind-mounted read-only at
- * /opt/mcp-sandboxd, a per-container read-only /sandbox holding the code and
- * stdin files and a writable /data; frames over the container's attach
- * stream, demultiplexed with lib/dstream.h and decoded with
- * lib/agentframe.h. TAP output; skips when no engine answers or an image is
- * missing. Every container it starts is removed, also on failure.
+ * (Docker's init, and once the agent as PID 1 instead; user 64321, read-only
+ * root, tmpfs /tmp, no capabilities, no-new-privileges, the daemon's seccomp
+ * profile, no network, memory = swap, a pids limit), the agent directory
+ * bind-mounted read-only at /opt/mcp-sandboxd, a per-container read-only
+ * /sandbox holding the code and stdin files and a writable /data; frames over
+ * the container's attach stream, demultiplexed with lib/dstream.h and decoded
+ * with lib/agentframe.h. TAP output; skips when no engine answers or an image
+ * is missing. Every container it starts is removed, also on failure.
  *
  *   test_agent_docker AGENT_BINARY KERNEL_PY
  */
@@ -309,8 +309,10 @@ static void ctr_finish(struct ctr *c)
 	memset(c, 0, sizeof(*c));
 }
 
-static int ctr_start(struct ctr *c, const char *image, const char *const *args,
-                     size_t nargs)
+/* init: Docker's init as PID 1 (Init: true); false runs the agent as PID 1.
+ */
+static int ctr_start_with(struct ctr *c, const char *image,
+                          const char *const *args, size_t nargs, bool init)
 {
 	static int seq;
 	const char *cmd[16];
@@ -365,7 +367,7 @@ static int ctr_start(struct ctr *c, const char *image, const char *const *args,
 	o.oom_score_adj = 1000;
 	o.network_mode = "none";
 	o.readonly_rootfs = true;
-	o.init = true;
+	o.init = init;
 	o.ipc_mode = "private";
 	o.tmpfs = tmpfs;
 	o.n_tmpfs = 1;
@@ -394,6 +396,12 @@ static int ctr_start(struct ctr *c, const char *image, const char *const *args,
 	if (rc < 0)
 		printf("# attach/start: %s\n", err);
 	return rc;
+}
+
+static int ctr_start(struct ctr *c, const char *image, const char *const *args,
+                     size_t nargs)
+{
+	return ctr_start_with(c, image, args, nargs, true);
 }
 
 /*
@@ -1316,6 +1324,62 @@ static void test_python(void)
 	ctr_finish(&c);
 }
 
+/*
+ * The agent as PID 1 (Init: false): code can neither kill it nor reach the
+ * container's stdout through PID 1's descriptors, and orphans are reaped.
+ */
+static void test_pid1(void)
+{
+	const char *const args[] = {"--kernel", "python3", "-u",
+	                            "/opt/mcp-sandboxd/kernel.py"};
+	struct ctr c;
+	struct result r;
+
+	printf("# python with the agent as PID 1\n");
+	if (ctr_start_with(&c, IMG_PY, args, 4, false) < 0 ||
+	    !ctr_ready(&c, 120000)) {
+		ok(0, "PID 1 container ready");
+		ctr_finish(&c);
+		return;
+	}
+	if (kexec(&c,
+	          "import os\nkept = 'yes'\nres = [os.getppid()]\n"
+	          "for fd in (0, 1):\n    try:\n"
+	          "        open(f'/proc/1/fd/{fd}', "
+	          "'wb').write(b'\\0\\0\\0\\1p')\n"
+	          "        res.append('open')\n"
+	          "    except OSError as e:\n        res.append(e.errno)\nres",
+	          NULL, NULL, &r, 30000) == 0)
+		is_str(value_text(&r, "text/plain"), "[1, 13, 13]",
+		       "PID 1: the agent's descriptors are out of reach");
+	else
+		ok(0, "PID 1 fd check ran");
+	result_finish(&r);
+	if (kexec(&c,
+	          "import os, signal, time\nfor s in (signal.SIGKILL, "
+	          "signal.SIGTERM, signal.SIGSTOP):\n    os.kill(1, s)\n"
+	          "time.sleep(0.3)\nos.system('(sleep 300 &)')",
+	          NULL, NULL, &r, 30000) == 0) {
+		ok(!c.eof, "PID 1: signals from code do not kill the agent");
+		is_int(jnum(r.d, "swept"), 1, "PID 1: the orphan is swept");
+	} else
+		ok(0, "PID 1 kill ran");
+	result_finish(&r);
+	if (kexec(&c,
+	          "import os\nz = 0\nfor p in os.listdir('/proc'):\n"
+	          "    try:\n        st = open(f'/proc/{p}/stat').read()\n"
+	          "    except OSError:\n        continue\n"
+	          "    f = st.rsplit(')', 1)[1].split()\n"
+	          "    z += f[0] == 'Z' and f[1] == '1'\n(kept, z)",
+	          NULL, NULL, &r, 30000) == 0)
+		is_str(value_text(&r, "text/plain"), "('yes', 0)",
+		       "PID 1: state kept, no zombie left");
+	else
+		ok(0, "PID 1 zombie check ran");
+	result_finish(&r);
+	ctr_finish(&c);
+}
+
 /* The daemon's malformed frame ends the container. */
 static void test_bad_daemon_frame(void)
 {
@@ -1398,6 +1462,7 @@ int main(int argc, char **argv)
 	else
 		printf("# SKIP typescript: no image\n");
 	test_python();
+	test_pid1();
 	test_bad_daemon_frame();
 
 	{
