@@ -2,15 +2,16 @@
 /*
  * test_agent_docker: mcpsd-agent and kernel.py in real containers of the
  * real runner images, driven the way the daemon drives them: containers
- * created through the Engine API (lib/docker.h) with the daemon's hardening
- * (Docker's init, and once the agent as PID 1 instead; user 64321, read-only
- * root, tmpfs /tmp, no capabilities, no-new-privileges, the daemon's seccomp
- * profile, no network, memory = swap, a pids limit), the agent directory
- * bind-mounted read-only at /opt/mcp-sandboxd, a per-container read-only
- * /sandbox holding the code and stdin files and a writable /data; frames over
- * the container's attach stream, demultiplexed with lib/dstream.h and decoded
- * with lib/agentframe.h. TAP output; skips when no engine answers or an image
- * is missing. Every container it starts is removed, also on failure.
+ * created through the Engine API (lib/docker/docker.h) with the daemon's
+ * hardening (Docker's init, and once the agent as PID 1 instead; user 64321,
+ * read-only root, tmpfs /tmp, no capabilities, no-new-privileges, the daemon's
+ * seccomp profile, no network, memory = swap, a pids limit), the agent
+ * directory bind-mounted read-only at /opt/mcp-sandboxd, a per-container
+ * read-only /sandbox holding the code and stdin files and a writable /data;
+ * frames over the container's attach stream, demultiplexed with
+ * lib/docker/dstream.h and decoded with lib/agentframe.h. TAP output; skips
+ * when no engine answers or an image is missing. Every container it starts is
+ * removed, also on failure.
  *
  *   test_agent_docker AGENT_BINARY KERNEL_PY
  */
@@ -29,8 +30,8 @@
 
 #include "agentframe.h"
 #include "buf.h"
-#include "docker.h"
-#include "dstream.h"
+#include "docker/docker.h"
+#include "docker/dstream.h"
 #include "seccomp.h"
 #include "tap.h"
 
@@ -346,9 +347,12 @@ static int ctr_start_with(struct ctr *c, const char *image,
 	labels[0] = (struct docker_kv){"sandbox.managed", "true"};
 	labels[1] = (struct docker_kv){"sandbox.owner", OWNER};
 	labels[2] = (struct docker_kv){"sandbox.deadline", deadline};
-	mounts[0] = (struct docker_mount){agentdir, "/opt/mcp-sandboxd", true};
-	mounts[1] = (struct docker_mount){sandbox, "/sandbox", true};
-	mounts[2] = (struct docker_mount){data, "/data", false};
+	mounts[0] = (struct docker_mount){.source = agentdir,
+	                                  .target = "/opt/mcp-sandboxd",
+	                                  .read_only = true};
+	mounts[1] = (struct docker_mount){
+	    .source = sandbox, .target = "/sandbox", .read_only = true};
+	mounts[2] = (struct docker_mount){.source = data, .target = "/data"};
 	memset(&o, 0, sizeof(o));
 	o.image = image;
 	o.cmd = cmd;
@@ -1399,14 +1403,25 @@ static void test_bad_daemon_frame(void)
 	ctr_finish(&c);
 }
 
+/* Whether a runner image is tagged ref. */
 static bool image_present(const char *ref)
 {
-	cJSON *j = NULL;
+	cJSON *list = NULL, *img, *tag;
 	char err[256];
-	int rc = docker_image_inspect(dk, ref, &j, err, sizeof(err));
+	bool found = false;
 
-	cJSON_Delete(j);
-	return rc == 0;
+	if (docker_images_list(dk, "sandbox.runner", &list, err, sizeof(err)) <
+	    0)
+		return false;
+	cJSON_ArrayForEach (img, list) {
+		cJSON_ArrayForEach (tag, cJSON_GetObjectItem(img, "RepoTags")) {
+			if (cJSON_IsString(tag) &&
+			    strcmp(tag->valuestring, ref) == 0)
+				found = true;
+		}
+	}
+	cJSON_Delete(list);
+	return found;
 }
 
 static int install_agent(const char *bin, const char *kernel)
