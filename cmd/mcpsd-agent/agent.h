@@ -28,6 +28,8 @@
 #define AGENT_OUT_LIMIT (64u * 1024u * 1024u)
 /* How long a kernel may take to send R (preloading included). */
 #define AGENT_KERNEL_START_MS 120000
+/* After the kernel closed a control pipe, how long it has to die. */
+#define AGENT_KERNEL_CLOSED_MS 1000
 /* After X with status "exit", how long the kernel has to end. */
 #define AGENT_KERNEL_EXIT_MS 5000
 /* Kernels that die before R, in a row, before the agent gives up. */
@@ -67,6 +69,12 @@ struct kernel {
 	unsigned failures;  /* deaths before R in a row */
 	long long oom_seen; /* OOM-kill counter last seen */
 	bool claim_sent;    /* C forwarded, its A not yet back */
+	/*
+	 * One of descriptors 3 and 4 closed: the kernel is dying (its pipes
+	 * close before its parent can reap it) or the code closed them. If
+	 * it still lives at this time, that is a protocol error.
+	 */
+	long long closed_deadline;
 };
 
 struct exec {

@@ -46,8 +46,12 @@ void kernel_start(struct agent *a)
 		out_flush(a);
 		agent_exit(a, 4, "the kernel does not start");
 	}
-	/* Whatever the old kernel left behind goes first. */
-	if (sweep_run(a, 0, &left) && left)
+	/*
+	 * Whatever the old kernel left behind goes first, unless a process
+	 * exec is running: its processes are not leftovers (its own sweep
+	 * cleans up after it).
+	 */
+	if (!a->x.active && sweep_run(a, 0, &left) && left)
 		out_log(a, "sweep before kernel start: %u processes remain",
 		        left);
 	if (pipe2(to, O_CLOEXEC) < 0 || pipe2(from, O_CLOEXEC) < 0 ||
@@ -96,6 +100,7 @@ void kernel_start(struct agent *a)
 	a->k.deadline_ms = a->k.started_ms + AGENT_KERNEL_START_MS;
 	a->k.kill_reason = NULL;
 	a->k.claim_sent = false;
+	a->k.closed_deadline = 0;
 	a->k.oom_seen = stats_oom_kills();
 	agentframe_decoder_init(&a->k.dec, AGENTFRAME_MAX);
 	buf_reset(&a->k.toq);
@@ -116,6 +121,13 @@ void kernel_interrupt(struct agent *a)
 {
 	if (a->k.pid > 0)
 		kill(-a->k.pid, SIGINT);
+}
+
+/* A control pipe closed: see closed_deadline. */
+static void kernel_closed(struct agent *a)
+{
+	if (a->k.pid > 0 && !a->k.closed_deadline)
+		a->k.closed_deadline = agent_now_ms() + AGENT_KERNEL_CLOSED_MS;
 }
 
 void kernel_send(struct agent *a, unsigned char type, const void *p, size_t n)
@@ -142,10 +154,9 @@ void kernel_flush(struct agent *a)
 		if (w < 0 && errno == EAGAIN)
 			return;
 		if (w < 0) {
-			/* The code closed descriptor 3: no more calls. */
-			out_log(a, "the kernel stopped reading its requests");
+			/* It died, or the code closed descriptor 3. */
 			close_fd(&a->k.to_fd);
-			kernel_kill(a, "protocol");
+			kernel_closed(a);
 			break;
 		}
 		a->k.toq_head += (size_t)w;
@@ -305,9 +316,8 @@ void kernel_readable(struct agent *a)
 	if (r < 0 && errno == EAGAIN)
 		return;
 	if (r <= 0) {
-		/* Descriptor 4 closed while the kernel lives on. */
 		close_fd(&a->k.from_fd);
-		kernel_kill(a, "protocol");
+		kernel_closed(a);
 		return;
 	}
 	rc = agentframe_feed(&a->k.dec, chunk, (size_t)r, kernel_frame, a);
@@ -372,6 +382,7 @@ void kernel_reaped(struct agent *a, int wstatus)
 		        WTERMSIG(wstatus), reason);
 	a->k.pid = 0;
 	a->k.state = KERNEL_NONE;
+	a->k.closed_deadline = 0;
 	close_fd(&a->k.to_fd);
 	close_fd(&a->k.from_fd);
 	agentframe_decoder_finish(&a->k.dec);
@@ -396,6 +407,11 @@ void kernel_reaped(struct agent *a, int wstatus)
 
 void kernel_tick(struct agent *a, long long now)
 {
+	if (a->k.closed_deadline && now >= a->k.closed_deadline) {
+		a->k.closed_deadline = 0;
+		out_log(a, "the kernel closed its control pipes");
+		kernel_kill(a, "protocol");
+	}
 	if (a->k.state == KERNEL_STARTING && now >= a->k.deadline_ms &&
 	    !a->k.kill_reason) {
 		out_log(a, "the kernel sent no R within %d s",

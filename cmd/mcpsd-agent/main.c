@@ -326,11 +326,21 @@ static void read_signals(struct agent *a)
 	struct signalfd_siginfo si;
 
 	while (read(a->sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		/*
+		 * SIGINT and SIGTERM count only from outside the container
+		 * (the engine: a sender our PID namespace cannot see has pid
+		 * 0) or forwarded by the container's init (pid 1, when that
+		 * is not us). Code in the container must not be able to end
+		 * the agent it cannot SIGKILL when the agent is PID 1.
+		 */
+		bool outside =
+		    si.ssi_pid == 0 || (si.ssi_pid == 1 && getpid() != 1);
+
 		if (si.ssi_signo == SIGCHLD)
 			reap(a);
-		else if (si.ssi_signo == SIGINT && a->x.active)
+		else if (si.ssi_signo == SIGINT && outside && a->x.active)
 			exec_signal(a, a->x.id, false); /* docker kill -s INT */
-		else if (si.ssi_signo == SIGTERM)
+		else if (si.ssi_signo == SIGTERM && outside)
 			agent_exit(a, 0, NULL);
 	}
 	/* SIGCHLDs coalesce: reap in any case. */
@@ -395,6 +405,8 @@ static int poll_timeout(const struct agent *a, long long now)
 
 	if (a->k.state == KERNEL_STARTING)
 		next = a->k.deadline_ms;
+	if (a->k.closed_deadline && (next < 0 || a->k.closed_deadline < next))
+		next = a->k.closed_deadline;
 	if (a->x.active && a->x.exit_deadline &&
 	    (next < 0 || a->x.exit_deadline < next))
 		next = a->x.exit_deadline;
