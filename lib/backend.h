@@ -73,7 +73,13 @@ struct box_spec {
 	size_t n_labels;
 	struct box_mount mounts[BOX_MOUNTS_MAX];
 	size_t n_mounts;
-	bool open_stdin;    /* the main process reads the stream */
+	bool open_stdin; /* the main process reads the stream */
+	/*
+	 * The main process is the box's init (PID 1, reaps orphans) instead
+	 * of running under the engine's init: the warm agent, which code in
+	 * the box then can neither signal nor reach through /proc.
+	 */
+	bool main_is_init;
 	bool network;       /* only when the operator allows it */
 	unsigned memory_mb; /* 0: SANDBOX_MEMORY_MB */
 	double cpus;        /* 0: SANDBOX_CPUS */

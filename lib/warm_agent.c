@@ -284,6 +284,7 @@ int warm_box_start(const struct warm_env *env, const struct catalog_image *img,
 	bs.n_env = 2;
 	bs.workdir = "/data";
 	bs.open_stdin = true;
+	bs.main_is_init = true; /* see docs/agent-protocol.md, Trust */
 	bs.deadline = b->expires_at + 60;
 	bs.labels[bs.n_labels++] =
 	    (struct box_label){"sandbox.kind", req ? "warm" : "pool"};

@@ -149,7 +149,7 @@ static int dk_opts_fill(const struct config *cfg, const char *seccomp_opt,
 	o->oom_score_adj = 1000; /* under host pressure, sandboxes go first */
 	o->network_mode = sp->network && cfg->allow_network ? "bridge" : "none";
 	o->readonly_rootfs = true;
-	o->init = true;
+	o->init = !sp->main_is_init;
 	o->ipc_mode = "private";
 	o->tmpfs = st->tmpfs;
 	o->n_tmpfs = 1;
