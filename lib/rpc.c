@@ -6,6 +6,7 @@
 #include "rpc.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -670,6 +671,17 @@ char *rpc_error(const char *id_raw, int code, const char *message, cJSON *data)
 	if (data)
 		cJSON_AddItemToObject(e, "data", data);
 	return envelope(id_raw, true, NULL, "error", e);
+}
+
+char *rpc_errorf(const char *id_raw, int code, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return rpc_error(id_raw, code, msg, NULL);
 }
 
 char *rpc_notification(const char *method, cJSON *params)
