@@ -765,48 +765,23 @@ void mcp_server_set_instructions(struct mcp_server *srv, const char *text)
 }
 
 /*
- * Sends a notification on every session's standalone stream (with uri: on
- * those subscribed to it). The message is serialized once, before the
- * lock, and shared by every stream it goes to.
+ * Tells every initialized session with a standalone stream. The message is
+ * serialized once, before the lock, and shared by every stream it goes to.
  */
-static void broadcast(struct mcp_server *srv, const char *method,
-                      const char *uri)
+void mcp_server_tools_changed(struct mcp_server *srv)
 {
-	cJSON *params = NULL;
-	struct mcp_msg *m;
+	struct mcp_msg *m = mcp_msg_new(
+	    rpc_notification("notifications/tools/list_changed", NULL));
 
-	if (uri) {
-		params = cJSON_CreateObject();
-		cJSON_AddStringToObject(params, "uri", uri);
-	}
-	m = mcp_msg_new(rpc_notification(method, params));
 	if (!m)
 		return;
 	mcp_lock(srv);
 	for (struct session *s = srv->sessions; s; s = s->next) {
-		bool subscribed = !uri;
-
-		if (!s->initialized || !s->get_stream)
-			continue;
-		for (size_t i = 0; uri && i < MAX_SUBSCRIPTIONS; i++) {
-			if (s->subs[i] && strcmp(s->subs[i], uri) == 0)
-				subscribed = true;
-		}
-		if (subscribed)
+		if (s->initialized && s->get_stream)
 			(void)mcp_events_push(s->get_stream, m, false);
 	}
 	mcp_unlock(srv);
 	mcp_msg_unref(m);
-}
-
-void mcp_server_tools_changed(struct mcp_server *srv)
-{
-	broadcast(srv, "notifications/tools/list_changed", NULL);
-}
-
-void mcp_server_resource_updated(struct mcp_server *srv, const char *uri)
-{
-	broadcast(srv, "notifications/resources/updated", uri);
 }
 
 unsigned mcp_server_drain(struct mcp_server *srv, unsigned timeout_ms)

@@ -119,8 +119,6 @@ void mcp_server_set_instructions(struct mcp_server *srv, const char *text);
 
 /* Tells every session that tools/list changed (discovery found a runner). */
 void mcp_server_tools_changed(struct mcp_server *srv);
-/* Tells sessions subscribed to uri that it changed. */
-void mcp_server_resource_updated(struct mcp_server *srv, const char *uri);
 
 /*
  * Starts draining: new tools/call requests get an error result saying the

@@ -44,7 +44,6 @@
 #define MAX_TOOLS 64
 #define MAX_PROVIDERS 16
 #define MAX_PROMPTS 64
-#define MAX_SUBSCRIPTIONS 64
 
 enum stream_kind {
 	STREAM_POST,
@@ -176,7 +175,6 @@ struct session {
 	struct mcp_call *calls;
 	unsigned n_calls;
 	struct pending *pendings;
-	char *subs[MAX_SUBSCRIPTIONS];
 };
 
 struct mcp_server {

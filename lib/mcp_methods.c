@@ -299,43 +299,22 @@ static char *do_resources_read(struct mcp_call *c)
 	                  err[0] ? "; " : "", err);
 }
 
+/*
+ * resources/subscribe and unsubscribe: accepted for any URI and answered
+ * with an empty result. No resource this server offers changes on its own
+ * (workspace files change only through the tools, and the fixtures are
+ * static), so no notifications/resources/updated is ever due and nothing
+ * needs recording.
+ */
 static char *do_subscribe(struct mcp_call *c, bool on)
 {
-	struct mcp_server *srv = c->srv;
-	struct session *s = c->sess;
 	const cJSON *uri = cJSON_GetObjectItemCaseSensitive(c->params, "uri");
-	size_t free_slot = MAX_SUBSCRIPTIONS;
 
 	if (!cJSON_IsString(uri) || !uri->valuestring[0] ||
 	    strlen(uri->valuestring) > 2048)
 		return rpc_errorf(c->id_raw, RPC_INVALID_PARAMS,
 		                  "resources/%s needs params.uri",
 		                  on ? "subscribe" : "unsubscribe");
-	mcp_lock(srv);
-	for (size_t i = 0; i < MAX_SUBSCRIPTIONS; i++) {
-		if (s->subs[i] && strcmp(s->subs[i], uri->valuestring) == 0) {
-			if (!on) {
-				free(s->subs[i]);
-				s->subs[i] = NULL;
-			}
-			goto done;
-		}
-		if (!s->subs[i] && free_slot == MAX_SUBSCRIPTIONS)
-			free_slot = i;
-	}
-	if (on) {
-		if (free_slot == MAX_SUBSCRIPTIONS) {
-			mcp_unlock(srv);
-			return rpc_errorf(c->id_raw, RPC_INVALID_PARAMS,
-			                  "a session may hold at most %d "
-			                  "subscriptions; unsubscribe from one "
-			                  "first",
-			                  MAX_SUBSCRIPTIONS);
-		}
-		s->subs[free_slot] = strdup(uri->valuestring);
-	}
-done:
-	mcp_unlock(srv);
 	return answer(c, cJSON_CreateObject());
 }
 

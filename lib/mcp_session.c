@@ -91,8 +91,6 @@ void mcp_session_unref(struct mcp_server *srv, struct session *s)
 
 void mcp_session_free(struct session *s)
 {
-	for (size_t i = 0; i < MAX_SUBSCRIPTIONS; i++)
-		free(s->subs[i]);
 	cJSON_Delete(s->client_caps);
 	free(s->tenant);
 	free(s);
