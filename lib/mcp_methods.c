@@ -604,8 +604,9 @@ static void push_answer(struct mcp_server *srv, struct stream *st, char *json)
 		return;
 	}
 	mcp_lock(srv);
+	/* A stream that ended (its session was deleted) takes no more. */
 	if (mcp_events_push(st, msg, true) < 0)
-		log_warnx("could not queue an error response");
+		log_debug("an error response found its stream ended");
 	mcp_unlock(srv);
 	mcp_msg_unref(msg);
 }
