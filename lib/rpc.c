@@ -247,6 +247,12 @@ static bool key_is_id(const char *s, size_t a, size_t b)
 	return n == 2 && dec[0] == 'i' && dec[1] == 'd';
 }
 
+/*
+ * Longer than a screen on purpose: one iterative state machine whose three
+ * states (a value, a key, what follows a value) jump to one another and
+ * share the depth stack and the id being recorded; split into functions,
+ * they would hand all of that back and forth on every token.
+ */
 int rpc_scan(const char *s, size_t n, unsigned max_depth, struct rpc_scan *out)
 {
 	struct scanner sc = {.s = s, .n = n};
