@@ -44,6 +44,12 @@ static void resp_fail(struct mcp_http_resp *resp, int status, char *body)
 	resp->body = body;
 }
 
+static void resp_oom(struct mcp_http_resp *resp)
+{
+	resp_fail(resp, 500,
+	          rpc_errorf(NULL, RPC_INTERNAL_ERROR, "out of memory"));
+}
+
 static void resp_init(struct mcp_http_resp *resp)
 {
 	memset(resp, 0, sizeof(*resp));
@@ -160,9 +166,7 @@ static bool answer_post(struct mcp_server *srv, struct session *s,
 	resp->status = 200;
 	resp->stream = mcp_reader_new(srv, st, 0);
 	if (!resp->stream)
-		resp_fail(
-		    resp, 500,
-		    rpc_errorf(NULL, RPC_INTERNAL_ERROR, "out of memory"));
+		resp_oom(resp);
 	else
 		resp->stream->post = true;
 	return false;
@@ -201,9 +205,7 @@ static void json_answer_finish(struct mcp_http_resp *resp,
 		resp->status = 200;
 		resp->body = body;
 	} else {
-		resp_fail(
-		    resp, 500,
-		    rpc_errorf(NULL, RPC_INTERNAL_ERROR, "out of memory"));
+		resp_oom(resp);
 	}
 	for (size_t i = 0; i < ja->n; i++)
 		mcp_msg_unref(ja->msgs[i]);
@@ -377,9 +379,7 @@ void mcp_http_post(struct mcp_server *srv, const struct mcp_http_req *req,
 		return;
 	b = malloc(sizeof(*b));
 	if (!b) {
-		resp_fail(
-		    resp, 500,
-		    rpc_errorf(NULL, RPC_INTERNAL_ERROR, "out of memory"));
+		resp_oom(resp);
 		return;
 	}
 	if (!parse_post(srv, req, b, resp)) {
@@ -393,9 +393,7 @@ void mcp_http_post(struct mcp_server *srv, const struct mcp_http_req *req,
 	if (s && count_answers(b) && !(st = post_stream(s))) {
 		mcp_session_unref(srv, s);
 		s = NULL;
-		resp_fail(
-		    resp, 500,
-		    rpc_errorf(NULL, RPC_INTERNAL_ERROR, "out of memory"));
+		resp_oom(resp);
 	}
 	mcp_unlock(srv);
 	if (!s)
@@ -459,9 +457,7 @@ static void resume_stream(struct mcp_server *srv, struct session *s,
 	resp->status = 200;
 	resp->stream = mcp_reader_new(srv, st, seq);
 	if (!resp->stream)
-		resp_fail(
-		    resp, 500,
-		    rpc_errorf(NULL, RPC_INTERNAL_ERROR, "out of memory"));
+		resp_oom(resp);
 }
 
 /* GET without Last-Event-ID: the standalone stream. Lock held. */
@@ -480,9 +476,7 @@ static void open_get_stream(struct mcp_server *srv, struct session *s,
 	if (!st) {
 		st = mcp_events_new(s, STREAM_GET);
 		if (!st) {
-			resp_fail(resp, 500,
-			          rpc_errorf(NULL, RPC_INTERNAL_ERROR,
-			                     "out of memory"));
+			resp_oom(resp);
 			return;
 		}
 		s->get_stream = st;
@@ -493,9 +487,7 @@ static void open_get_stream(struct mcp_server *srv, struct session *s,
 	/* Undelivered events wait for the new reader; old ones do not. */
 	resp->stream = mcp_reader_new(srv, st, st->dropped_upto);
 	if (!resp->stream)
-		resp_fail(
-		    resp, 500,
-		    rpc_errorf(NULL, RPC_INTERNAL_ERROR, "out of memory"));
+		resp_oom(resp);
 }
 
 void mcp_http_get(struct mcp_server *srv, const struct mcp_http_req *req,
@@ -574,9 +566,7 @@ void mcp_http_sse_open(struct mcp_server *srv, const struct mcp_http_req *req,
 	                        endpoint_path, s->id) < 0 ||
 	    !(resp->stream = mcp_reader_new(srv, st, 0))) {
 		mcp_session_end(srv, s);
-		resp_fail(
-		    resp, 500,
-		    rpc_errorf(NULL, RPC_INTERNAL_ERROR, "out of memory"));
+		resp_oom(resp);
 	} else {
 		resp->status = 200;
 	}
@@ -600,9 +590,7 @@ void mcp_http_sse_post(struct mcp_server *srv, const struct mcp_http_req *req,
 		return;
 	b = malloc(sizeof(*b));
 	if (!b) {
-		resp_fail(
-		    resp, 500,
-		    rpc_errorf(NULL, RPC_INTERNAL_ERROR, "out of memory"));
+		resp_oom(resp);
 		goto out;
 	}
 	if (!parse_post(srv, req, b, resp)) {
