@@ -223,8 +223,9 @@ bool mcp_call_cancelled(const struct mcp_call *call);
  * stream closing, shutdown). A new registration replaces the previous one.
  *
  * Where fn runs: on the thread that cancels, after it has released the
- * server's lock, so fn delays neither other sessions nor other requests of
- * its own session. If the request is already cancelled when fn is
+ * server's lock, so fn delays no HTTP request but the one that cancelled
+ * (other sessions, and other requests of its own session, go on). If the
+ * request is already cancelled when fn is
  * registered, fn runs at once on the registering thread, before
  * mcp_call_on_cancel returns. At most one hook of a request runs at a time.
  *
