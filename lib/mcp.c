@@ -31,8 +31,6 @@
 #include "log.h"
 #include "util/num.h"
 
-#define SWEEP_INTERVAL_S 5
-
 /* ------------------------------------------------------------------ */
 /* the transport's entry points */
 
@@ -613,33 +611,21 @@ out:
 /* ------------------------------------------------------------------ */
 /* server-wide */
 
-static void *sweeper_main(void *arg)
+void mcp_job_sweep(void *arg)
 {
 	struct mcp_server *srv = arg;
-	struct timespec dl;
+	time_t t = mono_s();
 
 	mcp_lock(srv);
-	while (!srv->stopping) {
-		time_t t = mono_s();
-
-		for (struct session *s = srv->sessions, *next; s; s = next) {
-			next = s->next;
-			mcp_session_trim_streams(s, false);
-			if (mcp_session_idle(s) &&
-			    t - s->last_active >
-			        (time_t)srv->cfg->session_idle_s)
-				mcp_session_end(srv, s);
-		}
-		/* What the sweep let go is freed before the wait. */
-		mcp_unlock(srv);
-		mcp_lock(srv);
-		if (srv->stopping)
-			break;
-		mono_deadline(&dl, SWEEP_INTERVAL_S * 1000);
-		pthread_cond_timedwait(&srv->sweep_cond, &srv->lock, &dl);
+	for (struct session *s = srv->sessions, *next; s; s = next) {
+		next = s->next;
+		mcp_session_trim_streams(s, false);
+		if (mcp_session_idle(s) &&
+		    t - s->last_active > (time_t)srv->cfg->session_idle_s)
+			mcp_session_end(srv, s);
 	}
+	/* What the sweep let go is freed here, outside the lock. */
 	mcp_unlock(srv);
-	return NULL;
 }
 
 struct mcp_server *mcp_server_create(const struct config *cfg)
@@ -651,16 +637,7 @@ struct mcp_server *mcp_server_create(const struct config *cfg)
 	srv->cfg = cfg;
 	pthread_mutex_init(&srv->lock, NULL);
 	mono_cond_init(&srv->drain_cond);
-	mono_cond_init(&srv->sweep_cond);
 	mono_cond_init(&srv->hook_cond);
-	if (pthread_create(&srv->sweeper, NULL, sweeper_main, srv) != 0) {
-		pthread_mutex_destroy(&srv->lock);
-		pthread_cond_destroy(&srv->drain_cond);
-		pthread_cond_destroy(&srv->sweep_cond);
-		pthread_cond_destroy(&srv->hook_cond);
-		free(srv);
-		return NULL;
-	}
 	return srv;
 }
 
@@ -679,9 +656,7 @@ void mcp_server_destroy(struct mcp_server *srv)
 		return;
 	mcp_lock(srv);
 	srv->stopping = true;
-	pthread_cond_broadcast(&srv->sweep_cond);
 	mcp_unlock(srv);
-	pthread_join(srv->sweeper, NULL);
 	end_all_sessions(srv);
 	/* Tool threads still running hold references; let them finish. */
 	mcp_lock(srv);
@@ -695,7 +670,6 @@ void mcp_server_destroy(struct mcp_server *srv)
 	for (size_t i = 0; i < srv->n_prompts; i++)
 		cJSON_Delete(srv->prompt_args[i]);
 	pthread_cond_destroy(&srv->drain_cond);
-	pthread_cond_destroy(&srv->sweep_cond);
 	pthread_cond_destroy(&srv->hook_cond);
 	pthread_mutex_destroy(&srv->lock);
 	free(srv);

@@ -95,11 +95,17 @@ typedef cJSON *(*mcp_complete_fn)(void *data, const cJSON *ref,
 /* ---- the server ---------------------------------------------------- */
 
 /*
- * Creates a server. cfg is borrowed and must outlive it. Starts one
- * housekeeping thread (session expiry). Caller owns; free with
- * mcp_server_destroy. NULL on allocation failure.
+ * Creates a server. cfg is borrowed and must outlive it. Caller owns; free
+ * with mcp_server_destroy. NULL on allocation failure.
  */
 struct mcp_server *mcp_server_create(const struct config *cfg);
+
+/*
+ * Housekeeping (cron.h, every MCP_SWEEP_INTERVAL_MS): ends sessions idle
+ * for MCP_SESSION_IDLE_SECONDS and frees ended streams nobody reads.
+ */
+void mcp_job_sweep(void *srv);
+#define MCP_SWEEP_INTERVAL_MS 5000
 
 /* Ends every session and frees the server. NULL-safe. */
 void mcp_server_destroy(struct mcp_server *srv);

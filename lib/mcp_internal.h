@@ -181,9 +181,7 @@ struct mcp_server {
 	const struct config *cfg;
 	pthread_mutex_t lock;
 	pthread_cond_t drain_cond;
-	pthread_cond_t sweep_cond;
 	pthread_cond_t hook_cond; /* a claimed hook returned */
-	pthread_t sweeper;
 	bool stopping;
 	bool draining;
 	struct session *sessions;

@@ -195,6 +195,8 @@ int main(int argc, char **argv)
 	    cron_add(cron, "workspaces", WORKSPACE_SWEEP_INTERVAL_MS,
 	             workspace_job_sweep, wm) < 0 ||
 	    cron_add(cron, "warm", 1000, runner_job_warm, runner) < 0 ||
+	    cron_add(cron, "sessions", MCP_SWEEP_INTERVAL_MS, mcp_job_sweep,
+	             mcp) < 0 ||
 	    cron_start(cron) < 0) {
 		log_errorx("cannot start the housekeeping loop");
 		rc = 1;
