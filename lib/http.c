@@ -3,7 +3,8 @@
  * http: libmicrohttpd in thread-per-connection mode. Each request gets a
  * context when its request line arrives; the checks of its route's policy
  * run on its first callback, with only the head in, so a refused request
- * never has its body buffered. A watchdog thread
+ * never has its body read: it is answered at once and its connection
+ * closed after a lingering read capped in time and bytes. A watchdog thread
  * enforces the header and body deadlines that libmicrohttpd lacks (it only
  * knows an idle timeout, which a client sending one byte at a time never
  * trips) by shutting the socket down, which the connection's thread then
@@ -33,7 +34,14 @@
 
 #define THREAD_STACK (512 * 1024)
 
+/*
+ * The lingering read after a refusal whose body is still coming: at most
+ * this long, and at most this many body bytes read and thrown away.
+ */
 #define LINGER_MS 2000
+#define LINGER_BYTES (1024 * 1024)
+/* The receive buffer while lingering: no room for more to pile up. */
+#define LINGER_RCVBUF (64 * 1024)
 
 /* What unescape() leaves of a path whose /files/ prefix was escaped. */
 #define BAD_FILES_ESCAPE "/files!"
@@ -148,23 +156,35 @@ static void *watchdog_main(void *arg)
 }
 
 /*
- * A refusal sent while the client was still sending its body: libmicrohttpd
- * closes the socket with unread bytes in it, the kernel answers with a
- * reset, and the client loses the response it has not read yet. Finish
- * our side and swallow what still arrives until the client closes or for
- * LINGER_MS, so the client reads "413: send less" instead of "connection
- * reset". A byte cap would bring the reset back on a fast link.
+ * A refusal sent while the client was still sending its body. Closing the
+ * socket with unread bytes in it makes the kernel answer with a reset, and
+ * a client that is still writing then fails on its next write, usually
+ * before it has read the answer waiting in its buffer (undici's fetch
+ * reports EPIPE instead of the 413). So our side is finished first (FIN
+ * after the answer) and what still arrives is read and dropped, until the
+ * client closes or LINGER_BYTES were dropped. Past that nothing more is
+ * read: the client's writes stall on a closed window, which leaves it free
+ * to read the answer, until it goes away or LINGER_MS have passed. A
+ * client streaming a huge body thus reads "401: send a token" and sees the
+ * connection close, having sent LINGER_BYTES and what socket buffers hold;
+ * a client of any kind costs this thread at most LINGER_MS.
  */
 static void linger_close(struct conn_track *t)
 {
 	char sink[16384];
+	int rcvbuf = LINGER_RCVBUF;
+	size_t dropped = 0;
 	long long until, left;
 
 	if (!t || t->fd < 0 || shutdown(t->fd, SHUT_WR) != 0)
 		return;
+	/* Stops the kernel from growing the window for what is dropped. */
+	setsockopt(t->fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
 	until = mono_ms() + LINGER_MS;
 	for (;;) {
-		struct pollfd p = {.fd = t->fd, .events = POLLIN};
+		bool capped = dropped >= LINGER_BYTES;
+		/* Capped: poll only for a reset or an error. */
+		struct pollfd p = {.fd = t->fd, .events = capped ? 0 : POLLIN};
 		ssize_t n;
 
 		left = until - mono_ms();
@@ -172,12 +192,20 @@ static void linger_close(struct conn_track *t)
 			break;
 		if (poll(&p, 1, (int)left) < 0 && errno != EINTR)
 			break;
-		if (!(p.revents & (POLLIN | POLLHUP | POLLERR)))
+		if (capped && (p.revents & (POLLHUP | POLLERR | POLLNVAL)))
+			break;
+		if (capped || !(p.revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;
 		n = recv(t->fd, sink, sizeof(sink), MSG_DONTWAIT);
 		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
 			break;
+		if (n > 0)
+			dropped += (size_t)n;
 	}
+	if (dropped >= LINGER_BYTES)
+		log_debug("closed a refused connection after dropping %zu "
+		          "bytes of its body",
+		          dropped);
 }
 
 /* ------------------------------------------------------------------ */
@@ -244,9 +272,20 @@ static enum MHD_Result on_head(struct http_server *hs, struct http_request *rq,
 	 * request is on the body clock until its last callback.
 	 */
 	track_set(hs, track_of(rq->conn), PHASE_BODY, hs->cfg->body_timeout_s);
-	if (!http_route_head(rq))
-		return http_send(rq); /* refused, or answered from the head */
-	buf_init(&rq->body, http_route_body_limit(rq));
+	if (http_route_head(rq)) {
+		buf_init(&rq->body, http_route_body_limit(rq));
+		return MHD_YES;
+	}
+	/*
+	 * Refused, or answered from the head. libmicrohttpd 0.9 reads no
+	 * body and closes the connection after an answer queued now: right
+	 * when a body is on its way, wasteful when none is, so then the
+	 * answer waits for the (immediate) end-of-request callback and the
+	 * connection stays open for the next request.
+	 */
+	if (rq->linger)
+		return http_send(rq);
+	rq->ready = true;
 	return MHD_YES;
 }
 
@@ -303,6 +342,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 	}
 	track_set(hs, track_of(conn), PHASE_RESPONDING, 0);
 	rq->linger = false; /* the body was read to its end */
+	if (rq->ready)
+		return http_send(rq);
 	if (rq->too_big)
 		(void)http_reply_error(rq, MHD_HTTP_CONTENT_TOO_LARGE,
 		                       "request body is over the limit of %zu "

@@ -73,6 +73,7 @@ struct http_request {
 	bool too_big;
 	size_t discarded; /* body bytes dropped after too_big */
 	bool answered;    /* a response was queued */
+	bool ready;       /* answered on the head; sent at the request's end */
 	bool linger;      /* refused with body bytes still on the way */
 	struct MHD_Response *resp; /* the answer being built (owned) */
 	unsigned status;

@@ -232,12 +232,9 @@ static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind,
 	return MHD_YES;
 }
 
-/*
- * Framing every request must get right whatever its route. Returns false
- * with a refusal set. *cl is the Content-Length (0 when absent).
- */
-static bool framing_ok(struct http_request *rq, struct hdr_count *hc,
-                       uint64_t *cl)
+/* The checks of framing_ok. */
+static bool framing_checks(struct http_request *rq, struct hdr_count *hc,
+                           uint64_t *cl)
 {
 	const char *h = http_request_header(rq, "Content-Length");
 
@@ -276,6 +273,21 @@ static bool framing_ok(struct http_request *rq, struct hdr_count *hc,
 		return REFUSE(rq, MHD_HTTP_BAD_REQUEST,
 		              "invalid Content-Length");
 	return true;
+}
+
+/*
+ * Framing every request must get right whatever its route. Returns false
+ * with a refusal set, after which the connection is closed: where this
+ * request ends cannot be trusted. *cl is the Content-Length (0 when
+ * absent).
+ */
+static bool framing_ok(struct http_request *rq, struct hdr_count *hc,
+                       uint64_t *cl)
+{
+	if (framing_checks(rq, hc, cl))
+		return true;
+	rq->linger = true;
+	return false;
 }
 
 /* DNS rebinding: a page on another name reaching a local server. */
@@ -478,13 +490,12 @@ bool http_route_head(struct http_request *rq)
 		return false;
 	if (rt->head && !rt->head(rt->data, rq))
 		return false;
-	if (!size_ok(rq, cl))
-		return false;
 	if (rt->early) {
+		/* Its body is never read, so no limit applies to it. */
 		rt->handler(rt->data, rq);
 		return false;
 	}
-	return true;
+	return size_ok(rq, cl);
 }
 
 void http_route_dispatch(struct http_request *rq)
