@@ -26,6 +26,18 @@
 #define HTTP_MAX_ROUTES 32
 #define HTTP_MAX_HEALTH_HOOKS 8
 
+/*
+ * What a person must do when a request has no valid token and OAuth is not
+ * offered. It travels in 401 bodies, in WWW-Authenticate error_description
+ * (so no '"' or '\\') and in the OAuth-shaped answers of the OAuth paths,
+ * where OAuth-capable clients end up after a 401 and whose error they show.
+ */
+#define HTTP_TOKEN_HINT                                                        \
+	"this server takes a static bearer token: set the header "             \
+	"'Authorization: Bearer <token>' in your client, with the token "      \
+	"from the server's .env (MCP_API_TOKEN); see the README, "             \
+	"'Connecting a client'"
+
 struct conn_track;
 
 struct http_server {

@@ -58,15 +58,42 @@ static void bad_escape_handle(void *data, struct http_request *rq)
 	                       "/files/ prefix; use the URL as given");
 }
 
-static void well_known_handle(void *data, struct http_request *rq)
+/*
+ * An OAuth path while OAuth is off. 404, as the endpoint does not exist,
+ * with an RFC 6749/7591 error body: clients skip a 404 on metadata and show
+ * the error_description of a failed registration or token request, where
+ * a JSON-RPC body failed their schemas ("Invalid OAuth error response").
+ * mcp-remote sends its configured header along, so a wrong token can be
+ * named as such.
+ */
+static void oauth_off_handle(void *data, struct http_request *rq)
 {
+	const char *h = http_request_header(rq, "Authorization");
+	struct auth_result who;
+	const char *what = "OAuth is not enabled on this server";
+	char desc[512];
+
 	(void)data;
-	(void)http_reply_error(rq, MHD_HTTP_NOT_FOUND,
-	                       "no OAuth metadata: this server takes a static "
-	                       "bearer token");
+	if (h && auth_check(rq->hs->cfg, NULL, h, &who) == AUTH_OK)
+		what = "OAuth is not enabled on this server, and the bearer "
+		       "token your client sent is valid: no sign-in is needed";
+	else if (h)
+		what = "OAuth is not enabled on this server, and the bearer "
+		       "token your client sent is not one of its tokens";
+	snprintf(desc, sizeof(desc), "%s; %s", what, HTTP_TOKEN_HINT);
+	(void)http_reply_oauth_error(rq, MHD_HTTP_NOT_FOUND, "invalid_request",
+	                             desc);
 }
 
 #define MCP_METHODS (HTTP_GET | HTTP_POST | HTTP_DELETE)
+
+/* Rows for OAuth's paths while it is off: any method, answered at once. */
+#define OAUTH_OFF(p, m)                                                        \
+	{                                                                      \
+		.path = (p), .match = (m), .methods = HTTP_ANY_METHOD,         \
+		.cors = HTTP_CORS_ANY, .early = true,                          \
+		.handler = oauth_off_handle,                                   \
+	}
 
 static const struct http_route builtin[] = {
     {.path = "/mcp",
@@ -122,11 +149,13 @@ static const struct http_route builtin[] = {
      .early = true,
      .handler = bad_escape_handle},
     {.path = "/", .methods = HTTP_GET | HTTP_HEAD, .handler = root_handle},
-    {.path = "/.well-known/",
-     .match = HTTP_MATCH_PREFIX,
-     .methods = HTTP_ANY_METHOD,
-     .early = true,
-     .handler = well_known_handle},
+    OAUTH_OFF("/.well-known/oauth-protected-resource", HTTP_MATCH_PREFIX),
+    OAUTH_OFF("/.well-known/oauth-authorization-server", HTTP_MATCH_PREFIX),
+    OAUTH_OFF("/.well-known/openid-configuration", HTTP_MATCH_PREFIX),
+    OAUTH_OFF("/register", HTTP_MATCH_EXACT),
+    OAUTH_OFF("/authorize", HTTP_MATCH_EXACT),
+    OAUTH_OFF("/token", HTTP_MATCH_EXACT),
+    OAUTH_OFF("/revoke", HTTP_MATCH_EXACT),
 };
 
 static const struct http_route not_found = {
@@ -312,12 +341,17 @@ static bool guard_ok(struct http_request *rq)
 	return true;
 }
 
-/* Whether an OPTIONS request to rq's route is a CORS preflight. */
+/*
+ * Whether an OPTIONS request to rq's route is a CORS preflight: on a route
+ * that allows them, one that does not take OPTIONS itself, or one that
+ * names the method it asks about (a route answering any method).
+ */
 static bool is_preflight(const struct http_request *rq)
 {
 	return http_method_bit(rq->method) == HTTP_OPTIONS &&
-	       !(rq->route->methods & HTTP_OPTIONS) &&
-	       rq->route->cors != HTTP_CORS_ALLOWED;
+	       rq->route->cors != HTTP_CORS_ALLOWED &&
+	       (!(rq->route->methods & HTTP_OPTIONS) ||
+	        http_request_header(rq, "Access-Control-Request-Method"));
 }
 
 static bool method_ok(struct http_request *rq)
@@ -359,8 +393,8 @@ static bool refuse_auth(struct http_request *rq, enum auth_status st,
 		                "Bearer <token>' with an API token of this "
 		                "server or an OAuth access token from it")
 		          : http_reply_error(rq, status,
-		                             "missing bearer token; send "
-		                             "'Authorization: Bearer <token>'");
+		                             "missing bearer token; %s",
+		                             HTTP_TOKEN_HINT);
 		break;
 	case AUTH_SCOPE:
 		status = MHD_HTTP_FORBIDDEN;
@@ -384,13 +418,19 @@ static bool refuse_auth(struct http_request *rq, enum auth_status st,
 	default:
 		log_info("rejected a request with an invalid token");
 		snprintf(dflt, sizeof(dflt),
-		         "Bearer realm=\"mcp\", error=\"invalid_token\"");
-		r = http_reply_error(rq, status, "invalid bearer token; %s",
+		         "Bearer realm=\"mcp\", error=\"invalid_token\", "
+		         "error_description=\"invalid bearer token: it matches "
+		         "none of this server's tokens; %s\"",
+		         oauth ? "send an API token of this server or a "
+		                 "current OAuth access token from it"
+		               : HTTP_TOKEN_HINT);
+		r = http_reply_error(rq, status,
+		                     "invalid bearer token: it matches none of "
+		                     "this server's tokens; %s",
 		                     oauth ? "send an API token of this server "
 		                             "or a current OAuth access token "
 		                             "from it"
-		                           : "check the token configured in "
-		                             "your client");
+		                           : HTTP_TOKEN_HINT);
 		break;
 	}
 	if (ch && !strpbrk(ch, "\r\n"))

