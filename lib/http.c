@@ -43,9 +43,6 @@
 /* The receive buffer while lingering: no room for more to pile up. */
 #define LINGER_RCVBUF (64 * 1024)
 
-/* What unescape() leaves of a path whose /files/ prefix was escaped. */
-#define BAD_FILES_ESCAPE "/files!"
-
 enum phase {
 	PHASE_HEADERS,    /* waiting for a request line and headers */
 	PHASE_BODY,       /* reading a body */
@@ -408,8 +405,8 @@ static size_t unescape(void *cls, struct MHD_Connection *conn, char *s)
 	 * second time by the files hook: mark it so it is refused instead.
 	 */
 	if (strncmp(s, "/files/", 7) == 0) {
-		memcpy(s, BAD_FILES_ESCAPE, sizeof(BAD_FILES_ESCAPE));
-		n = sizeof(BAD_FILES_ESCAPE) - 1;
+		memcpy(s, HTTP_BAD_FILES_ESCAPE, sizeof(HTTP_BAD_FILES_ESCAPE));
+		n = sizeof(HTTP_BAD_FILES_ESCAPE) - 1;
 	}
 	return n;
 }

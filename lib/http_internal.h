@@ -24,6 +24,11 @@
 #include "http.h"
 
 #define HTTP_MAX_ROUTES 32
+/*
+ * What http.c's unescape leaves of a path whose /files/ prefix was itself
+ * escaped ("/%66iles/..."), so that http_route.c refuses it.
+ */
+#define HTTP_BAD_FILES_ESCAPE "/files!"
 #define HTTP_MAX_HEALTH_HOOKS 8
 
 /*

@@ -25,9 +25,6 @@
 #define REFUSE(rq, status, ...)                                                \
 	((void)http_reply_error((rq), (status), __VA_ARGS__), false)
 
-/* What http.c's unescape leaves of a path whose /files/ prefix was escaped. */
-#define BAD_FILES_ESCAPE "/files!"
-
 /* ------------------------------------------------------------------ */
 /* built-in handlers */
 
@@ -95,25 +92,27 @@ static void oauth_off_handle(void *data, struct http_request *rq)
 		.handler = oauth_off_handle,                                   \
 	}
 
+/* Streamable HTTP, at /mcp and /mcp/. */
+#define MCP_ROUTE(p)                                                           \
+	{                                                                      \
+		.path = (p), .methods = MCP_METHODS, .auth = true,             \
+		.guard = true, .body_types = HTTP_BODY_JSON,                   \
+		.max_body = HTTP_BODY_MCP, .cors = HTTP_CORS_PREFLIGHT,        \
+		.head = http_mcp_head, .handler = http_mcp_handle,             \
+	}
+
+/* The legacy transport's POST endpoint, at /messages and /messages/. */
+#define MESSAGES_ROUTE(p)                                                      \
+	{                                                                      \
+		.path = (p), .methods = HTTP_POST, .auth = true,               \
+		.guard = true, .body_types = HTTP_BODY_JSON,                   \
+		.max_body = HTTP_BODY_MCP, .cors = HTTP_CORS_PREFLIGHT,        \
+		.handler = http_mcp_messages_handle,                           \
+	}
+
 static const struct http_route builtin[] = {
-    {.path = "/mcp",
-     .methods = MCP_METHODS,
-     .auth = true,
-     .guard = true,
-     .body_types = HTTP_BODY_JSON,
-     .max_body = HTTP_BODY_MCP,
-     .cors = HTTP_CORS_PREFLIGHT,
-     .head = http_mcp_head,
-     .handler = http_mcp_handle},
-    {.path = "/mcp/",
-     .methods = MCP_METHODS,
-     .auth = true,
-     .guard = true,
-     .body_types = HTTP_BODY_JSON,
-     .max_body = HTTP_BODY_MCP,
-     .cors = HTTP_CORS_PREFLIGHT,
-     .head = http_mcp_head,
-     .handler = http_mcp_handle},
+    MCP_ROUTE("/mcp"),
+    MCP_ROUTE("/mcp/"),
     {.path = "/sse",
      .methods = HTTP_GET,
      .auth = true,
@@ -121,22 +120,8 @@ static const struct http_route builtin[] = {
      .cors = HTTP_CORS_PREFLIGHT,
      .head = http_mcp_head,
      .handler = http_mcp_sse_handle},
-    {.path = "/messages",
-     .methods = HTTP_POST,
-     .auth = true,
-     .guard = true,
-     .body_types = HTTP_BODY_JSON,
-     .max_body = HTTP_BODY_MCP,
-     .cors = HTTP_CORS_PREFLIGHT,
-     .handler = http_mcp_messages_handle},
-    {.path = "/messages/",
-     .methods = HTTP_POST,
-     .auth = true,
-     .guard = true,
-     .body_types = HTTP_BODY_JSON,
-     .max_body = HTTP_BODY_MCP,
-     .cors = HTTP_CORS_PREFLIGHT,
-     .handler = http_mcp_messages_handle},
+    MESSAGES_ROUTE("/messages"),
+    MESSAGES_ROUTE("/messages/"),
     {.path = "/healthz",
      .methods = HTTP_GET | HTTP_HEAD,
      .handler = http_health_handle},
@@ -144,7 +129,7 @@ static const struct http_route builtin[] = {
      .match = HTTP_MATCH_PREFIX,
      .methods = HTTP_GET | HTTP_HEAD,
      .handler = http_files_handle},
-    {.path = BAD_FILES_ESCAPE,
+    {.path = HTTP_BAD_FILES_ESCAPE,
      .methods = HTTP_ANY_METHOD,
      .early = true,
      .handler = bad_escape_handle},
