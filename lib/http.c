@@ -287,8 +287,8 @@ static enum MHD_Result on_head(struct http_server *hs, struct http_request *rq,
 }
 
 /* A piece of the body. */
-static enum MHD_Result on_body(struct http_server *hs, struct http_request *rq,
-                               const char *upload, size_t n)
+static enum MHD_Result on_body(struct http_request *rq, const char *upload,
+                               size_t n)
 {
 	if (!rq->too_big && buf_append(&rq->body, upload, n) == 0)
 		return MHD_YES;
@@ -335,7 +335,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 	if (*upload_size) {
 		n = *upload_size;
 		*upload_size = 0;
-		return on_body(hs, rq, upload, n);
+		return on_body(rq, upload, n);
 	}
 	track_set(hs, track_of(conn), PHASE_RESPONDING, 0);
 	rq->linger = false; /* the body was read to its end */
