@@ -30,6 +30,7 @@
 
 #include "http_internal.h"
 #include "log.h"
+#include "stats.h"
 #include "util/mono.h"
 
 #define THREAD_STACK (512 * 1024)
@@ -351,6 +352,28 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 	return http_send(rq);
 }
 
+/* Counts a finished request by its route's path and status (stats.h). */
+static void http_count(struct http_server *hs, const struct http_request *rq)
+{
+	char status[8];
+	const char *const labels[] = {rq->route ? rq->route->path : "none",
+	                              status, NULL};
+
+	if (!hs->m_requests)
+		return;
+	snprintf(status, sizeof(status), "%u", rq->status);
+	stats_add(hs->m_requests, labels, 1);
+}
+
+void http_server_set_stats(struct http_server *hs, struct stats *s)
+{
+	static const char *const labels[] = {"route", "status", NULL};
+
+	hs->m_requests =
+	    stats_counter(s, "mcpsd_http_requests_total",
+	                  "HTTP requests by route and status", labels);
+}
+
 static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
                          enum MHD_RequestTerminationCode toe)
 {
@@ -362,6 +385,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 	    toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
 		linger_close(t);
 	if (rq) {
+		http_count(hs, rq);
 		if (rq->counted) {
 			pthread_mutex_lock(&hs->track_lock);
 			hs->inflight--;

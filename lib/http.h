@@ -90,6 +90,14 @@ void http_server_add_health(struct http_server *hs, http_health_fn fn,
 __attribute__((warn_unused_result)) int
 http_server_set_auth(struct http_server *hs, const struct auth_hook *hook);
 
+struct stats;
+
+/*
+ * Counts every finished request in s (by the path of its route, "none"
+ * for unmatched, and its status). Before traffic arrives.
+ */
+void http_server_set_stats(struct http_server *hs, struct stats *s);
+
 /* The port actually bound (useful when configured as 0). */
 unsigned http_server_port(const struct http_server *hs);
 

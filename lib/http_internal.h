@@ -60,6 +60,7 @@ struct http_server {
 	} health[HTTP_MAX_HEALTH_HOOKS];
 	size_t n_health;
 	struct auth_hook auth;
+	struct stats_metric *m_requests;           /* by route and status */
 	struct http_route routes[HTTP_MAX_ROUTES]; /* added, matched first */
 	size_t n_routes;
 
