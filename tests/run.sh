@@ -141,17 +141,39 @@ layer_build() {
 	[ "$nbad" -eq 0 ] || BUILD_BROKEN=1
 }
 
-# tap_failures: from TAP text on stdin, each "not ok" line with the
-# diagnostics ("# ...") that follow it, indented.
-tap_failures() {
-	awk '/^ *not ok /{f=1; print "    " $0; next} f && /^ *#/{print "    " $0; next} {f=0}' | head -200
+# meson_failures DIR [SETUP]: for each test of the last meson run in DIR
+# (with --setup SETUP) that did not pass, its name and result, then every
+# "not ok" line of its TAP output with the diagnostics that follow (file:line,
+# got and want); a program that died without one shows the end of its
+# output instead (a crash, a sanitizer's or valgrind's report).
+meson_failures() {
+	python3 - "$1/meson-logs/testlog${2:+-$2}.json" <<'EOF'
+import json, sys
+
+for line in open(sys.argv[1], encoding="utf-8", errors="replace"):
+    t = json.loads(line)
+    if t.get("result") in ("OK", "SKIP", "EXPECTEDFAIL"):
+        continue
+    print(f"    {t['name']}: {t.get('result')} (exit status {t.get('returncode')})")
+    out = (t.get("stdout") or "").splitlines()
+    shown, keep = [], False
+    for l in out:
+        if l.lstrip().startswith("not ok ") or l.startswith("Bail out!"):
+            keep = True
+        elif not l.lstrip().startswith("#"):
+            keep = False
+        if keep:
+            shown.append(l)
+    if not shown:
+        shown = (out + (t.get("stderr") or "").splitlines())[-40:]
+    for l in shown[:200]:
+        print("      " + l)
+EOF
 }
 
 # meson_suite DIR SUITE [TEST...]: runs a meson test suite (or some of its
-# tests) and counts the results from its summary. A failure shows each
-# failing TAP line with its diagnostics (file:line, got and want), or the
-# end of the output when a program died without one; the whole output is
-# kept in $LOG_DIR.
+# tests) and counts the results from its summary; failures are shown by
+# meson_failures and the whole output is kept in $LOG_DIR.
 meson_suite() {
 	local dir=$1 suite=$2 out okc failc skipc to log
 	shift 2
@@ -159,7 +181,7 @@ meson_suite() {
 	log="$LOG_DIR/meson-$suite-$(basename "$dir").log"
 	out=$(meson test -C "$dir" --suite "$suite" --print-errorlogs "$@" 2>&1)
 	printf '%s\n' "$out" >"$log"
-	echo "$out" | grep -E '^ *[0-9]+/[0-9]+ ' | sed 's/^/  /'
+	echo "$out" | grep -E '^ *[0-9]+/[0-9]+ ' | awk '!seen[$0]++' | sed 's/^/  /'
 	okc=$(echo "$out" | awk '/^Ok:/ {print $2}')
 	failc=$(echo "$out" | awk '/^Fail:/ {print $2}')
 	skipc=$(echo "$out" | awk '/^Skipped:/ {print $2}')
@@ -170,11 +192,7 @@ meson_suite() {
 		return
 	fi
 	if [ "$((failc + ${to:-0}))" -gt 0 ]; then
-		if echo "$out" | grep -qE '^ *not ok '; then
-			echo "$out" | tap_failures
-		else
-			echo "$out" | grep -vE '^ *ok ' | tail -40 | sed 's/^/    /'
-		fi
+		meson_failures "$dir"
 		echo "  full output: $log"
 	fi
 	record "$suite" "$okc" "$((failc + ${to:-0}))" "${skipc:-0}"
@@ -297,8 +315,9 @@ layer_valgrind() {
 	out=$(meson test -C "$BUILD" --setup valgrind --print-errorlogs $names 2>&1)
 	okc=$(echo "$out" | awk '/^Ok:/ {print $2}')
 	failc=$(echo "$out" | awk '/^Fail:/ {print $2}')
-	echo "$out" | grep -E '^ *[0-9]+/[0-9]+ ' | sed 's/^/  /'
+	echo "$out" | grep -E '^ *[0-9]+/[0-9]+ ' | awk '!seen[$0]++' | sed 's/^/  /'
 	[ -n "$okc" ] || { echo "$out" | tail -20; record valgrind 0 1; return; }
+	[ "${failc:-0}" -eq 0 ] || meson_failures "$BUILD" valgrind
 	record valgrind "$okc" "$failc" "${#skip[@]}"
 }
 
