@@ -5,8 +5,9 @@
 // Every failure, at whatever depth, gets a block of its own: the path of
 // names from the file to the failing test, the assertion's message, its
 // expected and actual values and operator, where the assertion is and
-// where the test is declared, and the test's own diagnostics. What a test
-// file wrote to stderr is shown only when that file had a failure.
+// where the test is declared, and the test's own diagnostics. A known
+// failure (a todo test that fails) gets one line. What a test file wrote
+// to stderr is shown only when that file had a failure.
 // Use: node --test --test-reporter=./tests/integration/lib/reporter.mjs
 //        --test-reporter-destination=stdout ...
 import path from 'node:path';
@@ -112,6 +113,14 @@ export default async function* reporter(source) {
         const trail = [...names.slice(0, d.nesting), d.name].join(' > ');
         const file = path.basename(rel(d.file));
         if (d.file) failedFiles.add(d.file);
+        // A known failure (todo) does not fail the run: one line says
+        // that it still fails, and why.
+        if (d.todo) {
+          const cause = err?.cause ?? err;
+          const first = String(cause?.message ?? cause ?? '').split('\n')[0];
+          yield `todo - ${file} > ${trail} # TODO ${d.todo === true ? '' : d.todo}: still fails (${first})\n`;
+          break;
+        }
         // A suite or test whose subtests failed adds nothing to what those
         // subtests' blocks say.
         if (err?.failureType !== 'subtestsFailed') {
