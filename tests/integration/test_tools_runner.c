@@ -293,9 +293,10 @@ int main(void)
 	   "timeout: exit_code null, advice: %s", text_of(resp));
 	cJSON_Delete(resp);
 
+	/* No runner image will ever be named this (rust has one now). */
 	resp = call_tool("\"name\":\"run_code\",\"arguments\":{"
-	                 "\"conversationId\":\"c1\",\"language\":\"rust\","
-	                 "\"code\":\"fn main(){}\"}",
+	                 "\"conversationId\":\"c1\",\"language\":"
+	                 "\"no-such-language\",\"code\":\"x\"}",
 	                 NULL);
 	ok(is_error(resp) && strstr(text_of(resp), "available: ") &&
 	       strstr(text_of(resp), "python"),
