@@ -464,8 +464,10 @@ resolve_test() {
 		docker_names | grep -qxF "$n" && { echo "docker $n"; return; } ;;
 	fuzz/*) n=${n#fuzz/}; n=${n#fuzz_}; n=${n%.c}
 		fuzz_names | grep -qxF "$n" && { echo "fuzz $n"; return; } ;;
+	integration/*) n=${n#integration/}; n=${n%.mjs}; n=${n%.test}
+		integration_names | grep -qxF "$n" && { echo "integration $n"; return; } ;;
 	*)
-		n=${n#integration/}; n=${n%.mjs}; n=${n%.test}
+		n=${n%.mjs}; n=${n%.test}
 		integration_names | grep -qxF "$n" && hits+=("integration $n")
 		unit_names | grep -qxF "$n" && hits+=("unit $n")
 		docker_names | grep -qxF "${n#test_}" && hits+=("docker ${n#test_}")
