@@ -12,7 +12,8 @@
  * notifications on the SSE stream, notifications/cancelled, DELETE,
  * resumption with Last-Event-ID, the standalone GET stream and broadcasts,
  * server-to-client requests, the legacy HTTP+SSE transport, drain, the
- * per-tenant session cap and idle expiry. Every wait is bounded.
+ * per-tenant session cap and idle expiry (driven by calling the sweep job).
+ * Every wait is bounded.
  */
 #include <errno.h>
 #include <semaphore.h>
@@ -1438,21 +1439,21 @@ static void test_session_cap(const struct config *base)
 	mcp_server_destroy(s);
 }
 
-/* Idle sessions expire; one with an open stream does not. */
+/*
+ * Idle sessions expire; one with an open stream does not. The housekeeping
+ * job (mcp_job_sweep, run by the daemon's cron) is called here directly.
+ */
 static void test_expiry(const struct config *base)
 {
 	struct config cfg = *base;
 	struct mcp_server *s;
 	struct reply r, g;
 	char idle[80], busy[80];
-	unsigned n;
 
 	/*
-	 * The housekeeping thread looks every 5 s and ends a session idle
-	 * for more than session_idle_s whole seconds: with 1, an idle session
-	 * goes within 2 to 7 s, and the moments between a session's requests
-	 * here are far too short to count. The session count is watched
-	 * through the stats, which touch no session.
+	 * A session is ended when idle for more than session_idle_s whole
+	 * seconds: 1 here, so a sweep at once ends nothing and one 2.2 s
+	 * later ends what stayed idle.
 	 */
 	cfg.session_idle_s = 1;
 	s = mcp_server_create(&cfg);
@@ -1463,27 +1464,24 @@ static void test_expiry(const struct config *base)
 	open_session(s, "alice", "2025-11-25", busy);
 	call_http(s, mcp_http_get, &(struct req){.sid = busy}, NULL, &g);
 	ok(g.stream != NULL, "one session has a stream open");
-	n = stats_of(s).sessions;
-	for (int i = 0; i < 300 && n > 1; i++) {
-		usleep(100000);
-		n = stats_of(s).sessions;
-	}
-	is_int(n, 1, "the idle session expired");
+	mcp_job_sweep(s);
+	is_int(stats_of(s).sessions, 2, "a sweep at once ends no session");
+	usleep(2200 * 1000);
+	mcp_job_sweep(s);
+	is_int(stats_of(s).sessions, 1, "a sweep 2.2 s later ends one");
 	call_http(s, mcp_http_post, &(struct req){.sid = idle},
 	          "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}", &r);
-	is_int(r.status, 404, "an expired session: 404");
+	is_int(r.status, 404, "the idle one: 404");
 	reply_finish(&r);
 	call_http(s, mcp_http_post, &(struct req){.sid = busy},
 	          "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}", &r);
 	is_int(r.status, 200, "the session with a stream did not expire");
 	reply_finish(&r);
 	reply_finish(&g);
-	n = stats_of(s).sessions;
-	for (int i = 0; i < 300 && n > 0; i++) {
-		usleep(100000);
-		n = stats_of(s).sessions;
-	}
-	is_int(n, 0, "once its stream closed, it expired too");
+	usleep(2200 * 1000);
+	mcp_job_sweep(s);
+	is_int(stats_of(s).sessions, 0,
+	       "once its stream closed and it idled, it expired too");
 	mcp_server_destroy(s);
 }
 
