@@ -365,6 +365,9 @@ static const char *tools_run_why(const char *reason)
 	                 "channel"},
 	    {"unresponsive", "the sandbox stopped responding and was "
 	                     "killed"},
+	    {"sandbox_lost", "the sandbox was stopped or lost its connection "
+	                     "to the server (the Docker engine restarted, "
+	                     "say)"},
 	    {"idle_expired", "it was not used for too long"},
 	    {"max_lifetime", "it reached its maximum lifetime"},
 	    {"evicted", "the server needed room for other conversations"},

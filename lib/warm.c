@@ -566,6 +566,30 @@ static struct warm_box *warm_expired(struct warm *w, const char **why)
 	return NULL;
 }
 
+/*
+ * Takes out the first idle session or pool box whose stream ended or broke
+ * since it was last used, or NULL. Only reads what the boxes sent (no
+ * engine call, no wait), so it runs under the lock; a box that died with
+ * the engine's connection, or whose agent ended, then neither holds a
+ * place until its idle expiry nor is handed to a run. Lock held.
+ */
+static struct warm_box *warm_dead_idle(struct warm *w, int *rc)
+{
+	struct warm_box *lists[2] = {w->sessions, w->pool};
+
+	for (size_t i = 0; i < 2; i++)
+		for (struct warm_box *b = lists[i]; b; b = b->next) {
+			if (b->busy)
+				continue;
+			*rc = warm_box_poll(b);
+			if (*rc == 0)
+				continue;
+			warm_unlink(w, b);
+			return b;
+		}
+	return NULL;
+}
+
 /* Whether SANDBOX_POOL_LANGUAGES names lang. */
 static bool warm_pooled(const struct warm *w, const char *lang)
 {
@@ -608,6 +632,19 @@ void warm_tick(struct warm *w, const struct catalog *cat)
 		if (!b)
 			break;
 		warm_end(w, b, why);
+	}
+	for (;;) {
+		int rc = 0;
+
+		pthread_mutex_lock(&w->lock);
+		b = warm_dead_idle(w, &rc);
+		pthread_mutex_unlock(&w->lock);
+		if (!b)
+			break;
+		warm_box_ended(b, rc);
+		log_info("warm box %s (%s) died while idle (%s)", b->box->id,
+		         b->key[0] ? "session" : "pool", b->dead_reason);
+		warm_end(w, b, b->key[0] ? b->dead_reason : NULL);
 	}
 	if (!w->pool_enabled || !w->cfg->pool_size || !cat)
 		return;

@@ -386,26 +386,39 @@ int warm_box_claim(const struct warm_env *env, struct warm_box *b,
 	                   io.proto[0] ? ": " : "", io.proto);
 }
 
-bool warm_box_alive(const struct warm_env *env, struct warm_box *b)
+int warm_box_poll(struct warm_box *b)
 {
 	struct warm_io io = {.b = b};
-	bool oom;
 	int rc;
 
-	(void)env;
 	if (b->dead)
-		return false;
+		return -EPIPE;
 	rc = warm_io_pump(&io, mono_ms(), -1, warm_io_never, NULL);
 	warm_io_finish(&io);
-	if (rc == -EPIPE) {
+	return rc < 0 ? rc : 0;
+}
+
+void warm_box_ended(struct warm_box *b, int rc)
+{
+	bool oom;
+
+	if (b->dead)
+		return;
+	if (rc == -EPIPE)
 		warm_io_died(b, &oom);
-		return false;
-	}
-	if (rc < 0) {
+	else
 		warm_io_kill(b, "protocol");
-		return false;
-	}
-	return true;
+}
+
+bool warm_box_alive(const struct warm_env *env, struct warm_box *b)
+{
+	int rc = warm_box_poll(b);
+
+	(void)env;
+	if (rc == 0)
+		return true;
+	warm_box_ended(b, rc);
+	return false;
 }
 
 void warm_box_destroy(const struct warm_env *env, struct warm_box *b)

@@ -116,8 +116,22 @@ warm_box_claim(const struct warm_env *env, struct warm_box *b,
                size_t errlen);
 
 /*
- * Whether an idle box is still alive: reads what it sent while idle (a new
- * kernel's R, its end). Returns false and sets b->dead_reason when it died.
+ * Reads what an idle box sent (a new kernel's R, the end of its stream)
+ * without waiting and without asking the engine anything. 0 when it is
+ * alive, -EPIPE when its stream ended, another -errno when it broke the
+ * protocol. See warm_box_ended.
+ */
+__attribute__((warn_unused_result)) int warm_box_poll(struct warm_box *b);
+
+/*
+ * b's stream ended (rc -EPIPE: asks the engine why) or broke the protocol
+ * (any other rc): kills the box and marks it dead with the reason.
+ */
+void warm_box_ended(struct warm_box *b, int rc);
+
+/*
+ * Whether an idle box is still alive (warm_box_poll, then warm_box_ended
+ * when not). Returns false with b->dead_reason set when it died.
  */
 bool warm_box_alive(const struct warm_env *env, struct warm_box *b);
 
