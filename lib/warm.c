@@ -308,7 +308,7 @@ static struct warm_box *warm_pool_take(struct warm *w,
 	struct warm_box **pp, *b;
 
 	for (pp = &w->pool; (b = *pp); pp = &b->next)
-		if (strcmp(b->image_id, img->image_id) == 0) {
+		if (b->ready && strcmp(b->image_id, img->image_id) == 0) {
 			*pp = b->next;
 			w->n_pool--;
 			return b;
@@ -579,9 +579,25 @@ static struct warm_box *warm_dead_idle(struct warm *w, int *rc)
 
 	for (size_t i = 0; i < 2; i++)
 		for (struct warm_box *b = lists[i]; b; b = b->next) {
+			bool was_ready = b->ready;
+
 			if (b->busy)
 				continue;
 			*rc = warm_box_poll(b);
+			if (*rc == 0 && !b->key[0] && !was_ready && b->ready) {
+				b->ready_ms = mono_ms() - b->started_ms;
+				log_debug(
+				    "warm pool: %s box %s ready in %lld ms",
+				    b->lang, b->box->id, b->ready_ms);
+			}
+			if (*rc == 0 && !b->key[0] && !b->ready &&
+			    mono_ms() >= b->ready_by) {
+				log_warnx("warm pool: %s box %s was not ready "
+				          "in %lld s; replacing it",
+				          b->lang, b->box->id,
+				          (mono_ms() - b->started_ms) / 1000);
+				*rc = -ETIMEDOUT;
+			}
 			if (*rc == 0)
 				continue;
 			warm_unlink(w, b);
@@ -597,6 +613,24 @@ static bool warm_pooled(const struct warm *w, const char *lang)
 		if (strcmp(*p, "*") == 0 || strcmp(*p, lang) == 0)
 			return true;
 	return false;
+}
+
+/*
+ * Takes out a pool box whose image is no longer the catalog's for its
+ * language (the runner image was rebuilt), or NULL. Lock held.
+ */
+static struct warm_box *warm_pool_stale(struct warm *w,
+                                        const struct catalog *cat)
+{
+	for (struct warm_box *b = w->pool; b; b = b->next) {
+		const struct catalog_image *img = catalog_find(cat, b->lang);
+
+		if (!img || strcmp(img->image_id, b->image_id) != 0) {
+			warm_unlink(w, b);
+			return b;
+		}
+	}
+	return NULL;
 }
 
 /* The language of cat the pool is short of, or NULL. Lock held. */
@@ -641,13 +675,26 @@ void warm_tick(struct warm *w, const struct catalog *cat)
 		pthread_mutex_unlock(&w->lock);
 		if (!b)
 			break;
-		warm_box_ended(b, rc);
-		log_info("warm box %s (%s) died while idle (%s)", b->box->id,
-		         b->key[0] ? "session" : "pool", b->dead_reason);
+		if (rc != -ETIMEDOUT) {
+			warm_box_ended(b, rc);
+			log_info("warm box %s (%s) died while idle (%s)",
+			         b->box->id, b->key[0] ? "session" : "pool",
+			         b->dead_reason);
+		}
 		warm_end(w, b, b->key[0] ? b->dead_reason : NULL);
 	}
 	if (!w->pool_enabled || !w->cfg->pool_size || !cat)
 		return;
+	for (;;) {
+		pthread_mutex_lock(&w->lock);
+		b = warm_pool_stale(w, cat);
+		pthread_mutex_unlock(&w->lock);
+		if (!b)
+			break;
+		log_info("warm pool: a %s box of an older image is replaced",
+		         b->lang);
+		warm_end(w, b, NULL);
+	}
 	/* One pool box per tick: a start takes a while and a core. */
 	pthread_mutex_lock(&w->lock);
 	img = w->stopping ? NULL : warm_pool_short(w, cat);
@@ -667,8 +714,7 @@ void warm_tick(struct warm *w, const struct catalog *cat)
 	w->pool = b;
 	w->n_pool++;
 	pthread_mutex_unlock(&w->lock);
-	log_debug("warm pool: %s box %s ready in %lld ms", img->language,
-	          b->box->id, b->ready_ms);
+	log_debug("warm pool: %s box %s started", img->language, b->box->id);
 }
 
 /* ---- create, destroy, stats -------------------------------------------- */
@@ -744,7 +790,10 @@ void warm_stats(struct warm *w, struct warm_stats *out)
 	pthread_mutex_lock(&w->lock);
 	out->sessions = w->n_sessions;
 	out->busy = w->n_busy;
-	out->pool = w->n_pool;
+	out->pool = 0;
+	for (const struct warm_box *b = w->pool; b; b = b->next)
+		out->pool += b->ready;
+	out->pool_starting = w->n_pool - out->pool;
 	out->max = w->cfg->warm_max;
 	out->memory_mb = (unsigned long long)warm_count(w) * w->cfg->memory_mb;
 	out->memory_budget_mb = w->cfg->warm_memory_mb;
@@ -767,6 +816,7 @@ bool warm_health(void *arg, cJSON *health)
 	cJSON_AddNumberToObject(o, "sessions", s.sessions);
 	cJSON_AddNumberToObject(o, "busy", s.busy);
 	cJSON_AddNumberToObject(o, "pool", s.pool);
+	cJSON_AddNumberToObject(o, "pool_starting", s.pool_starting);
 	cJSON_AddBoolToObject(o, "pool_enabled", s.pool_enabled);
 	cJSON_AddNumberToObject(o, "max", s.max);
 	cJSON_AddNumberToObject(o, "memory_mb", (double)s.memory_mb);

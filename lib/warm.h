@@ -78,7 +78,8 @@ void warm_tick(struct warm *w, const struct catalog *cat);
 struct warm_stats {
 	unsigned sessions; /* claimed by a conversation */
 	unsigned busy;
-	unsigned pool; /* ready in the pool */
+	unsigned pool;          /* ready in the pool */
+	unsigned pool_starting; /* in the pool, not ready yet */
 	unsigned max;
 	unsigned long long memory_mb; /* limits of all warm boxes */
 	unsigned long long memory_budget_mb;

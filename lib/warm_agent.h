@@ -71,6 +71,8 @@ struct warm_box {
 	uint64_t next_id;
 	long long last_used_ms; /* mono_ms */
 	long long ready_ms;     /* how long the start took */
+	long long started_ms;   /* mono_ms of the start */
+	long long ready_by;     /* a pool box's deadline for its R */
 	time_t expires_at;      /* wall clock: the maximum lifetime */
 };
 
@@ -95,11 +97,13 @@ __attribute__((warn_unused_result)) int
 warm_pool_prepare(struct warm_env *env, char *err, size_t errlen);
 
 /*
- * Starts a box of img running the agent and waits until it is ready. For a
- * conversation (req and key given) its workspace is /data and is held
- * open; for the pool (both NULL) /data is an empty pool directory and a
- * Python kernel preloads SANDBOX_POOL_PRELOAD. Caller owns *out
- * (warm_box_destroy).
+ * Starts a box of img running the agent. For a conversation (req and key
+ * given) its workspace is /data and is held open, and the call waits until
+ * the agent is ready. For the pool (both NULL) /data is an empty pool
+ * directory, a Python kernel preloads SANDBOX_POOL_PRELOAD, and the call
+ * returns once the box runs: b->ready turns true when a later
+ * warm_box_poll reads the agent's R, which must come by b->ready_by.
+ * Caller owns *out (warm_box_destroy).
  */
 __attribute__((warn_unused_result)) int
 warm_box_start(const struct warm_env *env, const struct catalog_image *img,
