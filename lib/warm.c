@@ -56,6 +56,9 @@ struct warm {
 	unsigned n_notes;
 	unsigned long long started, reused, evicted, expired;
 	bool stopping;
+	/* the housekeeping thread's own */
+	unsigned pool_failures;  /* pool starts failed in a row */
+	long long pool_retry_ms; /* mono_ms before which none is tried */
 };
 
 /* ---- notes: why state was lost ----------------------------------------- */
@@ -246,12 +249,14 @@ static void warm_end(struct warm *w, struct warm_box *b, const char *reason)
 }
 
 /*
- * Makes room for one more warm box: evicts idle sessions (least recently
- * used first) while the count or the memory budget would be passed, or
- * the host is short of memory. 0 with a slot reserved (n_starting), or
- * -EAGAIN with why in reason. Takes the lock.
+ * Makes room for one more warm box: evicts pool boxes, then idle sessions
+ * (least recently used first) while the count or the
+ * memory budget would be passed, or the host is short of memory, when
+ * evict is true (a box for a conversation; the pool never pushes a
+ * session out). 0 with a slot reserved (n_starting), or -EAGAIN with why
+ * in reason. Takes the lock.
  */
-static int warm_reserve(struct warm *w, unsigned mem_mb,
+static int warm_reserve(struct warm *w, unsigned mem_mb, bool evict,
                         char reason[WARM_REASON_LEN])
 {
 	const struct config *cfg = w->cfg;
@@ -273,15 +278,14 @@ static int warm_reserve(struct warm *w, unsigned mem_mb,
 			pthread_mutex_unlock(&w->lock);
 			return 0;
 		}
-		victim = warm_lru_idle(w);
-		if (!victim && w->pool) {
-			victim = w->pool; /* a pool box before nothing */
-		}
+		/* A pool box costs a future first run its speed; an idle
+		 * session costs its conversation the state: pool first. */
+		victim = !evict ? NULL : w->pool ? w->pool : warm_lru_idle(w);
 		if (!victim) {
-			pthread_mutex_unlock(&w->lock);
 			snprintf(reason, WARM_REASON_LEN, "%s",
 			         warm_count(w) >= cfg->warm_max ? "capacity"
 			                                        : "memory");
+			pthread_mutex_unlock(&w->lock);
 			return -EAGAIN;
 		}
 		warm_unlink(w, victim);
@@ -409,7 +413,8 @@ static struct warm_box *warm_new(struct warm *w,
 		}
 	}
 	if (!b) {
-		rc = warm_reserve(w, w->cfg->memory_mb, res->session.reason);
+		rc = warm_reserve(w, w->cfg->memory_mb, true,
+		                  res->session.reason);
 		if (rc < 0)
 			return NULL;
 		rc = warm_box_start(&w->env, img, req, key, &b, msg,
@@ -695,19 +700,31 @@ void warm_tick(struct warm *w, const struct catalog *cat)
 		         b->lang);
 		warm_end(w, b, NULL);
 	}
-	/* One pool box per tick: a start takes a while and a core. */
+	/*
+	 * One pool box per tick: a start takes a while and a core. After a
+	 * failed start (the engine away, a broken image) the next waits
+	 * longer, up to a minute, so an outage is not retried every second.
+	 */
+	if (mono_ms() < w->pool_retry_ms)
+		return;
 	pthread_mutex_lock(&w->lock);
 	img = w->stopping ? NULL : warm_pool_short(w, cat);
 	pthread_mutex_unlock(&w->lock);
-	if (!img || warm_reserve(w, w->cfg->memory_mb, reason) < 0)
+	if (!img || warm_reserve(w, w->cfg->memory_mb, false, reason) < 0)
 		return;
 	if (warm_box_start(&w->env, img, NULL, NULL, &b, msg, sizeof(msg)) <
 	    0) {
+		unsigned n = w->pool_failures < 6 ? w->pool_failures : 6;
+
 		warm_unreserve(w);
-		log_warnx("warm pool: starting a %s box: %s", img->language,
-		          msg);
+		w->pool_failures++;
+		w->pool_retry_ms = mono_ms() + (1000LL << n);
+		log_warnx("warm pool: starting a %s box: %s (next try in %lld "
+		          "s)",
+		          img->language, msg, (1000LL << n) / 1000);
 		return;
 	}
+	w->pool_failures = 0;
 	pthread_mutex_lock(&w->lock);
 	w->n_starting--;
 	b->next = w->pool;

@@ -65,6 +65,7 @@ struct warm_box {
 	bool busy;               /* warm.c: a run has it */
 	bool dead;               /* it cannot run anything more */
 	char dead_reason[WARM_REASON_LEN];
+	char dead_detail[200];      /* what the engine said, or "" */
 	char lost[WARM_REASON_LEN]; /* state lost while idle (from R) */
 	unsigned calls;
 	long long oom_kills_seen; /* the cgroup's OOM kills at the last D */

@@ -301,8 +301,9 @@ static void warm_classify(const struct warm_box *b, const struct warm_call *c,
 		if (!res->message[0])
 			snprintf(res->message, sizeof(res->message),
 			         "the sandbox of this conversation stopped "
-			         "(%s); run again to get a fresh one",
-			         b->dead_reason);
+			         "(%s%s%s); run again to get a fresh one",
+			         b->dead_reason, b->dead_detail[0] ? ": " : "",
+			         b->dead_detail);
 	} else if (res->oom_killed || res->child_oom) {
 		res->oom_killed = true;
 		res->status = RUNNER_OOM_KILLED;

@@ -378,6 +378,7 @@ void warm_io_died(struct warm_box *b, bool *oom)
 		log_info("box %s: its stream ended and the engine does not "
 		         "say why: %s",
 		         b->box->id, err);
+		snprintf(b->dead_detail, sizeof(b->dead_detail), "%.199s", err);
 	}
 	warm_io_kill(b, why);
 }

@@ -113,6 +113,38 @@ describe('the engine stopped and hung while warm sessions exist', () => {
     assert.ok(left, `no orphaned box: ${JSON.stringify(await boxesOf(d))} ${JSON.stringify((await d.health()).warm)}`);
   });
 
+  test('engine stopped during a run of a session: the run ends at once with an error that names the engine', { timeout: T }, async () => {
+    expectStatus(await py(d.client, c, 'x = 1'), 'completed');
+    let started;
+    const startedP = new Promise((r) => (started = r));
+    const p = py(d.client, c, "import time\nprint('started', flush=True)\ntime.sleep(30)", { timeout_seconds: 20 }, {
+      request: { onprogress: (m) => String(m.message ?? '').includes('started') && started() },
+    });
+    await Promise.race([startedP, p]);
+    const t0 = Date.now();
+    await px.stop();
+    let r;
+    try {
+      r = await p;
+    } finally {
+      await px.start();
+    }
+    const ms = Date.now() - t0;
+    expectStatus(r, 'error');
+    assert.match(r.sc.message, /Docker engine not reachable/, describeRun(r));
+    assert.equal(r.sc.stdout, 'started\n', 'the output before the outage is kept');
+    assert.equal(r.sc.session.lost, true);
+    assert.equal(r.sc.session.lost_reason, 'sandbox_lost');
+    assert.ok(ms < 10_000 * SLOW, `answered ${ms} ms after the engine went away`);
+    const again = await until(async () => {
+      const x = await py(d.client, c, "print('x' in globals())");
+      return x.sc.status === 'completed' && x;
+    }, 30_000);
+    assert.ok(again, 'runs work again');
+    expectSession(again, 'restarted', 'sandbox_lost');
+    assert.match(again.text, /lost its connection to the server/);
+  });
+
   test('engine hung during a run of a session: the call ends within its limit plus the grace and Docker timeouts', { timeout: T }, async () => {
     expectStatus(await py(d.client, c, 'x = 1'), 'completed');
     const p = py(d.client, c, "import time\nprint('started', flush=True)\ntime.sleep(30)", { timeout_seconds: 3 });
