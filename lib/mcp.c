@@ -9,49 +9,43 @@
  * request, or the keep-alive interval passing first) the POST is answered
  * as SSE and drained from the stream. Streams keep their events, numbered,
  * so a client can resume with Last-Event-ID. Legacy HTTP+SSE sessions have
- * one stream that carries everything. Streams live in mcp_stream.c,
- * sessions in mcp_session.c, calls in mcp_call.c and the method handlers in
- * mcp_methods.c. Locking: one mutex (srv->lock) guards every session,
- * stream, call and pending request. Waiters use per-object condition
- * variables with that mutex. Tool and method handlers run without it;
- * cancel hooks run with it held.
+ * one stream that carries everything. The lock lives in mcp_lock.c,
+ * streams in mcp_stream.c, sessions in mcp_session.c, calls in mcp_call.c
+ * and the method handlers in mcp_methods.c. Locking: one mutex (srv->lock)
+ * guards every session, stream, call and pending request, and is held only
+ * for bookkeeping: answers are serialized and joined without it, and
+ * sections end with mcp_unlock(), which runs the cancel hooks they claimed
+ * and frees what they let go once the lock is released. Waiters use
+ * per-object condition variables with that mutex.
  */
 #include "mcp_internal.h"
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "buf.h"
 #include "log.h"
 #include "util/num.h"
-
-#define SWEEP_INTERVAL_S 5
 
 /* ------------------------------------------------------------------ */
 /* the transport's entry points */
 
-static void resp_error(struct mcp_http_resp *resp, int status, int code,
-                       const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static void resp_error(struct mcp_http_resp *resp, int status, int code,
-                       const char *fmt, ...)
+/* Answers with status and body (an error from rpc_errorf, taken over). */
+static void resp_fail(struct mcp_http_resp *resp, int status, char *body)
 {
-	char msg[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
 	free(resp->body);
 	resp->status = status;
-	resp->body = rpc_error(NULL, code, msg, NULL);
+	resp->body = body;
+}
+
+static void resp_oom(struct mcp_http_resp *resp)
+{
+	resp_fail(resp, 500,
+	          rpc_errorf(NULL, RPC_INTERNAL_ERROR, "out of memory"));
 }
 
 static void resp_init(struct mcp_http_resp *resp)
@@ -78,22 +72,22 @@ static struct session *lookup_locked(struct mcp_server *srv,
 	struct session *s;
 
 	if (!req->session_id || !req->session_id[0]) {
-		if (legacy)
-			resp_error(resp, 400, RPC_INVALID_REQUEST,
-			           "missing ?sessionId=; use the endpoint URL "
-			           "the /sse stream announced");
-		else
-			resp_error(resp, 400, RPC_INVALID_REQUEST,
-			           "missing Mcp-Session-Id header; send "
-			           "initialize first and repeat the id it "
-			           "returns");
+		resp_fail(resp, 400,
+		          rpc_errorf(NULL, RPC_INVALID_REQUEST, "%s",
+		                     legacy ? "missing ?sessionId=; use the "
+		                              "endpoint URL the /sse stream "
+		                              "announced"
+		                            : "missing Mcp-Session-Id header; "
+		                              "send initialize first and "
+		                              "repeat the id it returns"));
 		return NULL;
 	}
 	s = mcp_session_find(srv, req->session_id, req->tenant);
 	if (!s || s->legacy != legacy) {
-		resp_error(resp, 404, RPC_INVALID_REQUEST,
-		           "unknown or expired session; start a new one "
-		           "with initialize");
+		resp_fail(resp, 404,
+		          rpc_errorf(NULL, RPC_INVALID_REQUEST,
+		                     "unknown or expired session; start a new "
+		                     "one with initialize"));
 		return NULL;
 	}
 	s->refs++;
@@ -108,10 +102,12 @@ static bool check_version_header(const struct mcp_http_req *req,
 	if (!req->protocol_version ||
 	    mcp_version_supported(req->protocol_version))
 		return true;
-	resp_error(resp, 400, RPC_INVALID_REQUEST,
-	           "unsupported MCP-Protocol-Version '%.40s'; supported: "
-	           "2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05",
-	           req->protocol_version);
+	resp_fail(resp, 400,
+	          rpc_errorf(NULL, RPC_INVALID_REQUEST,
+	                     "unsupported MCP-Protocol-Version '%.40s'; "
+	                     "supported: 2025-11-25, 2025-06-18, "
+	                     "2025-03-26, 2024-11-05",
+	                     req->protocol_version));
 	return false;
 }
 
@@ -129,13 +125,21 @@ static size_t count_answers(const struct rpc_batch *b)
 	return n;
 }
 
+/* The responses of a POST answered as plain JSON (references). */
+struct json_answer {
+	struct mcp_msg *msgs[RPC_MAX_BATCH];
+	size_t n;
+};
+
 /*
  * Waits until a POST stream can be answered as JSON (every response is
- * there and nothing else was sent) or must become SSE. Lock held.
+ * there and nothing else was sent) or must become SSE. Returns true for
+ * JSON, with references to the responses in ja for json_answer_finish();
+ * false when resp holds a reader of the stream (or an error). Lock held.
  */
-static void answer_post(struct mcp_server *srv, struct session *s,
+static bool answer_post(struct mcp_server *srv, struct session *s,
                         struct stream *st, bool batch,
-                        struct mcp_http_resp *resp)
+                        struct mcp_http_resp *resp, struct json_answer *ja)
 {
 	struct timespec dl;
 
@@ -146,47 +150,64 @@ static void answer_post(struct mcp_server *srv, struct session *s,
 			break;
 	}
 	if (!st->sent_other && !st->sse && (st->pending == 0 || s->gone)) {
-		struct buf b;
-		bool first = true;
-
-		buf_init(&b, 0);
-		if (batch && buf_putc(&b, '[') < 0)
-			goto oom;
 		for (struct event *e = st->head; e; e = e->next) {
-			if (!e->response)
+			if (!e->response || ja->n == RPC_MAX_BATCH)
 				continue;
-			if ((!first && buf_putc(&b, ',') < 0) ||
-			    buf_puts(&b, e->json) < 0)
-				goto oom;
-			first = false;
+			ja->msgs[ja->n++] = mcp_msg_ref(e->msg);
 			if (!batch)
 				break;
 		}
-		if (batch && buf_putc(&b, ']') < 0)
-			goto oom;
-		if (first && !batch) {
-			/* The request was cancelled: nothing to say. */
-			buf_finish(&b);
-			resp->status = 202;
-		} else {
-			resp->status = 200;
-			resp->body = buf_take(&b, NULL);
-		}
 		mcp_events_end(st);
-		return;
-	oom:
-		buf_finish(&b);
-		resp_error(resp, 500, RPC_INTERNAL_ERROR, "out of memory");
-		mcp_events_end(st);
-		return;
+		return true;
 	}
 	st->sse = true;
 	resp->status = 200;
 	resp->stream = mcp_reader_new(srv, st, 0);
 	if (!resp->stream)
-		resp_error(resp, 500, RPC_INTERNAL_ERROR, "out of memory");
+		resp_oom(resp);
 	else
 		resp->stream->post = true;
+	return false;
+}
+
+/*
+ * Joins the responses of a JSON answer into resp's body (an array for a
+ * batch) and drops the references. Lock NOT held: results reach megabytes.
+ */
+static void json_answer_finish(struct mcp_http_resp *resp,
+                               struct json_answer *ja, bool batch)
+{
+	size_t len = batch ? 2 : 0, off = 0;
+	char *body;
+
+	if (ja->n == 0 && !batch) {
+		/* The request was cancelled: nothing to say. */
+		resp->status = 202;
+		return;
+	}
+	for (size_t i = 0; i < ja->n; i++)
+		len += ja->msgs[i]->len + (i ? 1 : 0);
+	body = malloc(len + 1);
+	if (body) {
+		if (batch)
+			body[off++] = '[';
+		for (size_t i = 0; i < ja->n; i++) {
+			if (i)
+				body[off++] = ',';
+			memcpy(body + off, ja->msgs[i]->data, ja->msgs[i]->len);
+			off += ja->msgs[i]->len;
+		}
+		if (batch)
+			body[off++] = ']';
+		body[off] = '\0';
+		resp->status = 200;
+		resp->body = body;
+	} else {
+		resp_oom(resp);
+	}
+	for (size_t i = 0; i < ja->n; i++)
+		mcp_msg_unref(ja->msgs[i]);
+	ja->n = 0;
 }
 
 static bool batch_has_initialize(const struct rpc_batch *b)
@@ -199,135 +220,194 @@ static bool batch_has_initialize(const struct rpc_batch *b)
 	return false;
 }
 
-static void parse_failed(struct mcp_http_resp *resp, int code, const char *msg)
+/* Whether the body as a whole is refused; resp says why. */
+static bool parse_post(struct mcp_server *srv, const struct mcp_http_req *req,
+                       struct rpc_batch *b, struct mcp_http_resp *resp)
 {
-	resp_error(resp, 400, code,
-	           code == RPC_PARSE_ERROR
-	               ? "parse error: %s; send one JSON-RPC message as a "
-	                 "JSON object"
-	               : "invalid request: %s",
-	           msg ? msg : "malformed");
+	int code;
+	const char *msg;
+
+	if (rpc_parse(req->body, req->body_len, srv->cfg->max_json_depth, b,
+	              &code, &msg) < 0) {
+		resp_fail(resp, 400,
+		          code == RPC_PARSE_ERROR
+		              ? rpc_errorf(NULL, code,
+		                           "parse error: %s; send one "
+		                           "JSON-RPC message as a JSON object",
+		                           msg ? msg : "malformed")
+		              : rpc_errorf(NULL, code, "invalid request: %s",
+		                           msg ? msg : "malformed"));
+		return false;
+	}
+	return true;
+}
+
+/* Checks a body before any session is touched; false with resp filled. */
+static bool check_post(const struct mcp_http_req *req,
+                       const struct rpc_batch *b, struct mcp_http_resp *resp)
+{
+	if (!b->is_array && b->msgs[0].kind == RPC_KIND_INVALID) {
+		resp_fail(resp, 400,
+		          rpc_error(b->msgs[0].id_raw, b->msgs[0].invalid_code,
+		                    b->msgs[0].invalid_msg, NULL));
+		return false;
+	}
+	if (!batch_has_initialize(b))
+		return true;
+	if (b->is_array) {
+		resp_fail(resp, 400,
+		          rpc_errorf(NULL, RPC_INVALID_REQUEST,
+		                     "initialize must be sent alone, not in a "
+		                     "batch"));
+		return false;
+	}
+	if (req->session_id && req->session_id[0]) {
+		resp_fail(resp, 400,
+		          rpc_errorf(NULL, RPC_INVALID_REQUEST,
+		                     "initialize was sent with an "
+		                     "Mcp-Session-Id; a session is initialized "
+		                     "once. Send initialize without the header "
+		                     "to start a new session"));
+		return false;
+	}
+	return true;
+}
+
+/*
+ * The session a POST goes to, with a reference: a new one for initialize,
+ * else the one it names. NULL with resp filled when there is none. Lock
+ * held.
+ */
+static struct session *post_session(struct mcp_server *srv,
+                                    const struct mcp_http_req *req,
+                                    const struct rpc_batch *b,
+                                    struct mcp_http_resp *resp)
+{
+	struct session *s;
+	int r;
+
+	if (!batch_has_initialize(b)) {
+		s = lookup_locked(srv, req, resp, false);
+		if (s && b->is_array && strcmp(s->version, "2025-03-26") != 0) {
+			mcp_session_unref(srv, s);
+			resp_fail(
+			    resp, 400,
+			    rpc_errorf(NULL, RPC_INVALID_REQUEST,
+			               "JSON-RPC batches are only allowed "
+			               "in protocol version 2025-03-26; "
+			               "send one message per request"));
+			return NULL;
+		}
+		return s;
+	}
+	r = mcp_session_new(srv, req->tenant, false, &s);
+	if (r == -EBUSY) {
+		resp_fail(resp, 429,
+		          rpc_errorf(NULL, RPC_INTERNAL_ERROR,
+		                     "this token already has %u active "
+		                     "sessions; end some (DELETE) or wait for "
+		                     "them to go idle",
+		                     srv->cfg->max_sessions_per_tenant));
+		resp->retry_after = 30;
+		return NULL;
+	}
+	if (r < 0) {
+		resp_fail(resp, 500,
+		          rpc_errorf(NULL, RPC_INTERNAL_ERROR,
+		                     "cannot create a session"));
+		return NULL;
+	}
+	s->refs++;
+	snprintf(resp->session_id, sizeof(resp->session_id), "%s", s->id);
+	return s;
+}
+
+/*
+ * The stream that carries a POST's answers, held (a reference, and as a
+ * reader so it is not trimmed, and as a response owed so it does not end)
+ * until every message is dispatched. Lock held.
+ */
+static struct stream *post_stream(struct session *s)
+{
+	struct stream *st = mcp_events_new(s, STREAM_POST);
+
+	if (!st)
+		return NULL;
+	mcp_events_hold(st);
+	st->readers++;
+	st->pending++;
+	/* SEP-1699: the first event gives an id to resume from. */
+	if (mcp_session_wants_priming(s))
+		mcp_events_prime(st);
+	return st;
+}
+
+/*
+ * After dispatch: gives up the POST's hold on st and decides its answer.
+ * Returns true when the answer is plain JSON, in ja. Lock held.
+ */
+static bool post_finish(struct mcp_server *srv, struct session *s,
+                        struct stream *st, bool batch,
+                        struct mcp_http_resp *resp, struct json_answer *ja)
+{
+	bool json;
+
+	st->readers--;
+	if (--st->pending == 0)
+		mcp_events_end(st);
+	json = answer_post(srv, s, st, batch, resp, ja);
+	/* A stream answered as JSON is never resumed. */
+	if (!resp->stream && !st->pending && !st->readers)
+		mcp_events_drop(s, st);
+	mcp_events_unref(srv, st);
+	return json;
 }
 
 void mcp_http_post(struct mcp_server *srv, const struct mcp_http_req *req,
                    struct mcp_http_resp *resp)
 {
+	struct json_answer ja = {.n = 0};
 	struct rpc_batch *b;
-	struct session *s = NULL;
+	struct session *s;
 	struct stream *st = NULL;
-	int code;
-	const char *msg;
+	bool json = false;
 
 	resp_init(resp);
 	if (!check_version_header(req, resp))
 		return;
 	b = malloc(sizeof(*b));
 	if (!b) {
-		resp_error(resp, 500, RPC_INTERNAL_ERROR, "out of memory");
+		resp_oom(resp);
 		return;
 	}
-	if (rpc_parse(req->body, req->body_len, srv->cfg->max_json_depth, b,
-	              &code, &msg) < 0) {
-		parse_failed(resp, code, msg);
+	if (!parse_post(srv, req, b, resp)) {
 		free(b);
 		return;
 	}
-	if (!b->is_array && b->msgs[0].kind == RPC_KIND_INVALID) {
-		resp->status = 400;
-		resp->body =
-		    rpc_error(b->msgs[0].id_raw, b->msgs[0].invalid_code,
-		              b->msgs[0].invalid_msg, NULL);
+	if (!check_post(req, b, resp))
 		goto out;
+	mcp_lock(srv);
+	s = post_session(srv, req, b, resp);
+	if (s && count_answers(b) && !(st = post_stream(s))) {
+		mcp_session_unref(srv, s);
+		s = NULL;
+		resp_oom(resp);
 	}
-	if (batch_has_initialize(b)) {
-		if (b->is_array) {
-			resp_error(resp, 400, RPC_INVALID_REQUEST,
-			           "initialize must be sent alone, not in a "
-			           "batch");
-			goto out;
-		}
-		if (req->session_id && req->session_id[0]) {
-			resp_error(
-			    resp, 400, RPC_INVALID_REQUEST,
-			    "initialize was sent with an Mcp-Session-Id; "
-			    "a session is initialized once. Send "
-			    "initialize without the header to start a "
-			    "new session");
-			goto out;
-		}
-		pthread_mutex_lock(&srv->lock);
-		int r = mcp_session_new(srv, req->tenant, false, &s);
-
-		if (r == -EBUSY) {
-			pthread_mutex_unlock(&srv->lock);
-			resp_error(resp, 429, RPC_INTERNAL_ERROR,
-			           "this token already has %u active sessions; "
-			           "end some (DELETE) or wait for them to go "
-			           "idle",
-			           srv->cfg->max_sessions_per_tenant);
-			resp->retry_after = 30;
-			goto out;
-		}
-		if (r < 0) {
-			pthread_mutex_unlock(&srv->lock);
-			resp_error(resp, 500, RPC_INTERNAL_ERROR,
-			           "cannot create a session");
-			goto out;
-		}
-		s->refs++;
-		snprintf(resp->session_id, sizeof(resp->session_id), "%s",
-		         s->id);
-	} else {
-		pthread_mutex_lock(&srv->lock);
-		s = lookup_locked(srv, req, resp, false);
-		if (!s) {
-			pthread_mutex_unlock(&srv->lock);
-			goto out;
-		}
-		if (b->is_array && strcmp(s->version, "2025-03-26") != 0) {
-			mcp_session_unref(srv, s);
-			pthread_mutex_unlock(&srv->lock);
-			resp_error(resp, 400, RPC_INVALID_REQUEST,
-			           "JSON-RPC batches are only allowed in "
-			           "protocol version 2025-03-26; send one "
-			           "message per request");
-			goto out;
-		}
-	}
-	if (count_answers(b)) {
-		st = mcp_events_new(s, STREAM_POST);
-		if (!st) {
-			mcp_session_unref(srv, s);
-			pthread_mutex_unlock(&srv->lock);
-			resp_error(resp, 500, RPC_INTERNAL_ERROR,
-			           "out of memory");
-			goto out;
-		}
-		/* Held by this function until every message is dispatched. */
-		st->readers++;
-		st->pending++;
-		/* SEP-1699: the first event gives an id to resume from. */
-		if (mcp_session_wants_priming(s))
-			mcp_events_prime(st);
-	}
-	pthread_mutex_unlock(&srv->lock);
+	mcp_unlock(srv);
+	if (!s)
+		goto out;
 
 	mcp_process_batch(srv, s, st, b);
 
-	pthread_mutex_lock(&srv->lock);
-	if (st) {
-		st->readers--;
-		if (--st->pending == 0)
-			mcp_events_end(st);
-		answer_post(srv, s, st, b->is_array, resp);
-		/* A stream answered as JSON is never resumed. */
-		if (!resp->stream && !st->pending && !st->readers)
-			mcp_events_drop(s, st);
-	} else {
+	mcp_lock(srv);
+	if (st)
+		json = post_finish(srv, s, st, b->is_array, resp, &ja);
+	else
 		resp->status = 202;
-	}
 	mcp_session_unref(srv, s);
-	pthread_mutex_unlock(&srv->lock);
+	mcp_unlock(srv);
+	if (json)
+		json_answer_finish(resp, &ja, b->is_array);
 out:
 	rpc_batch_finish(b);
 	free(b);
@@ -347,58 +427,55 @@ static bool parse_event_id(const char *s, unsigned *stream,
 	return true;
 }
 
-void mcp_http_get(struct mcp_server *srv, const struct mcp_http_req *req,
-                  struct mcp_http_resp *resp)
+/* GET with Last-Event-ID: a reader of the stream it names. Lock held. */
+static void resume_stream(struct mcp_server *srv, struct session *s,
+                          const char *last_event_id, struct mcp_http_resp *resp)
 {
-	struct session *s;
 	struct stream *st;
+	unsigned sid;
+	unsigned long long seq;
 
-	resp_init(resp);
-	if (!check_version_header(req, resp))
+	if (!parse_event_id(last_event_id, &sid, &seq) ||
+	    !(st = mcp_session_find_stream(s, sid))) {
+		resp_fail(resp, 404,
+		          rpc_errorf(NULL, RPC_INVALID_REQUEST,
+		                     "Last-Event-ID names no stream this "
+		                     "session still has; open a new stream "
+		                     "without it"));
 		return;
-	pthread_mutex_lock(&srv->lock);
-	s = lookup_locked(srv, req, resp, false);
-	if (!s)
-		goto out_unlocked;
-	if (req->last_event_id && req->last_event_id[0]) {
-		unsigned sid;
-		unsigned long long seq;
-
-		if (!parse_event_id(req->last_event_id, &sid, &seq) ||
-		    !(st = mcp_session_find_stream(s, sid))) {
-			resp_error(resp, 404, RPC_INVALID_REQUEST,
-			           "Last-Event-ID names no stream this session "
-			           "still has; open a new stream without it");
-			goto out;
-		}
-		if (st->readers) {
-			/* The old connection is gone but not yet noticed. */
-			st->generation++;
-			pthread_cond_broadcast(&st->cond);
-		}
-		if (seq < st->dropped_upto)
-			log_info("resume from an event already dropped; the "
-			         "client misses some messages");
-		resp->status = 200;
-		resp->stream = mcp_reader_new(srv, st, seq);
-		if (!resp->stream)
-			resp_error(resp, 500, RPC_INTERNAL_ERROR,
-			           "out of memory");
-		goto out;
 	}
-	st = s->get_stream;
+	if (st->readers) {
+		/* The old connection is gone but not yet noticed. */
+		st->generation++;
+		pthread_cond_broadcast(&st->cond);
+	}
+	if (seq < st->dropped_upto)
+		log_info("resume from an event already dropped; the client "
+		         "misses some messages");
+	resp->status = 200;
+	resp->stream = mcp_reader_new(srv, st, seq);
+	if (!resp->stream)
+		resp_oom(resp);
+}
+
+/* GET without Last-Event-ID: the standalone stream. Lock held. */
+static void open_get_stream(struct mcp_server *srv, struct session *s,
+                            struct mcp_http_resp *resp)
+{
+	struct stream *st = s->get_stream;
+
 	if (st && st->readers) {
-		resp_error(resp, 409, RPC_INVALID_REQUEST,
-		           "this session already has an open GET stream; "
-		           "only one is allowed");
-		goto out;
+		resp_fail(resp, 409,
+		          rpc_errorf(NULL, RPC_INVALID_REQUEST,
+		                     "this session already has an open GET "
+		                     "stream; only one is allowed"));
+		return;
 	}
 	if (!st) {
 		st = mcp_events_new(s, STREAM_GET);
 		if (!st) {
-			resp_error(resp, 500, RPC_INTERNAL_ERROR,
-			           "out of memory");
-			goto out;
+			resp_oom(resp);
+			return;
 		}
 		s->get_stream = st;
 		if (mcp_session_wants_priming(s))
@@ -408,11 +485,27 @@ void mcp_http_get(struct mcp_server *srv, const struct mcp_http_req *req,
 	/* Undelivered events wait for the new reader; old ones do not. */
 	resp->stream = mcp_reader_new(srv, st, st->dropped_upto);
 	if (!resp->stream)
-		resp_error(resp, 500, RPC_INTERNAL_ERROR, "out of memory");
-out:
-	mcp_session_unref(srv, s);
-out_unlocked:
-	pthread_mutex_unlock(&srv->lock);
+		resp_oom(resp);
+}
+
+void mcp_http_get(struct mcp_server *srv, const struct mcp_http_req *req,
+                  struct mcp_http_resp *resp)
+{
+	struct session *s;
+
+	resp_init(resp);
+	if (!check_version_header(req, resp))
+		return;
+	mcp_lock(srv);
+	s = lookup_locked(srv, req, resp, false);
+	if (s) {
+		if (req->last_event_id && req->last_event_id[0])
+			resume_stream(srv, s, req->last_event_id, resp);
+		else
+			open_get_stream(srv, s, resp);
+		mcp_session_unref(srv, s);
+	}
+	mcp_unlock(srv);
 }
 
 void mcp_http_delete(struct mcp_server *srv, const struct mcp_http_req *req,
@@ -423,14 +516,15 @@ void mcp_http_delete(struct mcp_server *srv, const struct mcp_http_req *req,
 	resp_init(resp);
 	if (!check_version_header(req, resp))
 		return;
-	pthread_mutex_lock(&srv->lock);
+	mcp_lock(srv);
 	s = lookup_locked(srv, req, resp, false);
 	if (s) {
 		mcp_session_end(srv, s);
 		mcp_session_unref(srv, s);
 		resp->status = 200;
 	}
-	pthread_mutex_unlock(&srv->lock);
+	/* The cancel hooks of the session's calls run here. */
+	mcp_unlock(srv);
 }
 
 void mcp_http_sse_open(struct mcp_server *srv, const struct mcp_http_req *req,
@@ -441,39 +535,40 @@ void mcp_http_sse_open(struct mcp_server *srv, const struct mcp_http_req *req,
 	int r;
 
 	resp_init(resp);
-	pthread_mutex_lock(&srv->lock);
+	mcp_lock(srv);
 	r = mcp_session_new(srv, req->tenant, true, &s);
 	if (r < 0) {
-		pthread_mutex_unlock(&srv->lock);
 		if (r == -EBUSY) {
-			resp_error(resp, 429, RPC_INTERNAL_ERROR,
-			           "this token already has %u active sessions; "
-			           "close some streams first",
-			           srv->cfg->max_sessions_per_tenant);
+			resp_fail(
+			    resp, 429,
+			    rpc_errorf(NULL, RPC_INTERNAL_ERROR,
+			               "this token already has %u active "
+			               "sessions; close some streams "
+			               "first",
+			               srv->cfg->max_sessions_per_tenant));
 			resp->retry_after = 30;
 		} else {
-			resp_error(resp, 500, RPC_INTERNAL_ERROR,
-			           "cannot create a session");
+			resp_fail(resp, 500,
+			          rpc_errorf(NULL, RPC_INTERNAL_ERROR,
+			                     "cannot create a session"));
 		}
+		mcp_unlock(srv);
 		return;
 	}
 	st = mcp_events_new(s, STREAM_LEGACY);
-	if (!st || mcp_events_push_raw(
-	               st, "event: endpoint\ndata: %s?sessionId=%s\n\n",
-	               endpoint_path, s->id) < 0) {
+	if (st)
+		s->get_stream = st;
+	if (!st ||
+	    mcp_events_push_raw(st,
+	                        "event: endpoint\ndata: %s?sessionId=%s\n\n",
+	                        endpoint_path, s->id) < 0 ||
+	    !(resp->stream = mcp_reader_new(srv, st, 0))) {
 		mcp_session_end(srv, s);
-		pthread_mutex_unlock(&srv->lock);
-		resp_error(resp, 500, RPC_INTERNAL_ERROR, "out of memory");
-		return;
+		resp_oom(resp);
+	} else {
+		resp->status = 200;
 	}
-	s->get_stream = st;
-	resp->status = 200;
-	resp->stream = mcp_reader_new(srv, st, 0);
-	if (!resp->stream) {
-		mcp_session_end(srv, s);
-		resp_error(resp, 500, RPC_INTERNAL_ERROR, "out of memory");
-	}
-	pthread_mutex_unlock(&srv->lock);
+	mcp_unlock(srv);
 }
 
 void mcp_http_sse_post(struct mcp_server *srv, const struct mcp_http_req *req,
@@ -481,62 +576,56 @@ void mcp_http_sse_post(struct mcp_server *srv, const struct mcp_http_req *req,
 {
 	struct rpc_batch *b;
 	struct session *s;
-	int code;
-	const char *msg;
+	struct stream *st = NULL;
 
 	resp_init(resp);
-	pthread_mutex_lock(&srv->lock);
+	mcp_lock(srv);
 	s = lookup_locked(srv, req, resp, true);
-	pthread_mutex_unlock(&srv->lock);
+	if (s && (st = s->get_stream))
+		mcp_events_hold(st);
+	mcp_unlock(srv);
 	if (!s)
 		return;
 	b = malloc(sizeof(*b));
 	if (!b) {
-		resp_error(resp, 500, RPC_INTERNAL_ERROR, "out of memory");
+		resp_oom(resp);
 		goto out;
 	}
-	if (rpc_parse(req->body, req->body_len, srv->cfg->max_json_depth, b,
-	              &code, &msg) < 0) {
-		parse_failed(resp, code, msg);
+	if (!parse_post(srv, req, b, resp)) {
 		free(b);
 		goto out;
 	}
 	/* Everything, answers included, travels on the session's stream. */
-	mcp_process_batch(srv, s, s->get_stream, b);
+	mcp_process_batch(srv, s, st, b);
 	rpc_batch_finish(b);
 	free(b);
 	resp->status = 202;
 out:
-	pthread_mutex_lock(&srv->lock);
+	mcp_lock(srv);
+	if (st)
+		mcp_events_unref(srv, st);
 	mcp_session_unref(srv, s);
-	pthread_mutex_unlock(&srv->lock);
+	mcp_unlock(srv);
 }
 
 /* ------------------------------------------------------------------ */
 /* server-wide */
 
-static void *sweeper_main(void *arg)
+void mcp_job_sweep(void *arg)
 {
 	struct mcp_server *srv = arg;
-	struct timespec dl;
+	time_t t = mono_s();
 
-	pthread_mutex_lock(&srv->lock);
-	while (!srv->stopping) {
-		time_t t = mono_s();
-
-		for (struct session *s = srv->sessions, *next; s; s = next) {
-			next = s->next;
-			mcp_session_trim_streams(s, false);
-			if (mcp_session_idle(s) &&
-			    t - s->last_active >
-			        (time_t)srv->cfg->session_idle_s)
-				mcp_session_end(srv, s);
-		}
-		mono_deadline(&dl, SWEEP_INTERVAL_S * 1000);
-		pthread_cond_timedwait(&srv->sweep_cond, &srv->lock, &dl);
+	mcp_lock(srv);
+	for (struct session *s = srv->sessions, *next; s; s = next) {
+		next = s->next;
+		mcp_session_trim_streams(s, false);
+		if (mcp_session_idle(s) &&
+		    t - s->last_active > (time_t)srv->cfg->session_idle_s)
+			mcp_session_end(srv, s);
 	}
-	pthread_mutex_unlock(&srv->lock);
-	return NULL;
+	/* What the sweep let go is freed here, outside the lock. */
+	mcp_unlock(srv);
 }
 
 struct mcp_server *mcp_server_create(const struct config *cfg)
@@ -548,33 +637,32 @@ struct mcp_server *mcp_server_create(const struct config *cfg)
 	srv->cfg = cfg;
 	pthread_mutex_init(&srv->lock, NULL);
 	mono_cond_init(&srv->drain_cond);
-	mono_cond_init(&srv->sweep_cond);
-	if (pthread_create(&srv->sweeper, NULL, sweeper_main, srv) != 0) {
-		pthread_mutex_destroy(&srv->lock);
-		pthread_cond_destroy(&srv->drain_cond);
-		pthread_cond_destroy(&srv->sweep_cond);
-		free(srv);
-		return NULL;
-	}
+	mono_cond_init(&srv->hook_cond);
 	return srv;
+}
+
+/* Ends every session; their calls' cancel hooks run on this thread. */
+static void end_all_sessions(struct mcp_server *srv)
+{
+	mcp_lock(srv);
+	while (srv->sessions)
+		mcp_session_end(srv, srv->sessions);
+	mcp_unlock(srv);
 }
 
 void mcp_server_destroy(struct mcp_server *srv)
 {
 	if (!srv)
 		return;
-	pthread_mutex_lock(&srv->lock);
+	mcp_lock(srv);
 	srv->stopping = true;
-	pthread_cond_broadcast(&srv->sweep_cond);
-	pthread_mutex_unlock(&srv->lock);
-	pthread_join(srv->sweeper, NULL);
-	pthread_mutex_lock(&srv->lock);
-	while (srv->sessions)
-		mcp_session_end(srv, srv->sessions);
+	mcp_unlock(srv);
+	end_all_sessions(srv);
 	/* Tool threads still running hold references; let them finish. */
+	mcp_lock(srv);
 	while (srv->calls_running)
 		pthread_cond_wait(&srv->drain_cond, &srv->lock);
-	pthread_mutex_unlock(&srv->lock);
+	mcp_unlock(srv);
 	for (size_t i = 0; i < srv->n_tools; i++) {
 		cJSON_Delete(srv->tool_in_schema[i]);
 		cJSON_Delete(srv->tool_out_schema[i]);
@@ -582,7 +670,7 @@ void mcp_server_destroy(struct mcp_server *srv)
 	for (size_t i = 0; i < srv->n_prompts; i++)
 		cJSON_Delete(srv->prompt_args[i]);
 	pthread_cond_destroy(&srv->drain_cond);
-	pthread_cond_destroy(&srv->sweep_cond);
+	pthread_cond_destroy(&srv->hook_cond);
 	pthread_mutex_destroy(&srv->lock);
 	free(srv);
 }
@@ -638,41 +726,24 @@ void mcp_server_set_instructions(struct mcp_server *srv, const char *text)
 	srv->instructions = text;
 }
 
-/* Sends a notification on every session's standalone stream. */
-static void broadcast(struct mcp_server *srv, const char *method,
-                      const char *uri)
-{
-	pthread_mutex_lock(&srv->lock);
-	for (struct session *s = srv->sessions; s; s = s->next) {
-		cJSON *params = NULL;
-		bool subscribed = !uri;
-
-		if (!s->initialized || !s->get_stream)
-			continue;
-		for (size_t i = 0; uri && i < MAX_SUBSCRIPTIONS; i++) {
-			if (s->subs[i] && strcmp(s->subs[i], uri) == 0)
-				subscribed = true;
-		}
-		if (!subscribed)
-			continue;
-		if (uri) {
-			params = cJSON_CreateObject();
-			cJSON_AddStringToObject(params, "uri", uri);
-		}
-		mcp_events_push(s->get_stream, rpc_notification(method, params),
-		                false);
-	}
-	pthread_mutex_unlock(&srv->lock);
-}
-
+/*
+ * Tells every initialized session with a standalone stream. The message is
+ * serialized once, before the lock, and shared by every stream it goes to.
+ */
 void mcp_server_tools_changed(struct mcp_server *srv)
 {
-	broadcast(srv, "notifications/tools/list_changed", NULL);
-}
+	struct mcp_msg *m = mcp_msg_new(
+	    rpc_notification("notifications/tools/list_changed", NULL));
 
-void mcp_server_resource_updated(struct mcp_server *srv, const char *uri)
-{
-	broadcast(srv, "notifications/resources/updated", uri);
+	if (!m)
+		return;
+	mcp_lock(srv);
+	for (struct session *s = srv->sessions; s; s = s->next) {
+		if (s->initialized && s->get_stream)
+			(void)mcp_events_push(s->get_stream, m, false);
+	}
+	mcp_unlock(srv);
+	mcp_msg_unref(m);
 }
 
 unsigned mcp_server_drain(struct mcp_server *srv, unsigned timeout_ms)
@@ -681,7 +752,7 @@ unsigned mcp_server_drain(struct mcp_server *srv, unsigned timeout_ms)
 	unsigned left;
 
 	mono_deadline(&dl, timeout_ms);
-	pthread_mutex_lock(&srv->lock);
+	mcp_lock(srv);
 	srv->draining = true;
 	while (srv->calls_running) {
 		if (pthread_cond_timedwait(&srv->drain_cond, &srv->lock, &dl) ==
@@ -689,22 +760,19 @@ unsigned mcp_server_drain(struct mcp_server *srv, unsigned timeout_ms)
 			break;
 	}
 	left = srv->calls_running;
-	pthread_mutex_unlock(&srv->lock);
+	mcp_unlock(srv);
 	return left;
 }
 
 void mcp_server_close_sessions(struct mcp_server *srv)
 {
-	pthread_mutex_lock(&srv->lock);
-	while (srv->sessions)
-		mcp_session_end(srv, srv->sessions);
-	pthread_mutex_unlock(&srv->lock);
+	end_all_sessions(srv);
 }
 
 void mcp_server_stats(struct mcp_server *srv, struct mcp_stats *out)
 {
 	memset(out, 0, sizeof(*out));
-	pthread_mutex_lock(&srv->lock);
+	mcp_lock(srv);
 	out->sessions = srv->n_sessions;
 	for (struct session *s = srv->sessions; s; s = s->next) {
 		for (struct stream *st = s->streams; st; st = st->next)
@@ -712,5 +780,5 @@ void mcp_server_stats(struct mcp_server *srv, struct mcp_stats *out)
 	}
 	out->calls_running = srv->calls_running;
 	out->calls_total = srv->calls_total;
-	pthread_mutex_unlock(&srv->lock);
+	mcp_unlock(srv);
 }

@@ -10,7 +10,9 @@
  *
  * Threads: every function here is thread-safe. Tool handlers run on their
  * own threads and may block for minutes; everything else returns quickly.
- * One mutex guards all session state, with a condition variable per waiter.
+ * One mutex guards all session state, with a condition variable per waiter;
+ * it is held only for bookkeeping, never while a message is serialized or
+ * copied out, nor while a handler or a cancel hook runs.
  */
 #ifndef MCPSD_MCP_H
 #define MCPSD_MCP_H
@@ -93,11 +95,17 @@ typedef cJSON *(*mcp_complete_fn)(void *data, const cJSON *ref,
 /* ---- the server ---------------------------------------------------- */
 
 /*
- * Creates a server. cfg is borrowed and must outlive it. Starts one
- * housekeeping thread (session expiry). Caller owns; free with
- * mcp_server_destroy. NULL on allocation failure.
+ * Creates a server. cfg is borrowed and must outlive it. Caller owns; free
+ * with mcp_server_destroy. NULL on allocation failure.
  */
 struct mcp_server *mcp_server_create(const struct config *cfg);
+
+/*
+ * Housekeeping (cron.h, every MCP_SWEEP_INTERVAL_MS): ends sessions idle
+ * for MCP_SESSION_IDLE_SECONDS and frees ended streams nobody reads.
+ */
+void mcp_job_sweep(void *srv);
+#define MCP_SWEEP_INTERVAL_MS 5000
 
 /* Ends every session and frees the server. NULL-safe. */
 void mcp_server_destroy(struct mcp_server *srv);
@@ -117,8 +125,6 @@ void mcp_server_set_instructions(struct mcp_server *srv, const char *text);
 
 /* Tells every session that tools/list changed (discovery found a runner). */
 void mcp_server_tools_changed(struct mcp_server *srv);
-/* Tells sessions subscribed to uri that it changed. */
-void mcp_server_resource_updated(struct mcp_server *srv, const char *uri);
 
 /*
  * Starts draining: new tools/call requests get an error result saying the
@@ -218,11 +224,32 @@ const cJSON *mcp_call_client_capabilities(const struct mcp_call *call);
 bool mcp_call_cancelled(const struct mcp_call *call);
 
 /*
- * Registers fn(arg) to run once when the request is cancelled (or its
- * session ends). It runs on the thread that received the cancellation with
- * the server's lock held: it must not block and must not call any mcp_
- * function. If the request is already cancelled, fn runs now. Pass fn NULL
- * to unregister; after that returns, fn is not running and will not run.
+ * Registers fn(arg) to run once when the request is cancelled: by
+ * notifications/cancelled, or because its session ends (DELETE, a legacy
+ * stream closing, shutdown). A new registration replaces the previous one.
+ *
+ * Where fn runs: on the thread that cancels, after it has released the
+ * server's lock, so fn delays no HTTP request but the one that cancelled
+ * (other sessions, and other requests of its own session, go on). If the
+ * request is already cancelled when fn is
+ * registered, fn runs at once on the registering thread, before
+ * mcp_call_on_cancel returns. At most one hook of a request runs at a time.
+ *
+ * What fn may do: block for a short while (up to a few seconds, e.g. to
+ * ask the Docker engine to stop a container and wait for it): the thread
+ * that cancels is an HTTP connection (or the shutdown path) that answers
+ * only when its hooks have returned, one after another for the requests of
+ * a session that ends. It may call the mcp_call_* functions of its own
+ * request (mcp_call_on_cancel(call, NULL) from inside fn returns at once).
+ * It must not wait for the thread that runs the request's handler (join
+ * it, wait on a condition it signals or a lock it holds while it calls
+ * mcp_call_on_cancel or returns from the handler): that thread may itself
+ * be waiting for fn to return, and the two would deadlock.
+ *
+ * Pass fn NULL to unregister: after that returns, fn is not running and
+ * will not run; if it is running on another thread, this waits for it to
+ * return. A handler's return waits for a running fn in the same way, so a
+ * hook never outlives its request.
  */
 void mcp_call_on_cancel(struct mcp_call *call, void (*fn)(void *arg),
                         void *arg);

@@ -7,7 +7,12 @@
  * helpers. Thread-safety: one mutex, srv->lock, guards all session state.
  * The public functions take it themselves and may be called from any
  * thread, tool threads included; the mcp_ functions declared in
- * mcp_internal.h expect it held. Cancel hooks run with it held.
+ * mcp_internal.h expect it held unless their comment says otherwise.
+ * Messages are serialized before the lock is taken, and cancel hooks run
+ * after it is released: the thread that cancels claims the hook under the
+ * lock and runs it from mcp_unlock(); whoever must know that no hook runs
+ * any more (mcp_call_on_cancel(NULL), the end of the call) waits on
+ * srv->hook_cond until the claim is over.
  */
 #include "mcp_internal.h"
 
@@ -70,11 +75,41 @@ cJSON *mcp_text_resultf(bool is_error, const char *fmt, ...)
 /* ------------------------------------------------------------------ */
 /* calls */
 
+/* Claims c's hook for this thread to run from mcp_unlock(). */
+static void claim_hook(struct mcp_call *c)
+{
+	struct mcp_server *srv = c->srv;
+
+	c->hook_fn = c->cancel_fn;
+	c->hook_arg = c->cancel_arg;
+	c->cancel_fn = NULL;
+	c->cancel_arg = NULL;
+	c->hook_busy = true;
+	c->hook_thread = pthread_self();
+	c->hook_next = srv->later_hooks;
+	srv->later_hooks = c;
+}
+
+/* Marks a claimed hook returned and wakes whoever waits for that. */
+static void hook_returned(struct mcp_call *c)
+{
+	c->hook_fn = NULL;
+	c->hook_arg = NULL;
+	c->hook_busy = false;
+	pthread_cond_broadcast(&c->srv->hook_cond);
+}
+
 /*
- * Marks a call cancelled and runs its hook. The hook runs with the lock
- * held, so once mcp_call_on_cancel(NULL) returns no hook is running; hooks
- * therefore must not call back into this module.
+ * Waits until no hook of c runs on another thread. A hook running on this
+ * thread (one that calls back into its own call) is not waited for: that
+ * would wait for itself. Lock held.
  */
+static void wait_hook(struct mcp_call *c)
+{
+	while (c->hook_busy && !pthread_equal(c->hook_thread, pthread_self()))
+		pthread_cond_wait(&c->srv->hook_cond, &c->srv->lock);
+}
+
 void mcp_call_cancel_locked(struct mcp_call *c)
 {
 	if (c->cancelled || c->done)
@@ -83,11 +118,25 @@ void mcp_call_cancel_locked(struct mcp_call *c)
 	for (struct pending *p = c->sess->pendings; p; p = p->next)
 		pthread_cond_broadcast(&p->cond);
 	if (c->cancel_fn)
-		c->cancel_fn(c->cancel_arg);
+		claim_hook(c);
 }
 
-struct mcp_call *mcp_call_new(struct mcp_server *srv, struct session *s,
-                              struct stream *st, const struct rpc_msg *m)
+void mcp_call_run_hooks(struct mcp_server *srv, struct mcp_call *list)
+{
+	while (list) {
+		struct mcp_call *c = list;
+
+		/* c stays alive while hook_busy: its end waits for it. */
+		list = c->hook_next;
+		c->hook_fn(c->hook_arg);
+		pthread_mutex_lock(&srv->lock);
+		hook_returned(c);
+		pthread_mutex_unlock(&srv->lock);
+	}
+}
+
+struct mcp_call *mcp_call_create(struct mcp_server *srv,
+                                 const struct rpc_msg *m)
 {
 	struct mcp_call *c = calloc(1, sizeof(*c));
 	cJSON *meta, *tok;
@@ -95,19 +144,13 @@ struct mcp_call *mcp_call_new(struct mcp_server *srv, struct session *s,
 	if (!c)
 		return NULL;
 	c->srv = srv;
-	c->sess = s;
-	c->st = st;
 	c->id_raw = strdup(m->id_raw);
 	c->id_key = strdup(m->id_key);
 	c->method = strdup(m->method);
 	c->params =
 	    m->params ? cJSON_Duplicate(m->params, true) : cJSON_CreateObject();
 	if (!c->id_raw || !c->id_key || !c->method || !c->params) {
-		free(c->id_raw);
-		free(c->id_key);
-		free(c->method);
-		cJSON_Delete(c->params);
-		free(c);
+		mcp_call_discard(c);
 		return NULL;
 	}
 	meta = cJSON_GetObjectItemCaseSensitive(c->params, "_meta");
@@ -133,17 +176,13 @@ struct mcp_call *mcp_call_new(struct mcp_server *srv, struct session *s,
 			    "no progress is sent for this request");
 		free(key);
 	}
-	s->refs++;
-	c->next = s->calls;
-	s->calls = c;
-	s->n_calls++;
-	if (st)
-		st->pending++;
 	return c;
 }
 
-static void call_free(struct mcp_call *c)
+void mcp_call_discard(struct mcp_call *c)
 {
+	if (!c)
+		return;
 	free(c->id_raw);
 	free(c->id_key);
 	free(c->method);
@@ -152,30 +191,39 @@ static void call_free(struct mcp_call *c)
 	free(c);
 }
 
+void mcp_call_attach(struct mcp_call *c, struct session *s, struct stream *st)
+{
+	c->sess = s;
+	c->st = st;
+	s->refs++;
+	c->next = s->calls;
+	s->calls = c;
+	s->n_calls++;
+	if (st) {
+		mcp_events_hold(st);
+		st->pending++;
+	}
+}
+
 /*
- * Finishes a call with a result (or an error when result is NULL): queues
- * the response unless the client cancelled, unlinks and frees the call.
- * Takes ownership of result. Called with the lock held.
+ * Finishes a call with its response: queues it unless the client
+ * cancelled, unlinks and frees the call. The response was serialized by
+ * the caller, without the lock, and is freed here after releasing it.
  */
-void mcp_call_finish_locked(struct mcp_call *c, cJSON *result, int code,
-                            const char *msg)
+void mcp_call_finish(struct mcp_call *c, char *json)
 {
 	struct mcp_server *srv = c->srv;
 	struct session *s = c->sess;
 	struct stream *st = c->st;
-	char *json;
+	struct mcp_msg *m = mcp_msg_new(json);
 
+	mcp_lock(srv);
+	wait_hook(c);
 	c->done = true;
-	if (c->cancelled || s->gone || !st) {
-		cJSON_Delete(result);
-	} else {
-		json = result ? rpc_result(c->id_raw, result)
-		              : rpc_error(c->id_raw, code, msg, NULL);
-		if (mcp_events_push(st, json, true) < 0)
-			log_warnx("could not queue the response to a %s "
-			          "request",
-			          c->method);
-	}
+	c->cancel_fn = NULL;
+	if (!c->cancelled && !s->gone && st && mcp_events_push(st, m, true) < 0)
+		log_warnx("could not queue the response to a %s request",
+		          c->method);
 	if (st && st->pending && --st->pending == 0 && st->kind == STREAM_POST)
 		mcp_events_end(st);
 	for (struct mcp_call **pp = &s->calls; *pp; pp = &(*pp)->next) {
@@ -186,8 +234,12 @@ void mcp_call_finish_locked(struct mcp_call *c, cJSON *result, int code,
 		}
 	}
 	s->last_active = mono_s();
+	if (st)
+		mcp_events_unref(srv, st);
 	mcp_session_unref(srv, s);
-	call_free(c);
+	mcp_unlock(srv);
+	mcp_msg_unref(m);
+	mcp_call_discard(c);
 }
 
 const char *mcp_call_tenant(const struct mcp_call *c)
@@ -209,22 +261,49 @@ bool mcp_call_cancelled(const struct mcp_call *c)
 {
 	bool v;
 
-	pthread_mutex_lock(&c->srv->lock);
+	mcp_lock(c->srv);
 	v = c->cancelled;
-	pthread_mutex_unlock(&c->srv->lock);
+	mcp_unlock(c->srv);
 	return v;
 }
 
+/*
+ * Registration and the hook's runs are ordered by the lock: a hook is
+ * claimed and cleared under it, and whoever unregisters waits for a claim
+ * in progress on another thread, so once it returns the hook neither runs
+ * nor can be claimed. A hook registered on a cancelled call runs here, on
+ * this thread, as a claim of its own.
+ */
 void mcp_call_on_cancel(struct mcp_call *c, void (*fn)(void *), void *arg)
 {
 	struct mcp_server *srv = c->srv;
+	bool nested;
 
-	pthread_mutex_lock(&srv->lock);
-	c->cancel_fn = fn;
-	c->cancel_arg = arg;
-	if (fn && c->cancelled)
-		fn(arg);
-	pthread_mutex_unlock(&srv->lock);
+	mcp_lock(srv);
+	c->cancel_fn = NULL;
+	c->cancel_arg = NULL;
+	wait_hook(c);
+	if (!fn || !c->cancelled) {
+		c->cancel_fn = fn;
+		c->cancel_arg = fn ? arg : NULL;
+		mcp_unlock(srv);
+		return;
+	}
+	/* Already cancelled: fn runs now. From inside a hook, as a nested
+	 * call on the claim that hook already holds. */
+	nested = c->hook_busy;
+	if (!nested) {
+		c->hook_busy = true;
+		c->hook_thread = pthread_self();
+	}
+	mcp_unlock(srv);
+	fn(arg);
+	if (!nested) {
+		mcp_lock(srv);
+		c->hook_busy = false;
+		pthread_cond_broadcast(&srv->hook_cond);
+		mcp_unlock(srv);
+	}
 }
 
 bool mcp_call_has_progress(const struct mcp_call *c)
@@ -232,28 +311,36 @@ bool mcp_call_has_progress(const struct mcp_call *c)
 	return c->progress_token != NULL;
 }
 
+/*
+ * Where the messages of c go besides its response: its own stream while
+ * that is open, else the session's standalone one. NULL when neither is.
+ */
+static struct stream *call_target(const struct mcp_call *c)
+{
+	if (c->st && !c->st->ended)
+		return c->st;
+	return c->sess->get_stream;
+}
+
 /* Queues a notification on the call's stream (or the session's). */
 static int call_notify(struct mcp_call *c, const char *method, cJSON *params)
 {
 	struct mcp_server *srv = c->srv;
-	char *json = rpc_notification(method, params);
+	struct mcp_msg *m = mcp_msg_new(rpc_notification(method, params));
+	struct stream *to;
 	int r;
 
-	if (!json)
+	if (!m)
 		return -ENOMEM;
-	pthread_mutex_lock(&srv->lock);
-	if (c->sess->gone || c->cancelled) {
-		free(json);
+	mcp_lock(srv);
+	if (c->sess->gone || c->cancelled)
 		r = -ECANCELED;
-	} else if (c->st && !c->st->ended) {
-		r = mcp_events_push(c->st, json, false);
-	} else if (c->sess->get_stream) {
-		r = mcp_events_push(c->sess->get_stream, json, false);
-	} else {
-		free(json);
+	else if ((to = call_target(c)))
+		r = mcp_events_push(to, m, false);
+	else
 		r = -ENOTCONN;
-	}
-	pthread_mutex_unlock(&srv->lock);
+	mcp_unlock(srv);
+	mcp_msg_unref(m);
 	return r;
 }
 
@@ -283,9 +370,9 @@ int mcp_call_log(struct mcp_call *c, enum mcp_log_level level,
 	cJSON *p;
 	enum mcp_log_level threshold;
 
-	pthread_mutex_lock(&c->srv->lock);
+	mcp_lock(c->srv);
 	threshold = c->sess->log_level;
-	pthread_mutex_unlock(&c->srv->lock);
+	mcp_unlock(c->srv);
 	if (level < threshold) {
 		cJSON_Delete(data);
 		return 0;
@@ -306,7 +393,7 @@ void mcp_call_close_stream(struct mcp_call *c, unsigned retry_ms)
 {
 	struct mcp_server *srv = c->srv;
 
-	pthread_mutex_lock(&srv->lock);
+	mcp_lock(srv);
 	if (c->st && c->st->kind == STREAM_POST && !c->st->ended &&
 	    mcp_session_wants_priming(c->sess)) {
 		c->st->retry_ms = retry_ms;
@@ -316,58 +403,30 @@ void mcp_call_close_stream(struct mcp_call *c, unsigned retry_ms)
 		c->st->generation++;
 		pthread_cond_broadcast(&c->st->cond);
 	}
-	pthread_mutex_unlock(&srv->lock);
+	mcp_unlock(srv);
 }
 
 /* ------------------------------------------------------------------ */
 /* requests to the client */
 
-int mcp_call_request(struct mcp_call *c, const char *method, cJSON *params,
-                     unsigned timeout_ms, cJSON **result, cJSON **error)
+/* Sends the request m for p and waits for its answer. Lock held. */
+static int request_wait(struct mcp_call *c, struct pending *p,
+                        struct mcp_msg *m, unsigned timeout_ms)
 {
 	struct mcp_server *srv = c->srv;
 	struct session *s = c->sess;
-	struct pending *p;
+	struct stream *to;
 	struct timespec dl;
-	char idbuf[48];
-	char *json;
-	int r = 0;
+	int r;
 
-	*result = NULL;
-	*error = NULL;
-	p = calloc(1, sizeof(*p));
-	if (!p) {
-		cJSON_Delete(params);
-		return -ENOMEM;
-	}
-	mono_cond_init(&p->cond);
-	pthread_mutex_lock(&srv->lock);
-	snprintf(idbuf, sizeof(idbuf), "\"srv-%llu\"", ++s->next_request_id);
-	json = rpc_request(idbuf, method, params);
-	p->id_key = malloc(strlen(idbuf) + 1);
-	if (!json || !p->id_key) {
-		free(json);
-		r = -ENOMEM;
-		goto out;
-	}
-	/* "s:" + the id without its quotes. */
-	snprintf(p->id_key, strlen(idbuf) + 1, "s:%.*s", (int)strlen(idbuf) - 2,
-	         idbuf + 1);
-	if (s->gone || c->cancelled) {
-		free(json);
-		r = s->gone ? -ENOTCONN : -ECANCELED;
-		goto out;
-	}
-	if (c->st && !c->st->ended)
-		r = mcp_events_push(c->st, json, false);
-	else if (s->get_stream)
-		r = mcp_events_push(s->get_stream, json, false);
-	else {
-		free(json);
-		r = -ENOTCONN;
-	}
+	if (s->gone || c->cancelled)
+		return s->gone ? -ENOTCONN : -ECANCELED;
+	to = call_target(c);
+	if (!to)
+		return -ENOTCONN;
+	r = mcp_events_push(to, m, false);
 	if (r < 0)
-		goto out;
+		return r;
 	p->next = s->pendings;
 	s->pendings = p;
 	mono_deadline(&dl, timeout_ms);
@@ -382,19 +441,52 @@ int mcp_call_request(struct mcp_call *c, const char *method, cJSON *params,
 			break;
 		}
 	}
-	if (p->done) {
+	if (p->done)
+		return p->error ? -EPROTO : 0;
+	return s->gone ? -ENOTCONN : c->cancelled ? -ECANCELED : -ETIMEDOUT;
+}
+
+int mcp_call_request(struct mcp_call *c, const char *method, cJSON *params,
+                     unsigned timeout_ms, cJSON **result, cJSON **error)
+{
+	struct mcp_server *srv = c->srv;
+	struct pending *p;
+	struct mcp_msg *m = NULL;
+	unsigned long long n;
+	char idbuf[48];
+	int r = -ENOMEM;
+
+	*result = NULL;
+	*error = NULL;
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		cJSON_Delete(params);
+		return -ENOMEM;
+	}
+	mono_cond_init(&p->cond);
+	mcp_lock(srv);
+	n = ++c->sess->next_request_id;
+	mcp_unlock(srv);
+	snprintf(idbuf, sizeof(idbuf), "\"srv-%llu\"", n);
+	/* "s:" + the id without its quotes. */
+	p->id_key = malloc(strlen(idbuf) + 1);
+	if (p->id_key)
+		snprintf(p->id_key, strlen(idbuf) + 1, "s:%.*s",
+		         (int)strlen(idbuf) - 2, idbuf + 1);
+	m = mcp_msg_new(rpc_request(idbuf, method, params));
+	if (m && p->id_key) {
+		mcp_lock(srv);
+		r = request_wait(c, p, m, timeout_ms);
+		mcp_unlock(srv);
+	}
+	if (r == 0 || r == -EPROTO) {
 		*result = p->result;
 		*error = p->error;
-		r = p->error ? -EPROTO : 0;
 	} else {
-		r = s->gone        ? -ENOTCONN
-		    : c->cancelled ? -ECANCELED
-		                   : -ETIMEDOUT;
 		cJSON_Delete(p->result);
 		cJSON_Delete(p->error);
 	}
-out:
-	pthread_mutex_unlock(&srv->lock);
+	mcp_msg_unref(m);
 	free(p->id_key);
 	pthread_cond_destroy(&p->cond);
 	free(p);
@@ -402,21 +494,17 @@ out:
 }
 
 /* A response from the client to one of our requests. Lock held. */
-void mcp_deliver_response(struct session *s, const struct rpc_msg *m)
+bool mcp_deliver_response(struct session *s, const char *id_key, cJSON *result,
+                          cJSON *error)
 {
 	for (struct pending *p = s->pendings; p; p = p->next) {
-		if (strcmp(p->id_key, m->id_key) != 0 || p->done)
+		if (strcmp(p->id_key, id_key) != 0 || p->done)
 			continue;
-		cJSON *res = cJSON_GetObjectItemCaseSensitive(m->obj, "result");
-		cJSON *err = cJSON_GetObjectItemCaseSensitive(m->obj, "error");
-
-		p->result = res ? cJSON_Duplicate(res, true) : NULL;
-		p->error = err ? cJSON_Duplicate(err, true) : NULL;
-		if (!p->result && !p->error)
-			p->error = cJSON_CreateString("empty response");
+		p->result = result;
+		p->error = error;
 		p->done = true;
 		pthread_cond_broadcast(&p->cond);
-		return;
+		return true;
 	}
-	log_debug("response to an unknown or expired request ignored");
+	return false;
 }

@@ -1,25 +1,36 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * mcp_internal: what the files of the mcp module share with one another and
- * with nothing else. It defines the private structs (events, streams,
- * readers, pending server requests, calls, sessions, the server) and
- * declares the functions one file of the module calls in another:
- * mcp_stream.c (events, streams, readers, clock helpers), mcp_session.c (the
- * session table, per-tenant accounting), mcp_call.c (call lifetime,
- * cancellation, requests to the client, the mcp_call_* API), mcp_methods.c
- * (method handlers, dispatch) and mcp.c (HTTP entry points, the server).
+ * with nothing else. It defines the private structs (message texts, events,
+ * streams, readers, pending server requests, calls, sessions, the server)
+ * and declares the functions one file of the module calls in another:
+ * mcp_lock.c (the lock and the work left for after it), mcp_stream.c
+ * (message texts, events, streams, readers), mcp_session.c (the session
+ * table, per-tenant accounting), mcp_call.c (call lifetime, cancellation,
+ * requests to the client, the mcp_call_* API), mcp_methods.c (method
+ * handlers, dispatch) and mcp.c (HTTP entry points, the server).
+ *
  * Locking model: one mutex, srv->lock, guards every session, stream, call
  * and pending request and the server's session table, counters and flags;
  * waiters use per-object condition variables, clocked by CLOCK_MONOTONIC,
- * with that mutex. The registration tables (tools, providers, prompts,
- * completion, instructions) are filled before the server serves and only
- * read afterwards, without the lock. Every function below must be called
- * with srv->lock held unless its comment says otherwise.
+ * with that mutex. The lock is held only for bookkeeping: messages are
+ * serialized into immutable, reference-counted texts (struct mcp_msg)
+ * before it is taken, readers copy those texts out after releasing it, and
+ * the work a locked section cannot do under the lock (running cancel hooks,
+ * freeing sessions and streams whose last reference went) is queued on the
+ * server and done by mcp_unlock() once the lock is released. Every section
+ * therefore ends with mcp_unlock(), and no thread waits on a condition
+ * variable while it has such work queued. The registration tables (tools,
+ * providers, prompts, completion, instructions) are filled before the
+ * server serves and only read afterwards, without the lock. Every function
+ * below must be called with srv->lock held unless its comment says
+ * otherwise.
  */
 #ifndef MCPSD_MCP_INTERNAL_H
 #define MCPSD_MCP_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <time.h>
@@ -33,7 +44,6 @@
 #define MAX_TOOLS 64
 #define MAX_PROVIDERS 16
 #define MAX_PROMPTS 64
-#define MAX_SUBSCRIPTIONS 64
 
 enum stream_kind {
 	STREAM_POST,
@@ -41,19 +51,35 @@ enum stream_kind {
 	STREAM_LEGACY,
 };
 
+/*
+ * One message as JSON text (or, for a raw event, a whole SSE record),
+ * immutable once made and shared by reference: by the events of every
+ * stream it was queued on and by the readers copying it out. The reference
+ * count is atomic, so the last reference may go with or without the lock.
+ */
+struct mcp_msg {
+	atomic_uint refs;
+	size_t len;
+	char *data;
+};
+
 struct event {
 	struct event *next;
 	unsigned long long seq;
-	char *text; /* formatted SSE record */
-	size_t len;
-	char *json; /* the message, for JSON answers (responses only) */
-	bool response;
-	bool priming;
+	struct mcp_msg *msg; /* a reference */
+	bool response;       /* a response: part of a plain JSON answer */
+	bool raw;            /* msg is a whole SSE record, not a message */
 };
 
+/*
+ * Reference counted: the session's list holds one reference while the
+ * stream is linked there, and every reader, call and POST handler that
+ * uses it holds one. The last reference queues it for mcp_stream_free().
+ */
 struct stream {
-	struct stream *next; /* in session->streams */
+	struct stream *next; /* in session->streams, or srv->later_streams */
 	struct session *sess;
+	unsigned refs;
 	unsigned id;
 	enum stream_kind kind;
 	struct event *head, *tail;
@@ -72,17 +98,24 @@ struct stream {
 	pthread_cond_t cond;
 };
 
-/* A reader: what the transport holds while it drains a stream. */
+/*
+ * A reader: what the transport holds while it drains a stream. It holds a
+ * reference on its stream and on its session. Only the one thread reading
+ * uses the out_* fields, so they are copied from without the lock.
+ */
 struct mcp_stream {
 	struct mcp_server *srv;
 	struct stream *st;
 	struct session *sess;
 	unsigned long long cursor; /* last seq handed out */
 	unsigned generation;
-	bool post;     /* the POST's own answer (not a resumption) */
-	char *partial; /* event text not yet copied out */
-	size_t partial_len, partial_off;
+	bool post; /* the POST's own answer (not a resumption) */
 	bool done;
+	/* The event being copied out: out_head, then out_msg, then "\n\n". */
+	struct mcp_msg *out_msg; /* a reference, NULL when none */
+	char out_head[80];
+	size_t out_head_len, out_off;
+	bool out_tail;
 };
 
 struct pending {
@@ -95,8 +128,8 @@ struct pending {
 
 struct mcp_call {
 	struct mcp_server *srv;
-	struct session *sess;
-	struct stream *st;     /* where its messages go */
+	struct session *sess;  /* a reference, once attached */
+	struct stream *st;     /* where its messages go (a reference) */
 	struct mcp_call *next; /* in session->calls */
 	char *id_raw, *id_key;
 	char *method;
@@ -105,12 +138,24 @@ struct mcp_call {
 	const struct tool_impl *tool;
 	bool cancelled;
 	bool done;
-	void (*cancel_fn)(void *); /* runs with srv->lock held */
+	/* The registered cancel hook, not yet claimed to run. */
+	void (*cancel_fn)(void *);
 	void *cancel_arg;
+	/*
+	 * A claimed hook: set (with hook_busy) under the lock by the thread
+	 * that cancels, which runs it after releasing the lock and then
+	 * clears hook_busy and broadcasts srv->hook_cond. While hook_busy,
+	 * the call is not freed and no other hook of it starts.
+	 */
+	void (*hook_fn)(void *);
+	void *hook_arg;
+	bool hook_busy;
+	pthread_t hook_thread;      /* the thread running it */
+	struct mcp_call *hook_next; /* in srv->later_hooks */
 };
 
 struct session {
-	struct session *next; /* in srv->sessions */
+	struct session *next; /* in srv->sessions, or srv->later_sessions */
 	struct mcp_server *srv;
 	char id[65];
 	char *tenant;
@@ -130,21 +175,23 @@ struct session {
 	struct mcp_call *calls;
 	unsigned n_calls;
 	struct pending *pendings;
-	char *subs[MAX_SUBSCRIPTIONS];
 };
 
 struct mcp_server {
 	const struct config *cfg;
 	pthread_mutex_t lock;
 	pthread_cond_t drain_cond;
-	pthread_cond_t sweep_cond;
-	pthread_t sweeper;
+	pthread_cond_t hook_cond; /* a claimed hook returned */
 	bool stopping;
 	bool draining;
 	struct session *sessions;
 	unsigned n_sessions;
 	unsigned calls_running;
 	unsigned long long calls_total;
+	/* Queued for mcp_unlock(); empty whenever the lock is free. */
+	struct mcp_call *later_hooks;
+	struct session *later_sessions;
+	struct stream *later_streams;
 	const struct tool_impl *tools[MAX_TOOLS];
 	cJSON *tool_in_schema[MAX_TOOLS];
 	cJSON *tool_out_schema[MAX_TOOLS];
@@ -163,30 +210,72 @@ struct mcp_server {
 extern const char *const mcp_level_names[8];
 
 /* ------------------------------------------------------------------ */
-/* lib/mcp_stream.c: streams of one session (struct stream, not readers) */
+/* lib/mcp_lock.c: the lock and what is left for after it */
+
+/* Takes srv->lock. */
+void mcp_lock(struct mcp_server *srv);
 
 /*
- * Creates a stream of the given kind, numbered and linked into s->streams.
- * The session owns it: mcp_events_drop() or the session's last reference
- * frees it. NULL when out of memory.
+ * Releases srv->lock, then does what the locked section queued: runs the
+ * cancel hooks it claimed (see mcp_call_cancel_locked) on this thread, and
+ * frees the streams and sessions whose last reference went. Every locked
+ * section of the module ends here.
+ */
+void mcp_unlock(struct mcp_server *srv);
+
+/* ------------------------------------------------------------------ */
+/* lib/mcp_stream.c: message texts, and the streams of one session */
+
+/*
+ * Makes a message of text (JSON, or a whole SSE record), taking ownership
+ * of text whatever the result. Returns a reference (release with
+ * mcp_msg_unref), or NULL when text is NULL or memory ran out. Lock not
+ * needed; call it before taking the lock.
+ */
+struct mcp_msg *mcp_msg_new(char *text);
+
+/* Takes another reference on m and returns m. Lock not needed. */
+struct mcp_msg *mcp_msg_ref(struct mcp_msg *m);
+
+/* Drops a reference; the last frees m. NULL-safe. Lock not needed. */
+void mcp_msg_unref(struct mcp_msg *m);
+
+/*
+ * Creates a stream of the given kind, numbered and linked into s->streams;
+ * the reference returned is the list's (mcp_events_drop() gives it up).
+ * NULL when out of memory.
  */
 struct stream *mcp_events_new(struct session *s, enum stream_kind kind);
 
+/* Takes a reference on st (for a call, a reader or a POST handler). */
+void mcp_events_hold(struct stream *st);
+
 /*
- * Unlinks and frees st (and clears s->get_stream if it was st). No reader
- * may hold st.
+ * Drops a reference on st; the last queues st to be freed by
+ * mcp_unlock().
+ */
+void mcp_events_unref(struct mcp_server *srv, struct stream *st);
+
+/*
+ * Unlinks st from s (clearing s->get_stream if it was st) and drops the
+ * list's reference. Whoever else holds one keeps st alive.
  */
 void mcp_events_drop(struct session *s, struct stream *st);
 
 /*
- * Appends the message json as an event and wakes st's readers; when the
- * stream is over its bounds the oldest events are dropped. A response keeps
- * its JSON for a plain JSON answer; anything else marks the stream as
- * having sent something other than responses. Takes ownership of json
- * whatever the result (NULL gives -ENOMEM). Returns 0, -EPIPE when st has
- * ended, or another negative errno.
+ * Frees st and its events. Only mcp_unlock() calls it, without the lock,
+ * for a stream whose last reference went.
  */
-int mcp_events_push(struct stream *st, char *json, bool response);
+void mcp_stream_free(struct stream *st);
+
+/*
+ * Appends the message m as an event and wakes st's readers; when the stream
+ * is over its bounds the oldest events are dropped. m is borrowed: the
+ * event takes a reference of its own. A response is kept for a plain JSON
+ * answer; anything else marks the stream as having sent something other
+ * than responses. Returns 0, -EPIPE when st has ended, or -ENOMEM.
+ */
+int mcp_events_push(struct stream *st, struct mcp_msg *m, bool response);
 
 /*
  * Appends a formatted SSE record that is not a message (the priming event,
@@ -206,17 +295,18 @@ void mcp_events_end(struct stream *st);
 struct stream *mcp_session_find_stream(struct session *s, unsigned id);
 
 /*
- * Frees the ended streams of s that nobody reads (the standalone stream
+ * Drops the ended streams of s that nobody reads (the standalone stream
  * excepted) once they have lingered long enough or s has too many;
- * force_old frees them all.
+ * force_old drops them all.
  */
 void mcp_session_trim_streams(struct session *s, bool force_old);
 
 /*
  * Creates a reader of st that hands out the events after seq cursor. The
- * reader holds a reference on st's session and counts in st->readers. The
- * caller owns it: free with mcp_stream_release(), which takes srv->lock
- * itself and so must be called without it. NULL when out of memory.
+ * reader holds a reference on st and on st's session and counts in
+ * st->readers. The caller owns it: free with mcp_stream_release(), which
+ * takes srv->lock itself and so must be called without it. NULL when out
+ * of memory.
  */
 struct mcp_stream *mcp_reader_new(struct mcp_server *srv, struct stream *st,
                                   unsigned long long cursor);
@@ -239,14 +329,22 @@ bool mcp_session_idle(const struct session *s);
 
 /*
  * Ends s (does nothing if it has ended): takes it out of the table, cancels
- * its calls (their cancel hooks run here, under the lock), ends its streams,
- * wakes its pending requests and drops the table's reference. s is freed on
- * return unless the caller holds a reference of its own.
+ * its calls (claiming their hooks for mcp_unlock() to run), ends its
+ * streams, wakes its pending requests and drops the table's reference.
  */
 void mcp_session_end(struct mcp_server *srv, struct session *s);
 
-/* Drops a reference on s; the last one frees s and all its streams. */
+/*
+ * Drops a reference on s; the last drops the list's reference on each of
+ * its streams and queues s to be freed by mcp_unlock().
+ */
 void mcp_session_unref(struct mcp_server *srv, struct session *s);
+
+/*
+ * Frees s. Only mcp_unlock() calls it, without the lock, for a session
+ * whose last reference went.
+ */
+void mcp_session_free(struct session *s);
 
 /*
  * Creates a session for tenant and links it into the table. *out is
@@ -263,35 +361,56 @@ int mcp_session_new(struct mcp_server *srv, const char *tenant, bool legacy,
 /* lib/mcp_call.c: calls and requests to the client */
 
 /*
- * Marks c cancelled, wakes the session's pending requests and runs c's
- * cancel hook, under the lock. Does nothing if c is done or cancelled.
+ * Marks c cancelled and wakes the session's pending requests; if c has a
+ * cancel hook, claims it (hook_busy, on this thread) and queues it for
+ * mcp_unlock(), which runs it once the lock is released. Does nothing if c
+ * is done or cancelled.
  */
 void mcp_call_cancel_locked(struct mcp_call *c);
 
 /*
+ * Runs the claimed hooks of the list (linked by hook_next), one after
+ * another, then marks each returned. Only mcp_unlock() calls it, without
+ * the lock.
+ */
+void mcp_call_run_hooks(struct mcp_server *srv, struct mcp_call *list);
+
+/*
  * Creates the call of request m (copies of its id, method, params and
- * progress token), linked into s->calls. It holds a reference on s and
- * counts as a response st still owes (st may be NULL). The session owns
- * it until mcp_call_finish_locked(). NULL when out of memory.
+ * progress token), not yet attached to a session. Lock NOT needed: call it
+ * before taking the lock. Free an unattached call with mcp_call_discard().
+ * NULL when out of memory.
  */
-struct mcp_call *mcp_call_new(struct mcp_server *srv, struct session *s,
-                              struct stream *st, const struct rpc_msg *m);
+struct mcp_call *mcp_call_create(struct mcp_server *srv,
+                                 const struct rpc_msg *m);
+
+/* Frees a call that was never attached. Lock not needed. */
+void mcp_call_discard(struct mcp_call *c);
 
 /*
- * Finishes c: queues its response (result, or the error code and msg when
- * result is NULL) unless it was cancelled, its session ended or it has no
- * stream; ends a POST stream that owes nothing more; unlinks c, drops its
- * session reference and frees it. Takes ownership of result. c is invalid
- * on return.
+ * Attaches c to s (linked into s->calls, holding a reference on s) and to
+ * st (st may be NULL), where it counts as a response st still owes. The
+ * session owns c until mcp_call_finish().
  */
-void mcp_call_finish_locked(struct mcp_call *c, cJSON *result, int code,
-                            const char *msg);
+void mcp_call_attach(struct mcp_call *c, struct session *s, struct stream *st);
 
 /*
- * Hands the client's response m to the mcp_call_request() waiting for it
- * (copies of its result and error); one nobody waits for is ignored.
+ * Finishes c with its response, json (the whole JSON-RPC response text,
+ * taken over whatever the result; NULL when memory ran out): waits for a
+ * hook of c running on another thread to return, queues the response
+ * unless c was cancelled, its session ended or it has no stream, ends a
+ * POST stream that owes nothing more, unlinks c, drops its references and
+ * frees it. Call WITHOUT the lock: it takes it. c is invalid on return.
  */
-void mcp_deliver_response(struct session *s, const struct rpc_msg *m);
+void mcp_call_finish(struct mcp_call *c, char *json);
+
+/*
+ * Hands the client's response (result and error, either may be NULL;
+ * taken over) to the mcp_call_request() waiting for id_key. Returns false
+ * when nobody waits for it: result and error are then the caller's still.
+ */
+bool mcp_deliver_response(struct session *s, const char *id_key, cJSON *result,
+                          cJSON *error);
 
 /* ------------------------------------------------------------------ */
 /* lib/mcp_methods.c: method handlers and dispatch */
@@ -304,8 +423,8 @@ bool mcp_version_supported(const char *v);
  * requests, notifications to their handlers, requests to new calls that
  * are answered here or on a tool thread. Answers go to st, which may be
  * NULL only when b holds nothing to answer. The caller holds a reference on
- * s and keeps st alive throughout. Call WITHOUT srv->lock: it takes the
- * lock as needed, and the handlers run without it.
+ * s and on st throughout. Call WITHOUT srv->lock: it takes the lock as
+ * needed, and the handlers run without it.
  */
 void mcp_process_batch(struct mcp_server *srv, struct session *s,
                        struct stream *st, struct rpc_batch *b);

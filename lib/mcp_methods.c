@@ -6,6 +6,8 @@
  * and notifications, and the walk over a parsed body that hands each
  * message to its handler. A tools/call runs on a detached thread of its
  * own; everything else is answered on the transport's thread.
+ * Every handler returns its whole answer as JSON-RPC text, serialized
+ * without the lock: a result, or an error worded by rpc_errorf().
  * Thread-safety: one mutex, srv->lock, guards all session state; the
  * handlers run without it and take it only around the session state they
  * touch, so a slow tool or provider never holds it.
@@ -40,25 +42,16 @@ bool mcp_version_supported(const char *v)
 /* ------------------------------------------------------------------ */
 /* method handlers: run with the lock NOT held */
 
-struct reply {
-	cJSON *result; /* owned */
-	int code;      /* when result is NULL */
-	char msg[512];
-};
-
-static void reply_error(struct reply *rp, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void reply_error(struct reply *rp, int code, const char *fmt, ...)
+/*
+ * The answer to c carrying result (taken over): an out-of-memory error when
+ * result is NULL, for the handlers build results from allocations.
+ */
+static char *answer(const struct mcp_call *c, cJSON *result)
 {
-	va_list ap;
-
-	cJSON_Delete(rp->result);
-	rp->result = NULL;
-	rp->code = code;
-	va_start(ap, fmt);
-	vsnprintf(rp->msg, sizeof(rp->msg), fmt, ap);
-	va_end(ap);
+	if (!result)
+		return rpc_errorf(c->id_raw, RPC_INTERNAL_ERROR,
+		                  "out of memory");
+	return rpc_result(c->id_raw, result);
 }
 
 static const struct tool_impl *find_tool(struct mcp_server *srv,
@@ -109,7 +102,7 @@ static cJSON *tool_entry(struct mcp_server *srv, size_t i)
 	return o;
 }
 
-static void do_tools_list(struct mcp_call *c, struct reply *rp)
+static char *do_tools_list(struct mcp_call *c)
 {
 	struct mcp_server *srv = c->srv;
 	cJSON *r = cJSON_CreateObject();
@@ -117,8 +110,7 @@ static void do_tools_list(struct mcp_call *c, struct reply *rp)
 
 	if (!arr) {
 		cJSON_Delete(r);
-		reply_error(rp, RPC_INTERNAL_ERROR, "out of memory");
-		return;
+		return answer(c, NULL);
 	}
 	for (size_t i = 0; i < srv->n_tools; i++) {
 		cJSON *e = tool_entry(srv, i);
@@ -126,10 +118,13 @@ static void do_tools_list(struct mcp_call *c, struct reply *rp)
 		if (e)
 			cJSON_AddItemToArray(arr, e);
 	}
-	rp->result = r;
+	return answer(c, r);
 }
 
-/* Runs on its own thread: a tools/call. */
+/*
+ * Runs on its own thread: a tools/call. The result, up to megabytes, is
+ * serialized here, before mcp_call_finish() takes the lock.
+ */
 static void *tool_thread(void *arg)
 {
 	struct mcp_call *c = arg;
@@ -143,25 +138,45 @@ static void *tool_thread(void *arg)
 		args = empty = cJSON_CreateObject();
 	result = args ? c->tool->call(c->tool->data, c, args) : NULL;
 	cJSON_Delete(empty);
-	pthread_mutex_lock(&srv->lock);
 	if (result)
-		mcp_call_finish_locked(c, result, 0, NULL);
+		mcp_call_finish(c, rpc_result(c->id_raw, result));
 	else
-		mcp_call_finish_locked(c, NULL, RPC_INTERNAL_ERROR,
-		                       "the tool failed internally; the server "
-		                       "log has details");
+		mcp_call_finish(c, rpc_errorf(c->id_raw, RPC_INTERNAL_ERROR,
+		                              "the tool failed internally; the "
+		                              "server log has details"));
+	mcp_lock(srv);
 	srv->calls_running--;
 	pthread_cond_broadcast(&srv->drain_cond);
-	pthread_mutex_unlock(&srv->lock);
+	mcp_unlock(srv);
 	return NULL;
+}
+
+/* The answer to a tools/call naming no tool this server has. */
+static char *unknown_tool(struct mcp_call *c, const char *name)
+{
+	struct mcp_server *srv = c->srv;
+	struct buf b;
+	char *out;
+
+	buf_init(&b, 2048);
+	for (size_t i = 0; i < srv->n_tools; i++) {
+		if (buf_printf(&b, "%s%s", i ? ", " : "", srv->tools[i]->name) <
+		    0)
+			break;
+	}
+	out = rpc_errorf(c->id_raw, RPC_INVALID_PARAMS,
+	                 "unknown tool '%.100s'; available: %s", name,
+	                 b.data ? b.data : "none");
+	buf_finish(&b);
+	return out;
 }
 
 /*
  * tools/call: validates, then hands the call to a thread. Returns true when
- * the call was handed over (the thread answers), false when rp holds the
+ * the call was handed over (the thread answers), false when *out holds the
  * answer now.
  */
-static bool do_tools_call(struct mcp_call *c, struct reply *rp)
+static bool do_tools_call(struct mcp_call *c, char **out)
 {
 	struct mcp_server *srv = c->srv;
 	const cJSON *name = cJSON_GetObjectItemCaseSensitive(c->params, "name");
@@ -172,44 +187,35 @@ static bool do_tools_call(struct mcp_call *c, struct reply *rp)
 	int r;
 
 	if (!cJSON_IsString(name)) {
-		reply_error(rp, RPC_INVALID_PARAMS,
-		            "tools/call needs params.name, the tool's name "
-		            "(see tools/list)");
+		*out = rpc_errorf(c->id_raw, RPC_INVALID_PARAMS,
+		                  "tools/call needs params.name, the tool's "
+		                  "name (see tools/list)");
 		return false;
 	}
 	c->tool = find_tool(srv, name->valuestring, NULL);
 	if (!c->tool) {
-		struct buf b;
-
-		buf_init(&b, 2048);
-		for (size_t i = 0; i < srv->n_tools; i++) {
-			if (buf_printf(&b, "%s%s", i ? ", " : "",
-			               srv->tools[i]->name) < 0)
-				break;
-		}
-		reply_error(rp, RPC_INVALID_PARAMS,
-		            "unknown tool '%.100s'; available: %s",
-		            name->valuestring, b.data ? b.data : "none");
-		buf_finish(&b);
+		*out = unknown_tool(c, name->valuestring);
 		return false;
 	}
 	if (args && !cJSON_IsObject(args) && !cJSON_IsNull(args)) {
-		reply_error(rp, RPC_INVALID_PARAMS,
-		            "tools/call params.arguments must be an object");
+		*out = rpc_errorf(c->id_raw, RPC_INVALID_PARAMS,
+		                  "tools/call params.arguments must be an "
+		                  "object");
 		return false;
 	}
-	pthread_mutex_lock(&srv->lock);
+	mcp_lock(srv);
 	if (srv->draining) {
-		pthread_mutex_unlock(&srv->lock);
-		rp->result = mcp_text_result(
-		    "The server is shutting down and takes no new work. "
-		    "Retry in a minute; it will be back.",
-		    true);
+		mcp_unlock(srv);
+		*out = answer(c, mcp_text_result(
+		                     "The server is shutting down and takes no "
+		                     "new work. Retry in a minute; it will be "
+		                     "back.",
+		                     true));
 		return false;
 	}
 	srv->calls_running++;
 	srv->calls_total++;
-	pthread_mutex_unlock(&srv->lock);
+	mcp_unlock(srv);
 
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, TOOL_THREAD_STACK);
@@ -217,21 +223,21 @@ static bool do_tools_call(struct mcp_call *c, struct reply *rp)
 	r = pthread_create(&th, &attr, tool_thread, c);
 	pthread_attr_destroy(&attr);
 	if (r != 0) {
-		pthread_mutex_lock(&srv->lock);
+		mcp_lock(srv);
 		srv->calls_running--;
 		pthread_cond_broadcast(&srv->drain_cond);
-		pthread_mutex_unlock(&srv->lock);
+		mcp_unlock(srv);
 		errno = r;
 		log_warn("cannot start a thread for tools/call");
-		reply_error(rp, RPC_INTERNAL_ERROR,
-		            "the server is out of resources; retry shortly");
+		*out = rpc_errorf(c->id_raw, RPC_INTERNAL_ERROR,
+		                  "the server is out of resources; retry "
+		                  "shortly");
 		return false;
 	}
 	return true;
 }
 
-static void do_resources_list(struct mcp_call *c, struct reply *rp,
-                              bool templates)
+static char *do_resources_list(struct mcp_call *c, bool templates)
 {
 	struct mcp_server *srv = c->srv;
 	cJSON *r = cJSON_CreateObject();
@@ -241,8 +247,7 @@ static void do_resources_list(struct mcp_call *c, struct reply *rp,
 
 	if (!arr) {
 		cJSON_Delete(r);
-		reply_error(rp, RPC_INTERNAL_ERROR, "out of memory");
-		return;
+		return answer(c, NULL);
 	}
 	for (size_t i = 0; i < srv->n_providers; i++) {
 		const struct resource_provider *p = srv->providers[i];
@@ -252,96 +257,68 @@ static void do_resources_list(struct mcp_call *c, struct reply *rp,
 		else if (!templates && p->list)
 			p->list(p->data, c, arr);
 	}
-	rp->result = r;
+	return answer(c, r);
 }
 
-static void do_resources_read(struct mcp_call *c, struct reply *rp)
+static char *do_resources_read(struct mcp_call *c)
 {
 	struct mcp_server *srv = c->srv;
 	const cJSON *uri = cJSON_GetObjectItemCaseSensitive(c->params, "uri");
 	char err[512] = "";
 
-	if (!cJSON_IsString(uri)) {
-		reply_error(rp, RPC_INVALID_PARAMS,
-		            "resources/read needs params.uri");
-		return;
-	}
+	if (!cJSON_IsString(uri))
+		return rpc_errorf(c->id_raw, RPC_INVALID_PARAMS,
+		                  "resources/read needs params.uri");
 	for (size_t i = 0; i < srv->n_providers; i++) {
 		const struct resource_provider *p = srv->providers[i];
-		cJSON *contents = NULL;
-		int r;
+		cJSON *contents = NULL, *r;
+		int rc;
 
 		if (!p->read)
 			continue;
-		r = p->read(p->data, c, uri->valuestring, &contents, err,
-		            sizeof(err));
-		if (r == -ENOENT)
+		rc = p->read(p->data, c, uri->valuestring, &contents, err,
+		             sizeof(err));
+		if (rc == -ENOENT)
 			continue;
-		if (r < 0) {
-			reply_error(rp,
-			            r == -EINVAL ? RPC_INVALID_PARAMS
-			                         : RPC_INTERNAL_ERROR,
-			            "%s",
-			            err[0] ? err : "cannot read the resource");
-			return;
-		}
-		rp->result = cJSON_CreateObject();
-		if (!rp->result) {
+		if (rc < 0)
+			return rpc_errorf(
+			    c->id_raw,
+			    rc == -EINVAL ? RPC_INVALID_PARAMS
+			                  : RPC_INTERNAL_ERROR,
+			    "%s", err[0] ? err : "cannot read the resource");
+		r = cJSON_CreateObject();
+		if (!r) {
 			cJSON_Delete(contents);
-			reply_error(rp, RPC_INTERNAL_ERROR, "out of memory");
-			return;
+			return answer(c, NULL);
 		}
-		cJSON_AddItemToObject(rp->result, "contents", contents);
-		return;
+		cJSON_AddItemToObject(r, "contents", contents);
+		return answer(c, r);
 	}
-	reply_error(rp, RPC_RESOURCE_NOT_FOUND,
-	            "resource not found: %.300s%s%s", uri->valuestring,
-	            err[0] ? "; " : "", err);
+	return rpc_errorf(c->id_raw, RPC_RESOURCE_NOT_FOUND,
+	                  "resource not found: %.300s%s%s", uri->valuestring,
+	                  err[0] ? "; " : "", err);
 }
 
-static void do_subscribe(struct mcp_call *c, struct reply *rp, bool on)
+/*
+ * resources/subscribe and unsubscribe: accepted for any URI and answered
+ * with an empty result. No resource this server offers changes on its own
+ * (workspace files change only through the tools, and the fixtures are
+ * static), so no notifications/resources/updated is ever due and nothing
+ * needs recording.
+ */
+static char *do_subscribe(struct mcp_call *c, bool on)
 {
-	struct mcp_server *srv = c->srv;
-	struct session *s = c->sess;
 	const cJSON *uri = cJSON_GetObjectItemCaseSensitive(c->params, "uri");
-	size_t free_slot = MAX_SUBSCRIPTIONS;
 
 	if (!cJSON_IsString(uri) || !uri->valuestring[0] ||
-	    strlen(uri->valuestring) > 2048) {
-		reply_error(rp, RPC_INVALID_PARAMS,
-		            "resources/%s needs params.uri",
-		            on ? "subscribe" : "unsubscribe");
-		return;
-	}
-	pthread_mutex_lock(&srv->lock);
-	for (size_t i = 0; i < MAX_SUBSCRIPTIONS; i++) {
-		if (s->subs[i] && strcmp(s->subs[i], uri->valuestring) == 0) {
-			if (!on) {
-				free(s->subs[i]);
-				s->subs[i] = NULL;
-			}
-			goto done;
-		}
-		if (!s->subs[i] && free_slot == MAX_SUBSCRIPTIONS)
-			free_slot = i;
-	}
-	if (on) {
-		if (free_slot == MAX_SUBSCRIPTIONS) {
-			pthread_mutex_unlock(&srv->lock);
-			reply_error(rp, RPC_INVALID_PARAMS,
-			            "a session may hold at most %d "
-			            "subscriptions; unsubscribe from one first",
-			            MAX_SUBSCRIPTIONS);
-			return;
-		}
-		s->subs[free_slot] = strdup(uri->valuestring);
-	}
-done:
-	pthread_mutex_unlock(&srv->lock);
-	rp->result = cJSON_CreateObject();
+	    strlen(uri->valuestring) > 2048)
+		return rpc_errorf(c->id_raw, RPC_INVALID_PARAMS,
+		                  "resources/%s needs params.uri",
+		                  on ? "subscribe" : "unsubscribe");
+	return answer(c, cJSON_CreateObject());
 }
 
-static void do_prompts_list(struct mcp_call *c, struct reply *rp)
+static char *do_prompts_list(struct mcp_call *c)
 {
 	struct mcp_server *srv = c->srv;
 	cJSON *r = cJSON_CreateObject();
@@ -349,8 +326,7 @@ static void do_prompts_list(struct mcp_call *c, struct reply *rp)
 
 	if (!arr) {
 		cJSON_Delete(r);
-		reply_error(rp, RPC_INTERNAL_ERROR, "out of memory");
-		return;
+		return answer(c, NULL);
 	}
 	for (size_t i = 0; i < srv->n_prompts; i++) {
 		const struct prompt_impl *p = srv->prompts[i];
@@ -368,10 +344,10 @@ static void do_prompts_list(struct mcp_call *c, struct reply *rp)
 			    cJSON_Duplicate(srv->prompt_args[i], true));
 		cJSON_AddItemToArray(arr, o);
 	}
-	rp->result = r;
+	return answer(c, r);
 }
 
-static void do_prompts_get(struct mcp_call *c, struct reply *rp)
+static char *do_prompts_get(struct mcp_call *c)
 {
 	struct mcp_server *srv = c->srv;
 	const cJSON *name = cJSON_GetObjectItemCaseSensitive(c->params, "name");
@@ -379,27 +355,27 @@ static void do_prompts_get(struct mcp_call *c, struct reply *rp)
 	    cJSON_GetObjectItemCaseSensitive(c->params, "arguments");
 	char err[512] = "";
 
-	if (!cJSON_IsString(name)) {
-		reply_error(rp, RPC_INVALID_PARAMS,
-		            "prompts/get needs params.name");
-		return;
-	}
+	if (!cJSON_IsString(name))
+		return rpc_errorf(c->id_raw, RPC_INVALID_PARAMS,
+		                  "prompts/get needs params.name");
 	for (size_t i = 0; i < srv->n_prompts; i++) {
 		const struct prompt_impl *p = srv->prompts[i];
+		cJSON *r;
 
 		if (strcmp(p->name, name->valuestring) != 0)
 			continue;
-		rp->result = p->get(p->data, c, args, err, sizeof(err));
-		if (!rp->result)
-			reply_error(rp, RPC_INVALID_PARAMS, "%s",
-			            err[0] ? err : "cannot build the prompt");
-		return;
+		r = p->get(p->data, c, args, err, sizeof(err));
+		if (!r)
+			return rpc_errorf(c->id_raw, RPC_INVALID_PARAMS, "%s",
+			                  err[0] ? err
+			                         : "cannot build the prompt");
+		return answer(c, r);
 	}
-	reply_error(rp, RPC_INVALID_PARAMS, "unknown prompt '%.100s'",
-	            name->valuestring);
+	return rpc_errorf(c->id_raw, RPC_INVALID_PARAMS,
+	                  "unknown prompt '%.100s'", name->valuestring);
 }
 
-static void do_complete(struct mcp_call *c, struct reply *rp)
+static char *do_complete(struct mcp_call *c)
 {
 	struct mcp_server *srv = c->srv;
 	const cJSON *ref = cJSON_GetObjectItemCaseSensitive(c->params, "ref");
@@ -407,12 +383,10 @@ static void do_complete(struct mcp_call *c, struct reply *rp)
 	    cJSON_GetObjectItemCaseSensitive(c->params, "argument");
 	cJSON *values = NULL, *r, *comp;
 
-	if (!cJSON_IsObject(ref) || !cJSON_IsObject(arg)) {
-		reply_error(rp, RPC_INVALID_PARAMS,
-		            "completion/complete needs params.ref and "
-		            "params.argument");
-		return;
-	}
+	if (!cJSON_IsObject(ref) || !cJSON_IsObject(arg))
+		return rpc_errorf(c->id_raw, RPC_INVALID_PARAMS,
+		                  "completion/complete needs params.ref and "
+		                  "params.argument");
 	if (srv->complete)
 		values = srv->complete(
 		    srv->complete_data, ref, arg,
@@ -424,33 +398,31 @@ static void do_complete(struct mcp_call *c, struct reply *rp)
 	if (!comp) {
 		cJSON_Delete(values);
 		cJSON_Delete(r);
-		reply_error(rp, RPC_INTERNAL_ERROR, "out of memory");
-		return;
+		return answer(c, NULL);
 	}
 	int n = cJSON_GetArraySize(values);
 
 	cJSON_AddItemToObject(comp, "values", values);
 	cJSON_AddNumberToObject(comp, "total", n);
 	cJSON_AddFalseToObject(comp, "hasMore");
-	rp->result = r;
+	return answer(c, r);
 }
 
-static void do_set_level(struct mcp_call *c, struct reply *rp)
+static char *do_set_level(struct mcp_call *c)
 {
 	const cJSON *lv = cJSON_GetObjectItemCaseSensitive(c->params, "level");
 
 	for (size_t i = 0; cJSON_IsString(lv) && i < 8; i++) {
 		if (strcmp(lv->valuestring, mcp_level_names[i]) == 0) {
-			pthread_mutex_lock(&c->srv->lock);
+			mcp_lock(c->srv);
 			c->sess->log_level = (enum mcp_log_level)i;
-			pthread_mutex_unlock(&c->srv->lock);
-			rp->result = cJSON_CreateObject();
-			return;
+			mcp_unlock(c->srv);
+			return answer(c, cJSON_CreateObject());
 		}
 	}
-	reply_error(rp, RPC_INVALID_PARAMS,
-	            "params.level must be one of debug, info, notice, "
-	            "warning, error, critical, alert, emergency");
+	return rpc_errorf(c->id_raw, RPC_INVALID_PARAMS,
+	                  "params.level must be one of debug, info, notice, "
+	                  "warning, error, critical, alert, emergency");
 }
 
 static cJSON *initialize_result(struct mcp_server *srv, const char *version)
@@ -485,8 +457,23 @@ static cJSON *initialize_result(struct mcp_server *srv, const char *version)
 	return r;
 }
 
+/* Writes the log line that says who started a session. */
+static void log_session(const struct session *s, const cJSON *ci,
+                        const char *version)
+{
+	const cJSON *n = cJSON_GetObjectItemCaseSensitive(ci, "name");
+	const cJSON *ver = cJSON_GetObjectItemCaseSensitive(ci, "version");
+	char fp[13];
+
+	log_fingerprint(s->id, strlen(s->id), fp);
+	log_info("session %s: tenant %s, client %.64s %.32s, protocol %s%s", fp,
+	         s->tenant, cJSON_IsString(n) ? n->valuestring : "?",
+	         cJSON_IsString(ver) ? ver->valuestring : "?", version,
+	         s->legacy ? " (HTTP+SSE)" : "");
+}
+
 /* initialize on a session that exists (new, or legacy). Lock NOT held. */
-static void do_initialize(struct mcp_call *c, struct reply *rp)
+static char *do_initialize(struct mcp_call *c)
 {
 	struct mcp_server *srv = c->srv;
 	struct session *s = c->sess;
@@ -494,127 +481,200 @@ static void do_initialize(struct mcp_call *c, struct reply *rp)
 	    cJSON_GetObjectItemCaseSensitive(c->params, "protocolVersion");
 	const cJSON *caps =
 	    cJSON_GetObjectItemCaseSensitive(c->params, "capabilities");
-	const cJSON *ci =
-	    cJSON_GetObjectItemCaseSensitive(c->params, "clientInfo");
+	cJSON *client_caps, *old_caps;
 	const char *v;
 
-	if (!cJSON_IsString(pv)) {
-		reply_error(rp, RPC_INVALID_PARAMS,
-		            "initialize needs params.protocolVersion, e.g. "
-		            "\"2025-11-25\"");
-		return;
-	}
+	if (!cJSON_IsString(pv))
+		return rpc_errorf(c->id_raw, RPC_INVALID_PARAMS,
+		                  "initialize needs params.protocolVersion, "
+		                  "e.g. \"2025-11-25\"");
 	v = mcp_version_supported(pv->valuestring) ? pv->valuestring
 	                                           : mcp_protocol_versions[0];
-	pthread_mutex_lock(&srv->lock);
+	client_caps = cJSON_IsObject(caps) ? cJSON_Duplicate(caps, true)
+	                                   : cJSON_CreateObject();
+	mcp_lock(srv);
 	if (s->initialized) {
-		pthread_mutex_unlock(&srv->lock);
-		reply_error(rp, RPC_INVALID_REQUEST,
-		            "this session is already initialized; start a new "
-		            "session (POST initialize without Mcp-Session-Id)");
-		return;
+		mcp_unlock(srv);
+		cJSON_Delete(client_caps);
+		return rpc_errorf(c->id_raw, RPC_INVALID_REQUEST,
+		                  "this session is already initialized; start "
+		                  "a new session (POST initialize without "
+		                  "Mcp-Session-Id)");
 	}
 	s->initialized = true;
 	snprintf(s->version, sizeof(s->version), "%s", v);
-	cJSON_Delete(s->client_caps);
-	s->client_caps = cJSON_IsObject(caps) ? cJSON_Duplicate(caps, true)
-	                                      : cJSON_CreateObject();
-	pthread_mutex_unlock(&srv->lock);
-	{
-		const cJSON *n = cJSON_GetObjectItemCaseSensitive(ci, "name");
-		const cJSON *ver =
-		    cJSON_GetObjectItemCaseSensitive(ci, "version");
-		char fp[13];
-
-		log_fingerprint(s->id, strlen(s->id), fp);
-		log_info("session %s: tenant %s, client %.64s %.32s, "
-		         "protocol %s%s",
-		         fp, s->tenant,
-		         cJSON_IsString(n) ? n->valuestring : "?",
-		         cJSON_IsString(ver) ? ver->valuestring : "?", v,
-		         s->legacy ? " (HTTP+SSE)" : "");
-	}
-	rp->result = initialize_result(srv, v);
+	old_caps = s->client_caps;
+	s->client_caps = client_caps;
+	mcp_unlock(srv);
+	cJSON_Delete(old_caps);
+	log_session(
+	    s, cJSON_GetObjectItemCaseSensitive(c->params, "clientInfo"), v);
+	return answer(c, initialize_result(srv, v));
 }
 
-/*
- * Runs a request. Returns true if it continues on another thread (which
- * answers), false when it was answered (or failed) here.
- */
-static bool dispatch_request(struct mcp_call *c)
+/* The answer to a request that no tool thread takes over. */
+static char *answer_request(struct mcp_call *c)
 {
-	struct mcp_server *srv = c->srv;
-	struct reply rp = {0};
 	const char *m = c->method;
 
 	if (strcmp(m, "initialize") == 0)
-		do_initialize(c, &rp);
-	else if (strcmp(m, "ping") == 0)
-		rp.result = cJSON_CreateObject();
-	else if (strcmp(m, "tools/list") == 0)
-		do_tools_list(c, &rp);
-	else if (strcmp(m, "tools/call") == 0) {
-		if (do_tools_call(c, &rp))
-			return true;
-	} else if (strcmp(m, "resources/list") == 0)
-		do_resources_list(c, &rp, false);
-	else if (strcmp(m, "resources/templates/list") == 0)
-		do_resources_list(c, &rp, true);
-	else if (strcmp(m, "resources/read") == 0)
-		do_resources_read(c, &rp);
-	else if (strcmp(m, "resources/subscribe") == 0)
-		do_subscribe(c, &rp, true);
-	else if (strcmp(m, "resources/unsubscribe") == 0)
-		do_subscribe(c, &rp, false);
-	else if (strcmp(m, "prompts/list") == 0)
-		do_prompts_list(c, &rp);
-	else if (strcmp(m, "prompts/get") == 0)
-		do_prompts_get(c, &rp);
-	else if (strcmp(m, "completion/complete") == 0)
-		do_complete(c, &rp);
-	else if (strcmp(m, "logging/setLevel") == 0)
-		do_set_level(c, &rp);
-	else
-		reply_error(&rp, RPC_METHOD_NOT_FOUND,
-		            "method '%.100s' is not supported by this server",
-		            m);
-	if (!rp.result && !rp.code)
-		reply_error(&rp, RPC_INTERNAL_ERROR, "out of memory");
-	pthread_mutex_lock(&srv->lock);
-	mcp_call_finish_locked(c, rp.result, rp.code, rp.msg);
-	pthread_mutex_unlock(&srv->lock);
-	return false;
+		return do_initialize(c);
+	if (strcmp(m, "ping") == 0)
+		return answer(c, cJSON_CreateObject());
+	if (strcmp(m, "tools/list") == 0)
+		return do_tools_list(c);
+	if (strcmp(m, "resources/list") == 0)
+		return do_resources_list(c, false);
+	if (strcmp(m, "resources/templates/list") == 0)
+		return do_resources_list(c, true);
+	if (strcmp(m, "resources/read") == 0)
+		return do_resources_read(c);
+	if (strcmp(m, "resources/subscribe") == 0)
+		return do_subscribe(c, true);
+	if (strcmp(m, "resources/unsubscribe") == 0)
+		return do_subscribe(c, false);
+	if (strcmp(m, "prompts/list") == 0)
+		return do_prompts_list(c);
+	if (strcmp(m, "prompts/get") == 0)
+		return do_prompts_get(c);
+	if (strcmp(m, "completion/complete") == 0)
+		return do_complete(c);
+	if (strcmp(m, "logging/setLevel") == 0)
+		return do_set_level(c);
+	return rpc_errorf(c->id_raw, RPC_METHOD_NOT_FOUND,
+	                  "method '%.100s' is not supported by this server", m);
+}
+
+/*
+ * Runs a request: a tools/call continues on a thread of its own, which
+ * answers; anything else is answered here.
+ */
+static void dispatch_request(struct mcp_call *c)
+{
+	char *out = NULL;
+
+	if (strcmp(c->method, "tools/call") == 0) {
+		if (do_tools_call(c, &out))
+			return;
+	} else {
+		out = answer_request(c);
+	}
+	mcp_call_finish(c, out);
 }
 
 /* A notification from the client. Lock NOT held. */
 static void handle_notification(struct mcp_server *srv, struct session *s,
                                 const struct rpc_msg *m)
 {
-	if (strcmp(m->method, "notifications/cancelled") == 0) {
-		const cJSON *rid = m->params ? cJSON_GetObjectItemCaseSensitive(
-		                                   m->params, "requestId")
-		                             : NULL;
-		char *key = rid ? rpc_id_key(rid) : NULL;
+	const cJSON *rid;
+	char *key;
 
-		if (!key)
-			return;
-		pthread_mutex_lock(&srv->lock);
-		for (struct mcp_call *c = s->calls; c; c = c->next) {
-			if (strcmp(c->id_key, key) == 0) {
-				if (strcmp(c->method, "initialize") != 0)
-					mcp_call_cancel_locked(c);
-				break;
-			}
-		}
-		pthread_mutex_unlock(&srv->lock);
-		free(key);
-		return;
-	}
 	/* initialized, roots/list_changed, progress: nothing to do. */
+	if (strcmp(m->method, "notifications/cancelled") != 0)
+		return;
+	rid = m->params
+	          ? cJSON_GetObjectItemCaseSensitive(m->params, "requestId")
+	          : NULL;
+	key = rid ? rpc_id_key(rid) : NULL;
+	if (!key)
+		return;
+	mcp_lock(srv);
+	for (struct mcp_call *c = s->calls; c; c = c->next) {
+		if (strcmp(c->id_key, key) == 0) {
+			if (strcmp(c->method, "initialize") != 0)
+				mcp_call_cancel_locked(c);
+			break;
+		}
+	}
+	/* The call's cancel hook, if it has one, runs here. */
+	mcp_unlock(srv);
+	free(key);
 }
 
 /* ------------------------------------------------------------------ */
 /* batches */
+
+/* Queues an answer (taken over) on st; NULL-safe in both. */
+static void push_answer(struct mcp_server *srv, struct stream *st, char *json)
+{
+	struct mcp_msg *msg = mcp_msg_new(json);
+
+	if (!msg || !st) {
+		mcp_msg_unref(msg);
+		return;
+	}
+	mcp_lock(srv);
+	/* A stream that ended (its session was deleted) takes no more. */
+	if (mcp_events_push(st, msg, true) < 0)
+		log_debug("an error response found its stream ended");
+	mcp_unlock(srv);
+	mcp_msg_unref(msg);
+}
+
+/* A response from the client: handed to the request waiting for it. */
+static void handle_response(struct mcp_server *srv, struct session *s,
+                            const struct rpc_msg *m)
+{
+	cJSON *res = cJSON_GetObjectItemCaseSensitive(m->obj, "result");
+	cJSON *err = cJSON_GetObjectItemCaseSensitive(m->obj, "error");
+	bool taken;
+
+	/* Copied before the lock: a client's answer may be large. */
+	res = res ? cJSON_Duplicate(res, true) : NULL;
+	err = err ? cJSON_Duplicate(err, true) : NULL;
+	if (!res && !err)
+		err = cJSON_CreateString("empty response");
+	mcp_lock(srv);
+	taken = mcp_deliver_response(s, m->id_key, res, err);
+	mcp_unlock(srv);
+	if (!taken) {
+		cJSON_Delete(res);
+		cJSON_Delete(err);
+		log_debug("response to an unknown or expired request ignored");
+	}
+}
+
+/*
+ * Starts a request: a call attached to s and st, or an error answer when
+ * the session has too many in flight or one with the same id.
+ */
+static void handle_request(struct mcp_server *srv, struct session *s,
+                           struct stream *st, const struct rpc_msg *m)
+{
+	struct mcp_call *c = mcp_call_create(srv, m), *o = NULL;
+	bool full;
+
+	if (!c) {
+		push_answer(
+		    srv, st,
+		    rpc_errorf(m->id_raw, RPC_INTERNAL_ERROR, "out of memory"));
+		return;
+	}
+	mcp_lock(srv);
+	full = s->n_calls >= srv->cfg->max_inflight_per_session;
+	for (o = full ? NULL : s->calls; o; o = o->next) {
+		if (strcmp(o->id_key, m->id_key) == 0)
+			break;
+	}
+	if (!full && !o)
+		mcp_call_attach(c, s, st);
+	mcp_unlock(srv);
+	if (!full && !o) {
+		dispatch_request(c);
+		return;
+	}
+	mcp_call_discard(c);
+	if (full)
+		push_answer(srv, st,
+		            rpc_errorf(m->id_raw, RPC_INTERNAL_ERROR,
+		                       "too many requests in flight on this "
+		                       "session; wait for some to finish"));
+	else
+		push_answer(srv, st,
+		            rpc_errorf(m->id_raw, RPC_INVALID_REQUEST,
+		                       "a request with this id is already in "
+		                       "flight"));
+}
 
 /*
  * Hands each message of a parsed body to its handler. Requests are
@@ -624,14 +684,11 @@ void mcp_process_batch(struct mcp_server *srv, struct session *s,
                        struct stream *st, struct rpc_batch *b)
 {
 	for (size_t i = 0; i < b->n; i++) {
-		struct rpc_msg *m = &b->msgs[i];
-		struct mcp_call *c;
+		const struct rpc_msg *m = &b->msgs[i];
 
 		switch (m->kind) {
 		case RPC_KIND_RESPONSE:
-			pthread_mutex_lock(&srv->lock);
-			mcp_deliver_response(s, m);
-			pthread_mutex_unlock(&srv->lock);
+			handle_response(srv, s, m);
 			break;
 		case RPC_KIND_NOTIFICATION:
 			handle_notification(srv, s, m);
@@ -639,57 +696,12 @@ void mcp_process_batch(struct mcp_server *srv, struct session *s,
 		case RPC_KIND_INVALID:
 			/* JSON-RPC 2.0 section 6: answered, with id null if
 			 * unknown. */
-			pthread_mutex_lock(&srv->lock);
-			if (st)
-				mcp_events_push(st,
-				                rpc_error(m->id_raw,
-				                          m->invalid_code,
-				                          m->invalid_msg, NULL),
-				                true);
-			pthread_mutex_unlock(&srv->lock);
+			push_answer(srv, st,
+			            rpc_error(m->id_raw, m->invalid_code,
+			                      m->invalid_msg, NULL));
 			break;
 		case RPC_KIND_REQUEST:
-			pthread_mutex_lock(&srv->lock);
-			if (s->n_calls >= srv->cfg->max_inflight_per_session) {
-				mcp_events_push(
-				    st,
-				    rpc_error(m->id_raw, RPC_INTERNAL_ERROR,
-				              "too many requests in "
-				              "flight on this session; "
-				              "wait for some to finish",
-				              NULL),
-				    true);
-				pthread_mutex_unlock(&srv->lock);
-				break;
-			}
-			for (c = s->calls; c; c = c->next) {
-				if (strcmp(c->id_key, m->id_key) == 0)
-					break;
-			}
-			if (c) {
-				mcp_events_push(
-				    st,
-				    rpc_error(m->id_raw, RPC_INVALID_REQUEST,
-				              "a request with this id "
-				              "is already in flight",
-				              NULL),
-				    true);
-				pthread_mutex_unlock(&srv->lock);
-				break;
-			}
-			c = mcp_call_new(srv, s, st, m);
-			pthread_mutex_unlock(&srv->lock);
-			if (!c) {
-				pthread_mutex_lock(&srv->lock);
-				mcp_events_push(
-				    st,
-				    rpc_error(m->id_raw, RPC_INTERNAL_ERROR,
-				              "out of memory", NULL),
-				    true);
-				pthread_mutex_unlock(&srv->lock);
-				break;
-			}
-			dispatch_request(c);
+			handle_request(srv, s, st, m);
 			break;
 		}
 	}

@@ -5,7 +5,8 @@
  * recently used idle session makes room), ending a session and the
  * reference counting that frees it once no call, reader or request handler
  * uses it. Thread-safety: every function here runs with srv->lock held, the
- * one mutex that guards all session state.
+ * one mutex that guards all session state, except mcp_session_free(), which
+ * mcp_unlock() calls after releasing it.
  */
 #include "mcp_internal.h"
 
@@ -73,15 +74,23 @@ void mcp_session_end(struct mcp_server *srv, struct session *s)
 	mcp_session_unref(srv, s);
 }
 
+/*
+ * The last reference: no call, reader or handler uses s or its streams any
+ * more, and s is out of the table (the table holds a reference while it is
+ * there), so s goes to be freed once the lock is released.
+ */
 void mcp_session_unref(struct mcp_server *srv, struct session *s)
 {
-	(void)srv;
 	if (--s->refs)
 		return;
 	while (s->streams)
 		mcp_events_drop(s, s->streams);
-	for (size_t i = 0; i < MAX_SUBSCRIPTIONS; i++)
-		free(s->subs[i]);
+	s->next = srv->later_sessions;
+	srv->later_sessions = s;
+}
+
+void mcp_session_free(struct session *s)
+{
 	cJSON_Delete(s->client_caps);
 	free(s->tenant);
 	free(s);

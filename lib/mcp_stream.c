@@ -4,9 +4,12 @@
  * stream belongs to one session and keeps the messages queued for the
  * client as numbered SSE events, bounded in count and bytes, so that a
  * client can resume with Last-Event-ID; a reader (struct mcp_stream) is what
- * the transport holds while it drains one into an HTTP response. It also
- * holds the module's clock helpers. Thread-safety: everything here runs
- * with srv->lock held, the one mutex that guards all session state, except
+ * the transport holds while it drains one into an HTTP response. Events
+ * hold references on immutable message texts (struct mcp_msg), so one text
+ * serves every stream it goes to, a reader copies it out without the lock,
+ * and the SSE framing (id, event, data) is written by the reader as it
+ * copies. Thread-safety: everything here runs with srv->lock held, except
+ * the mcp_msg_* functions and mcp_stream_free(), which need no lock, and
  * mcp_stream_read() and mcp_stream_release(), which take it themselves;
  * readers wait on the stream's condition variable with that mutex.
  */
@@ -15,6 +18,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -26,6 +30,43 @@
 #define SESSION_MAX_STREAMS 32
 #define STREAM_LINGER_S 300
 #define RETRY_MS 1000
+/* What the SSE framing of a message adds, for the stream's byte bound. */
+#define EVENT_FRAMING_BYTES 64
+
+/* ------------------------------------------------------------------ */
+/* message texts */
+
+struct mcp_msg *mcp_msg_new(char *text)
+{
+	struct mcp_msg *m;
+
+	if (!text)
+		return NULL;
+	m = malloc(sizeof(*m));
+	if (!m) {
+		free(text);
+		return NULL;
+	}
+	atomic_init(&m->refs, 1);
+	m->data = text;
+	m->len = strlen(text);
+	return m;
+}
+
+struct mcp_msg *mcp_msg_ref(struct mcp_msg *m)
+{
+	atomic_fetch_add_explicit(&m->refs, 1, memory_order_relaxed);
+	return m;
+}
+
+void mcp_msg_unref(struct mcp_msg *m)
+{
+	if (!m ||
+	    atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	free(m->data);
+	free(m);
+}
 
 /* ------------------------------------------------------------------ */
 /* streams */
@@ -37,6 +78,7 @@ struct stream *mcp_events_new(struct session *s, enum stream_kind kind)
 	if (!st)
 		return NULL;
 	st->sess = s;
+	st->refs = 1; /* the session's list */
 	st->id = ++s->next_stream_id;
 	st->kind = kind;
 	st->retry_ms = RETRY_MS;
@@ -47,16 +89,26 @@ struct stream *mcp_events_new(struct session *s, enum stream_kind kind)
 	return st;
 }
 
+void mcp_events_hold(struct stream *st)
+{
+	st->refs++;
+}
+
+void mcp_events_unref(struct mcp_server *srv, struct stream *st)
+{
+	if (--st->refs)
+		return;
+	st->next = srv->later_streams;
+	srv->later_streams = st;
+}
+
 static void event_free(struct event *e)
 {
-	if (!e)
-		return;
-	free(e->text);
-	free(e->json);
+	mcp_msg_unref(e->msg);
 	free(e);
 }
 
-static void stream_free(struct stream *st)
+void mcp_stream_free(struct stream *st)
 {
 	struct event *e = st->head;
 
@@ -70,7 +122,6 @@ static void stream_free(struct stream *st)
 	free(st);
 }
 
-/* Unlinks and frees a stream no reader uses. */
 void mcp_events_drop(struct session *s, struct stream *st)
 {
 	for (struct stream **pp = &s->streams; *pp; pp = &(*pp)->next) {
@@ -82,7 +133,25 @@ void mcp_events_drop(struct session *s, struct stream *st)
 	}
 	if (s->get_stream == st)
 		s->get_stream = NULL;
-	stream_free(st);
+	mcp_events_unref(s->srv, st);
+}
+
+static size_t event_bytes(const struct event *e)
+{
+	return e->msg->len + (e->raw ? 0 : EVENT_FRAMING_BYTES);
+}
+
+/* Unlinks and frees the first event of st. */
+static void drop_head(struct stream *st)
+{
+	struct event *e = st->head;
+
+	st->head = e->next;
+	if (!st->head)
+		st->tail = NULL;
+	st->n_events--;
+	st->bytes -= event_bytes(e);
+	event_free(e);
 }
 
 /* Drops the oldest events while the stream is over its bounds. */
@@ -90,111 +159,72 @@ static void stream_trim(struct stream *st)
 {
 	while (st->head && (st->n_events > STREAM_MAX_EVENTS ||
 	                    st->bytes > STREAM_MAX_BYTES)) {
-		struct event *e = st->head;
-
-		st->head = e->next;
-		if (!st->head)
-			st->tail = NULL;
-		st->n_events--;
-		st->bytes -= e->len;
-		st->dropped_upto = e->seq;
-		event_free(e);
+		st->dropped_upto = st->head->seq;
+		drop_head(st);
 	}
 }
 
-/*
- * Appends a message (takes ownership of json) as an event. The SSE record
- * carries an id unless the stream is legacy.
- */
-int mcp_events_push(struct stream *st, char *json, bool response)
+/* Appends an event holding a new reference on m and wakes the readers. */
+static int append(struct stream *st, struct mcp_msg *m, bool response, bool raw)
 {
-	struct event *e;
-	struct buf b;
-	int r;
+	struct event *e = calloc(1, sizeof(*e));
 
-	if (!json)
+	if (!e)
 		return -ENOMEM;
-	if (st->ended) {
-		free(json);
-		return -EPIPE;
-	}
-	e = calloc(1, sizeof(*e));
-	if (!e) {
-		free(json);
-		return -ENOMEM;
-	}
 	e->seq = ++st->next_seq;
-	buf_init(&b, 0);
-	if (st->kind == STREAM_LEGACY)
-		r = buf_printf(&b, "event: message\ndata: %s\n\n", json);
-	else
-		r = buf_printf(&b, "id: %u_%llu\nevent: message\ndata: %s\n\n",
-		               st->id, e->seq, json);
-	if (r < 0) {
-		buf_finish(&b);
-		free(json);
-		free(e);
-		return r;
-	}
-	e->text = buf_take(&b, &e->len);
+	e->msg = mcp_msg_ref(m);
 	e->response = response;
-	if (response)
-		e->json = json;
-	else
-		free(json);
-	if (!e->text) {
-		event_free(e);
-		return -ENOMEM;
-	}
-	if (!response)
-		st->sent_other = true;
+	e->raw = raw;
 	if (st->tail)
 		st->tail->next = e;
 	else
 		st->head = e;
 	st->tail = e;
 	st->n_events++;
-	st->bytes += e->len;
-	stream_trim(st);
+	st->bytes += event_bytes(e);
 	pthread_cond_broadcast(&st->cond);
+	return 0;
+}
+
+int mcp_events_push(struct stream *st, struct mcp_msg *m, bool response)
+{
+	int r;
+
+	if (!m)
+		return -ENOMEM;
+	if (st->ended)
+		return -EPIPE;
+	r = append(st, m, response, false);
+	if (r < 0)
+		return r;
+	if (!response)
+		st->sent_other = true;
+	stream_trim(st);
 	return 0;
 }
 
 /* Appends a raw SSE record (priming, endpoint) that is not a message. */
 int mcp_events_push_raw(struct stream *st, const char *fmt, ...)
 {
-	struct event *e = calloc(1, sizeof(*e));
+	struct mcp_msg *m;
 	struct buf b;
 	va_list ap;
 	int r;
 
-	if (!e)
-		return -ENOMEM;
-	e->seq = ++st->next_seq;
-	e->priming = true;
 	buf_init(&b, 4096);
 	va_start(ap, fmt);
 	r = buf_vprintf(&b, fmt, ap);
 	va_end(ap);
 	if (r < 0) {
 		buf_finish(&b);
-		free(e);
 		return r;
 	}
-	e->text = buf_take(&b, &e->len);
-	if (!e->text) {
-		free(e);
+	m = mcp_msg_new(buf_take(&b, NULL));
+	if (!m)
 		return -ENOMEM;
-	}
-	if (st->tail)
-		st->tail->next = e;
-	else
-		st->head = e;
-	st->tail = e;
-	st->n_events++;
-	st->bytes += e->len;
-	pthread_cond_broadcast(&st->cond);
-	return 0;
+	r = append(st, m, false, true);
+	mcp_msg_unref(m);
+	return r;
 }
 
 int mcp_events_prime(struct stream *st)
@@ -221,7 +251,7 @@ struct stream *mcp_session_find_stream(struct session *s, unsigned id)
 	return NULL;
 }
 
-/* Frees ended streams nobody reads once they are old or too many. */
+/* Drops ended streams nobody reads once they are old or too many. */
 void mcp_session_trim_streams(struct session *s, bool force_old)
 {
 	time_t t = mono_s();
@@ -250,10 +280,73 @@ struct mcp_stream *mcp_reader_new(struct mcp_server *srv, struct stream *st,
 	r->st = st;
 	r->sess = st->sess;
 	r->sess->refs++;
+	mcp_events_hold(st);
 	r->cursor = cursor;
 	r->generation = st->generation;
 	st->readers++;
 	return r;
+}
+
+/*
+ * Makes e the event r copies out next: a reference on its text and, for a
+ * message, the SSE lines that go before it. Lock held.
+ */
+static void reader_take(struct mcp_stream *r, const struct event *e)
+{
+	const struct stream *st = r->st;
+	int n = 0;
+
+	r->cursor = e->seq;
+	r->out_msg = mcp_msg_ref(e->msg);
+	r->out_off = 0;
+	r->out_tail = !e->raw;
+	if (e->raw)
+		n = 0;
+	else if (st->kind == STREAM_LEGACY)
+		n = snprintf(r->out_head, sizeof(r->out_head),
+		             "event: message\ndata: ");
+	else
+		n = snprintf(r->out_head, sizeof(r->out_head),
+		             "id: %u_%llu\nevent: message\ndata: ", st->id,
+		             e->seq);
+	r->out_head_len = n > 0 ? (size_t)n : 0;
+}
+
+/*
+ * Copies up to max bytes of the event being handed out (its SSE lines, its
+ * text, the blank line that ends it) into out. Lock NOT held: the text is
+ * immutable and only this reader's thread uses the out_* fields.
+ */
+static ssize_t reader_copy(struct mcp_stream *r, char *out, size_t max)
+{
+	const struct {
+		const char *p;
+		size_t len;
+	} seg[3] = {
+	    {r->out_head, r->out_head_len},
+	    {r->out_msg->data, r->out_msg->len},
+	    {"\n\n", r->out_tail ? 2 : 0},
+	};
+	size_t n = 0, base = 0;
+
+	for (size_t i = 0; i < 3; i++) {
+		if (n < max && r->out_off < base + seg[i].len) {
+			size_t from = r->out_off - base;
+			size_t k = seg[i].len - from;
+
+			if (k > max - n)
+				k = max - n;
+			memcpy(out + n, seg[i].p + from, k);
+			n += k;
+			r->out_off += k;
+		}
+		base += seg[i].len;
+	}
+	if (r->out_off == base) {
+		mcp_msg_unref(r->out_msg);
+		r->out_msg = NULL;
+	}
+	return (ssize_t)n;
 }
 
 ssize_t mcp_stream_read(struct mcp_stream *r, char *out, size_t max,
@@ -263,59 +356,31 @@ ssize_t mcp_stream_read(struct mcp_stream *r, char *out, size_t max,
 	struct stream *st = r->st;
 	struct timespec dl;
 	ssize_t n = -1;
+	bool got = false;
 
-	if (r->done || max == 0)
+	if (max == 0)
 		return -1;
-	pthread_mutex_lock(&srv->lock);
+	if (r->out_msg)
+		return reader_copy(r, out, max);
+	if (r->done)
+		return -1;
+	mcp_lock(srv);
 	mono_deadline(&dl, wait_ms);
 	for (;;) {
-		if (r->partial) {
-			size_t left = r->partial_len - r->partial_off;
-			size_t k = left < max ? left : max;
-
-			memcpy(out, r->partial + r->partial_off, k);
-			r->partial_off += k;
-			if (r->partial_off == r->partial_len) {
-				free(r->partial);
-				r->partial = NULL;
-			}
-			n = (ssize_t)k;
-			break;
-		}
 		if (r->generation != st->generation ||
 		    (r->post && st->cut_seq && r->cursor >= st->cut_seq)) {
 			/* Polling: this HTTP response ends here. */
 			r->done = true;
 			break;
 		}
-		struct event *e = st->head;
+		const struct event *e = st->head;
 
 		while (e && e->seq <= r->cursor)
 			e = e->next;
 		if (e) {
-			r->cursor = e->seq;
-			r->partial = malloc(e->len);
-			if (!r->partial) {
-				r->done = true;
-				break;
-			}
-			memcpy(r->partial, e->text, e->len);
-			r->partial_len = e->len;
-			r->partial_off = 0;
-			/* The legacy stream needs no replay. */
-			if (st->kind == STREAM_LEGACY) {
-				while (st->head && st->head->seq <= r->cursor) {
-					struct event *h = st->head;
-
-					st->head = h->next;
-					if (!st->head)
-						st->tail = NULL;
-					st->n_events--;
-					st->bytes -= h->len;
-					event_free(h);
-				}
-			}
-			continue;
+			reader_take(r, e);
+			got = true;
+			break;
 		}
 		if (st->ended) {
 			r->done = true;
@@ -327,32 +392,39 @@ ssize_t mcp_stream_read(struct mcp_stream *r, char *out, size_t max,
 			break;
 		}
 	}
-	if (n > 0)
+	if (got) {
 		r->sess->last_active = mono_s();
-	pthread_mutex_unlock(&srv->lock);
-	return n;
+		/* The legacy stream needs no replay. */
+		while (st->kind == STREAM_LEGACY && st->head &&
+		       st->head->seq <= r->cursor)
+			drop_head(st);
+	}
+	mcp_unlock(srv);
+	return got ? reader_copy(r, out, max) : n;
 }
 
 void mcp_stream_release(struct mcp_stream *r)
 {
 	struct mcp_server *srv;
 	struct session *s;
+	struct stream *st;
 
 	if (!r)
 		return;
 	srv = r->srv;
 	s = r->sess;
-	pthread_mutex_lock(&srv->lock);
-	r->st->readers--;
+	st = r->st;
+	mcp_lock(srv);
+	st->readers--;
 	s->last_active = mono_s();
 	/* A legacy session lives as long as its event stream. */
-	if (s->legacy && r->st == s->get_stream && !s->gone)
+	if (s->legacy && st == s->get_stream && !s->gone)
 		mcp_session_end(srv, s);
-	if (r->st->kind == STREAM_POST && r->st->ended && !r->st->readers &&
-	    !s->gone)
+	if (st->kind == STREAM_POST && st->ended && !st->readers && !s->gone)
 		mcp_session_trim_streams(s, false);
+	mcp_events_unref(srv, st);
 	mcp_session_unref(srv, s);
-	pthread_mutex_unlock(&srv->lock);
-	free(r->partial);
+	mcp_unlock(srv);
+	mcp_msg_unref(r->out_msg);
 	free(r);
 }

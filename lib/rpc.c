@@ -6,6 +6,7 @@
 #include "rpc.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -246,6 +247,12 @@ static bool key_is_id(const char *s, size_t a, size_t b)
 	return n == 2 && dec[0] == 'i' && dec[1] == 'd';
 }
 
+/*
+ * Longer than a screen on purpose: one iterative state machine whose three
+ * states (a value, a key, what follows a value) jump to one another and
+ * share the depth stack and the id being recorded; split into functions,
+ * they would hand all of that back and forth on every token.
+ */
 int rpc_scan(const char *s, size_t n, unsigned max_depth, struct rpc_scan *out)
 {
 	struct scanner sc = {.s = s, .n = n};
@@ -670,6 +677,17 @@ char *rpc_error(const char *id_raw, int code, const char *message, cJSON *data)
 	if (data)
 		cJSON_AddItemToObject(e, "data", data);
 	return envelope(id_raw, true, NULL, "error", e);
+}
+
+char *rpc_errorf(const char *id_raw, int code, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return rpc_error(id_raw, code, msg, NULL);
 }
 
 char *rpc_notification(const char *method, cJSON *params)

@@ -98,6 +98,12 @@ char *rpc_id_key(const cJSON *id);
  */
 char *rpc_result(const char *id_raw, cJSON *result);
 char *rpc_error(const char *id_raw, int code, const char *message, cJSON *data);
+/*
+ * An error response whose message is printf-formatted (cut at 511 bytes),
+ * with no data: the one way the server words an error for a client.
+ */
+char *rpc_errorf(const char *id_raw, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 char *rpc_notification(const char *method, cJSON *params);
 char *rpc_request(const char *id_raw, const char *method, cJSON *params);
 

@@ -49,14 +49,4 @@ tools_files_read_resource(struct workspace_mgr *mgr, const char *tenant,
                           const char *uri, cJSON **contents, char *err,
                           size_t errlen);
 
-/*
- * Strict base64 (RFC 4648 standard alphabet, '=' padding required, no white
- * space, no bits after the end): decodes n bytes of in into out (at least
- * n / 4 * 3 bytes). Returns 0 with *outlen, or -EINVAL with what is wrong
- * and where in err. Exposed for tests and fuzzing.
- */
-__attribute__((warn_unused_result)) int
-tools_files_base64_decode(const char *in, size_t n, unsigned char *out,
-                          size_t *outlen, char *err, size_t errlen);
-
 #endif

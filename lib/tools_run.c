@@ -18,6 +18,7 @@
 #include "attachio.h"
 #include "buf.h"
 #include "log.h"
+#include "tools_content.h"
 #include "runargs.h"
 #include "util/mono.h"
 
@@ -352,9 +353,9 @@ static void tools_run_add_workspace(cJSON *result, struct workspace *ws,
 			                "\n%zu links, FIFOs or sockets created "
 			                "in /data are never served",
 			                info.skipped);
-		r |= workspace_append_links(content, files);
-		r |= workspace_append_images(ws, content, files,
-		                             WORKSPACE_INLINE_IMAGES_MAX);
+		r |= tools_content_links(content, files);
+		r |= tools_content_images(ws, content, files,
+		                          WORKSPACE_INLINE_IMAGES_MAX);
 	} else {
 		cJSON_Delete(files);
 	}
@@ -364,8 +365,7 @@ static void tools_run_add_workspace(cJSON *result, struct workspace *ws,
 	tools_run_save_stream(sc, &text, ws, "stderr", err_fd, &res->err,
 	                      max_out);
 	if (workspace_usage(ws, &u) == 0) {
-		cJSON_AddItemToObject(sc, "workspace",
-		                      workspace_usage_json(&u));
+		cJSON_AddItemToObject(sc, "workspace", tools_content_usage(&u));
 		if (u.over)
 			r |= buf_puts(&text, "\n/data is at its quota: delete "
 			                     "files (delete_file) before the "

@@ -178,9 +178,6 @@ struct workspace_usage {
 __attribute__((warn_unused_result)) int
 workspace_usage(struct workspace *ws, struct workspace_usage *out);
 
-/* {"bytesUsed", "bytesQuota", "files", "filesQuota", "enforced", "over"}. */
-cJSON *workspace_usage_json(const struct workspace_usage *u);
-
 /*
  * Whether the workspace may take another run or upload of extra bytes
  * (0 when unknown). Returns 0, or -EDQUOT with a message for the model
@@ -253,26 +250,6 @@ __attribute__((warn_unused_result)) int
 workspace_changes(struct workspace *ws, const struct workspace_snapshot *before,
                   size_t max_entries, cJSON **files,
                   struct workspace_changes_info *info);
-
-/*
- * Appends to the content array one "resource_link" item per entry of
- * files (as made by workspace_changes): {"type": "resource_link", "uri":
- * url, "name", "title": "/data/...", "mimeType", "size"}. Returns 0 or
- * -ENOMEM.
- */
-__attribute__((warn_unused_result)) int
-workspace_append_links(cJSON *content, const cJSON *files);
-
-/*
- * Appends to content an "image" item (base64 data and mimeType) for each of
- * the first max_images entries of files that is a PNG, JPEG, GIF or WebP
- * by name and by its first bytes, and no larger than
- * INLINE_IMAGE_MAX_BYTES. Files are read through the same safe open path as
- * served files. Returns the number of images appended (>= 0) or -ENOMEM.
- */
-__attribute__((warn_unused_result)) int
-workspace_append_images(struct workspace *ws, cJSON *content,
-                        const cJSON *files, unsigned max_images);
 
 /*
  * Saves a stream's full output as ".mcp/<stream>-<YYYYMMDDTHHMMSSZ>-

@@ -30,6 +30,7 @@
 #include "mcp.h"
 #include "tap.h"
 #include "tools_files.h"
+#include "util/b64.h"
 #include "workspace.h"
 
 static char root[300];
@@ -401,34 +402,26 @@ static void test_base64(void)
 	char err[300];
 	size_t n;
 
-	ok(tools_files_base64_decode("aGVsbG8=", 8, out, &n, err,
-	                             sizeof(err)) == 0 &&
+	ok(b64_decode("aGVsbG8=", 8, out, &n, err, sizeof(err)) == 0 &&
 	       n == 5 && memcmp(out, "hello", 5) == 0,
 	   "base64 with padding");
-	ok(tools_files_base64_decode("", 0, out, &n, err, sizeof(err)) == 0 &&
-	       n == 0,
+	ok(b64_decode("", 0, out, &n, err, sizeof(err)) == 0 && n == 0,
 	   "empty base64");
-	ok(tools_files_base64_decode("aGVsbG8", 7, out, &n, err, sizeof(err)) ==
-	           -EINVAL &&
+	ok(b64_decode("aGVsbG8", 7, out, &n, err, sizeof(err)) == -EINVAL &&
 	       strstr(err, "multiple of 4"),
 	   "unpadded refused: %s", err);
-	ok(tools_files_base64_decode("aGVs\nbG8=", 9, out, &n, err,
-	                             sizeof(err)) == -EINVAL,
+	ok(b64_decode("aGVs\nbG8=", 9, out, &n, err, sizeof(err)) == -EINVAL,
 	   "line break refused");
-	ok(tools_files_base64_decode("aGVsbG8-", 8, out, &n, err,
-	                             sizeof(err)) == -EINVAL &&
+	ok(b64_decode("aGVsbG8-", 8, out, &n, err, sizeof(err)) == -EINVAL &&
 	       strstr(err, "base64url"),
 	   "base64url named: %s", err);
-	ok(tools_files_base64_decode("aG=sbG8=", 8, out, &n, err,
-	                             sizeof(err)) == -EINVAL,
+	ok(b64_decode("aG=sbG8=", 8, out, &n, err, sizeof(err)) == -EINVAL,
 	   "inner padding refused");
-	ok(tools_files_base64_decode("aGVsbG9=", 8, out, &n, err,
-	                             sizeof(err)) == -EINVAL &&
+	ok(b64_decode("aGVsbG9=", 8, out, &n, err, sizeof(err)) == -EINVAL &&
 	       strstr(err, "stray bits"),
 	   "non-canonical refused");
-	ok(tools_files_base64_decode("YQ==", 4, out, &n, err, sizeof(err)) ==
-	           0 &&
-	       n == 1 && out[0] == 'a',
+	ok(b64_decode("YQ==", 4, out, &n, err, sizeof(err)) == 0 && n == 1 &&
+	       out[0] == 'a',
 	   "two padding characters");
 }
 

@@ -180,5 +180,27 @@ int main(void)
 	       "\"message\":\"no \\\"such\\\" method\"}}",
 	       "error envelope escapes the message");
 	free(out);
+	out = rpc_errorf("7", RPC_INVALID_PARAMS, "unknown tool '%.3s'; %d",
+	                 "abcdef", 2);
+	is_str(out,
+	       "{\"jsonrpc\":\"2.0\",\"id\":7,\"error\":{\"code\":-32602,"
+	       "\"message\":\"unknown tool 'abc'; 2\"}}",
+	       "rpc_errorf formats the message");
+	free(out);
+	{
+		char big[1000];
+
+		memset(big, 'x', sizeof(big) - 1);
+		big[sizeof(big) - 1] = '\0';
+		out = rpc_errorf(NULL, RPC_INTERNAL_ERROR, "%s", big);
+		cJSON *o = out ? cJSON_Parse(out) : NULL;
+		const cJSON *m = cJSON_GetObjectItemCaseSensitive(
+		    cJSON_GetObjectItemCaseSensitive(o, "error"), "message");
+
+		ok(cJSON_IsString(m) && strlen(m->valuestring) == 511,
+		   "rpc_errorf cuts a long message at 511 bytes");
+		cJSON_Delete(o);
+		free(out);
+	}
 	return tap_done();
 }

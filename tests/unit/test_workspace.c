@@ -21,6 +21,7 @@
 #include "fsname.h"
 #include "fstree.h"
 #include "tap.h"
+#include "tools_content.h"
 #include "workspace.h"
 
 static char root[256], host[] = "/srv/host-view";
@@ -508,14 +509,14 @@ static void test_run_support(void)
 		   "entry fields");
 	}
 	content = cJSON_CreateArray();
-	ok(workspace_append_links(content, files) == 0 &&
+	ok(tools_content_links(content, files) == 0 &&
 	       cJSON_GetArraySize(content) == 3 &&
 	       strcmp(
 	           cJSON_GetObjectItem(cJSON_GetArrayItem(content, 0), "type")
 	               ->valuestring,
 	           "resource_link") == 0,
 	   "resource links");
-	r = workspace_append_images(ws, content, files, 3);
+	r = tools_content_images(ws, content, files, 3);
 	ok(r == 1, "one inline image (the fake PNG is not one)");
 	{
 		const cJSON *img = cJSON_GetArrayItem(content, 3);
