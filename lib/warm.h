@@ -54,7 +54,10 @@ __attribute__((warn_unused_result)) int
 warm_create(const struct config *cfg, struct backend *be, const char *boot,
             struct warm **out, char *err, size_t errlen);
 
-/* Ends every session and pool box, then frees. NULL-safe. */
+/*
+ * Ends every session and pool box, then frees. Sessions hold workspace
+ * handles: call before the workspace manager is destroyed. NULL-safe.
+ */
 void warm_destroy(struct warm *w);
 
 /*
