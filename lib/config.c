@@ -173,7 +173,7 @@ static const struct setting settings[] = {
      "How often runner images are rediscovered"},
 
     /* warm sessions */
-    {"SANDBOX_WARM", SET_BOOL, "false", OFF(warm), 0, 0, "true",
+    {"SANDBOX_WARM", SET_BOOL, "true", OFF(warm), 0, 0, "true",
      "Keep a warm session (a running box; for Python a live interpreter) "
      "per conversation and language between runs"},
     {"SANDBOX_WARM_IDLE_SECONDS", SET_UINT, "600", OFF(warm_idle_s), 1, 604800,
