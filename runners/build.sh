@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Build the mcp-sandboxd runner images: mcp-sandboxd/runner-<lang>:latest for
-# every runners/<lang>/Dockerfile (python, typescript, bash).
+# every runners/<lang>/Dockerfile (bash, c, cpp, go, php, python, ruby, rust,
+# typescript), in that order: c before cpp and rust, whose first layer (GCC)
+# is the same and is then taken from the build cache.
 #
 # Offline by default: the base image mcp-sandboxd/base:bookworm is made locally
 # with debootstrap + docker import (no container registry needed). Those who can
