@@ -10,11 +10,15 @@
 // daemon has OAuth, the same with OAuth on.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { mkdirSync, readFileSync, symlinkSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { BIN, startDaemon } from './lib/daemon.mjs';
-import { PARSER_ERROR, claude, claudeUser, claudeVersion, mcpStatus, parseMcpList } from './lib/claude_code.mjs';
+import { PARSER_ERROR, claude, claudeBin, claudeUser, claudeVersion, mcpStatus, parseMcpList } from './lib/claude_code.mjs';
 
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const TOOLS = ['delete_file', 'list_files', 'list_runners', 'run_code', 'upload_file'];
 // The server's words about a missing or wrong token (lib/http_route.c).
 const MISSING = /missing bearer token/;
@@ -172,6 +176,80 @@ describe(`Claude Code ${claudeVersion()} with a static bearer token (OAuth off)`
     }
     assertClean(r.out.replaceAll(d.token, ''), d, 'mcp_status');
     assertClean(r.err, d, 'stream-json stderr');
+  });
+});
+
+/**
+ * Runs a shell snippet as a person would paste it, with `claude` on PATH
+ * and the user's HOME and project directory. Resolves { code, out }.
+ */
+function shell(user, script, env = {}) {
+  const bin = path.join(user.home, 'bin');
+  mkdirSync(bin, { recursive: true });
+  try {
+    symlinkSync(claudeBin(), path.join(bin, 'claude'));
+  } catch {
+    /* there already */
+  }
+  const r = spawnSync('bash', ['--norc', '--noprofile', '-e', '-c', script], {
+    cwd: user.project,
+    env: { PATH: `${bin}:${process.env.PATH}`, HOME: user.home, MCP_TIMEOUT: '60000', DISABLE_AUTOUPDATER: '1', CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1', ...env },
+    encoding: 'utf8',
+    timeout: 240000,
+  });
+  return { code: r.status ?? r.signal, out: `${r.stdout}${r.stderr}` };
+}
+
+describe('the Claude Code commands in README.md and deploy/run.sh', () => {
+  let d;
+  const users = [];
+
+  before(async () => {
+    d = await startDaemon({ name: 'claude-code-docs', env: { MCP_INSTANCE_NAME: `claude-code-docs-${process.pid}` } });
+  });
+  after(async () => {
+    await d?.stopClean();
+    for (const u of users) u.remove();
+  });
+
+  test("README.md's block connects; without the variable it saves an empty Bearer", T, async () => {
+    const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+    const m = /### Claude Code\n\n```sh\n([\s\S]*?)```/.exec(readme);
+    assert.ok(m, 'README.md has a Claude Code block');
+    const block = m[1].replaceAll('http://127.0.0.1:8080', d.base);
+    assert.match(block, /^export MCP_API_TOKEN=<the token>/m);
+    let user = claudeUser('mcpsd-claude-readme-');
+    users.push(user);
+    let r = shell(user, block.replace('<the token>', d.token));
+    assert.equal(r.code, 0, r.out);
+    assert.match(r.out, new RegExp(`sandbox: ${d.base}/mcp \\(HTTP\\) - ✔ Connected`), r.out);
+    // Another directory: -s user made it available there too.
+    const elsewhere = path.join(user.home, 'elsewhere');
+    mkdirSync(elsewhere);
+    r = shell(user, `cd ${elsewhere} && claude mcp list`);
+    assert.match(r.out, /sandbox: .* - ✔ Connected/, `-s user: everywhere (${r.out})`);
+    // The same block, the variable forgotten: no error, an empty Bearer.
+    user = claudeUser('mcpsd-claude-readme-unset-');
+    users.push(user);
+    r = shell(user, block.replace(/^export MCP_API_TOKEN=.*\n/m, '').replace('claude mcp list', 'claude mcp list; claude mcp get sandbox'), {});
+    assert.equal(r.code, 0, r.out);
+    assert.match(r.out, /missing bearer token/, r.out);
+    assert.match(r.out, /^ {4}Authorization: Bearer$/m, r.out);
+  });
+
+  test("deploy/run.sh's printed command connects", T, () => {
+    const fn = /^print_clients\(\) \{\n[\s\S]*?^\}\n/m.exec(readFileSync(path.join(ROOT, 'deploy/run.sh'), 'utf8'));
+    assert.ok(fn, 'deploy/run.sh has print_clients');
+    const user = claudeUser('mcpsd-claude-runsh-');
+    users.push(user);
+    let r = shell(user, `${fn[0]}\nprint_clients`, { URL: d.url, BASE: d.base, TOKEN: d.token });
+    assert.equal(r.code, 0, r.out);
+    const cmd = /^Claude Code[^\n]*\n(?:[^\n]*\n)*?((?: {2}claude [^\n]*\n(?: {4}[^\n]*\n)?)+)/m.exec(r.out);
+    assert.ok(cmd, `the Claude Code lines in: ${r.out}`);
+    assert.ok(cmd[1].includes(d.token) && cmd[1].includes(d.url), cmd[1]);
+    r = shell(user, cmd[1]);
+    assert.equal(r.code, 0, r.out);
+    assert.match(r.out, new RegExp(`sandbox: ${d.url} \\(HTTP\\) - ✔ Connected`), r.out);
   });
 });
 
