@@ -6,8 +6,9 @@
 // control request `mcp_status`, which lists the server's tools. With a
 // wrong token and with none, Claude Code must show the person the token
 // problem and what to do wherever it shows a server's reason (its status
-// output, and its MCP log files under HOME), never a parser error. When the
-// daemon has OAuth, the same with OAuth on.
+// output, and its MCP log files under HOME), never a parser error. The
+// Claude Code commands of README.md and deploy/run.sh run as written. When
+// the daemon has OAuth, the wrong- and no-token cases with OAuth on.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
