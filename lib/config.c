@@ -160,6 +160,14 @@ static const struct setting settings[] = {
     {"SANDBOX_OUTPUT_MAX_BYTES", SET_BYTES, "16m", OFF(output_max_bytes), 1024,
      4096.0 * 1024 * 1024, "16m",
      "Output past which a run is stopped (status output_limit)"},
+    {"SANDBOX_OUTPUT_SAVED_FILES", SET_UINT, "10", OFF(output_saved_files), 0,
+     100000, "10",
+     "Whole outputs kept saved in a conversation's /data/.mcp; older ones "
+     "are deleted first (0: never save)"},
+    {"SANDBOX_OUTPUT_SAVED_BYTES", SET_BYTES, "32m", OFF(output_saved_bytes), 0,
+     4096.0 * 1024 * 1024, "32m",
+     "Bytes the saved whole outputs of a conversation may take (at most "
+     "half its quota); older ones are deleted to make room"},
 
     /* many runs */
     {"SANDBOX_MAX_CONCURRENT", SET_UINT, "0", OFF(max_concurrent), 0, 4096, "4",

@@ -75,6 +75,8 @@ struct config {
 	size_t env_max_bytes;
 	size_t output_inline_bytes;
 	size_t output_max_bytes;
+	unsigned output_saved_files;
+	size_t output_saved_bytes;
 
 	/* many runs */
 	unsigned max_concurrent;
