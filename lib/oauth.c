@@ -22,9 +22,7 @@
 #include "oauth_page.h"
 #include "util/errmsg.h"
 #include "util/hex.h"
-#include "util/mono.h"
 
-#define PURGE_INTERVAL_MS (10 * 60 * 1000)
 #define UNUSED_CLIENT_DAYS 7
 #define REGISTER_BURST 20
 #define REGISTER_PER_S (1.0 / 6) /* ten a minute from one address */
@@ -208,25 +206,6 @@ static int sweep_unbound(struct oauth *o, char *err, size_t errlen)
 	return 0;
 }
 
-static void *purge_main(void *arg)
-{
-	struct oauth *o = arg;
-	struct timespec dl;
-
-	pthread_mutex_lock(&o->purge_mu);
-	while (!o->stop) {
-		mono_deadline(&dl, PURGE_INTERVAL_MS);
-		pthread_cond_timedwait(&o->purge_cond, &o->purge_mu, &dl);
-		if (o->stop)
-			break;
-		pthread_mutex_unlock(&o->purge_mu);
-		(void)oauth_purge(o);
-		pthread_mutex_lock(&o->purge_mu);
-	}
-	pthread_mutex_unlock(&o->purge_mu);
-	return NULL;
-}
-
 int oauth_create(const struct config *cfg, struct store *st, struct oauth **out,
                  char *err, size_t errlen)
 {
@@ -242,8 +221,6 @@ int oauth_create(const struct config *cfg, struct store *st, struct oauth **out,
 	o->cfg = cfg;
 	o->st = st;
 	pthread_mutex_init(&o->mu, NULL);
-	pthread_mutex_init(&o->purge_mu, NULL);
-	mono_cond_init(&o->purge_cond);
 	snprintf(o->resource, sizeof(o->resource), "%s/mcp", base);
 	o->audiences[0] = buf_asprintf("%s/mcp", base);
 	o->audiences[1] = buf_asprintf("%s/mcp/", base);
@@ -299,14 +276,10 @@ int oauth_create(const struct config *cfg, struct store *st, struct oauth **out,
 		                "cannot purge expired OAuth rows in the store "
 		                "%s (see the log)",
 		                store_path(st));
-	if (r == 0 && pthread_create(&o->purger, NULL, purge_main, o) != 0)
-		r = errmsg_fail(-EAGAIN, err, errlen,
-		                "cannot start the OAuth purge thread");
 	if (r < 0) {
 		oauth_destroy(o);
 		return r;
 	}
-	o->purger_started = true;
 	*out = o;
 	return 0;
 }
@@ -315,13 +288,6 @@ void oauth_destroy(struct oauth *o)
 {
 	if (!o)
 		return;
-	if (o->purger_started) {
-		pthread_mutex_lock(&o->purge_mu);
-		o->stop = true;
-		pthread_cond_broadcast(&o->purge_cond);
-		pthread_mutex_unlock(&o->purge_mu);
-		pthread_join(o->purger, NULL);
-	}
 	for (size_t i = 0; i < OAUTH_MAX_PENDING; i++)
 		oauth_pending_clear(&o->pending[i]);
 	for (size_t i = 0; i < OAUTH_MAX_AUDIENCES; i++)
@@ -332,8 +298,6 @@ void oauth_destroy(struct oauth *o)
 	ratelimit_destroy(o->consent_all);
 	free(o->tenants);
 	pthread_mutex_destroy(&o->mu);
-	pthread_mutex_destroy(&o->purge_mu);
-	pthread_cond_destroy(&o->purge_cond);
 	free(o);
 }
 
@@ -361,6 +325,11 @@ long long oauth_purge(struct oauth *o)
 		          "client(s)",
 		          n, clients);
 	return n + clients;
+}
+
+void oauth_job_purge(void *o)
+{
+	(void)oauth_purge(o);
 }
 
 /* ---- metadata ------------------------------------------------------------ */

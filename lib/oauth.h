@@ -8,7 +8,8 @@
  * refresh token grants; refresh tokens rotate, and a rotated one presented
  * again revokes its grant), revocation (RFC 7009), Client ID Metadata
  * Documents when the operator turns them on, and the check of access
- * tokens on MCP requests, audience (RFC 8707) included.
+ * tokens on MCP requests, audience (RFC 8707) included. oauth_http.c puts
+ * it on the HTTP front.
  *
  * A grant belongs to the tenant whose static API token approved it on the
  * consent page, and carries a fingerprint of that token: an access token
@@ -80,18 +81,17 @@ struct oauth_resp {
 void oauth_resp_finish(struct oauth_resp *r);
 
 /*
- * Creates the server for cfg (which must have cfg->oauth set) on the store:
- * drops grants whose tenant's token changed or went away since the last
- * start (logged per tenant), and starts a thread that purges what expires.
- * cfg and st are borrowed and must outlive it. -ENOMEM, -EIO (the store)
- * with a message in err.
+ * Creates the server for cfg (which must have cfg->oauth set) on the store,
+ * and drops grants whose tenant's token changed or went away since the last
+ * start (logged). cfg and st are borrowed and must outlive it. -ENOMEM,
+ * -EIO (the store) with a message in err.
  */
 __attribute__((warn_unused_result)) int oauth_create(const struct config *cfg,
                                                      struct store *st,
                                                      struct oauth **out,
                                                      char *err, size_t errlen);
 
-/* Stops the purge thread and frees. NULL-safe. */
+/* Frees. NULL-safe. */
 void oauth_destroy(struct oauth *o);
 
 /* The authorization server metadata (RFC 8414), as JSON. */
@@ -152,9 +152,12 @@ char *oauth_challenge(struct oauth *o, const char *path, enum oauth_verdict v,
 
 /*
  * Removes expired codes, tokens and grants and prunes clients never used
- * for a week; the purge thread calls it every few minutes. Returns the
- * rows removed, or a negative errno.
+ * for a week. Returns the rows removed, or a negative errno.
  */
 long long oauth_purge(struct oauth *o);
+
+/* oauth_purge as a housekeeping job (cron.h), every OAUTH_PURGE_MS. */
+#define OAUTH_PURGE_MS (10 * 60 * 1000)
+void oauth_job_purge(void *o);
 
 #endif

@@ -61,11 +61,6 @@ struct oauth {
 
 	pthread_mutex_t mu;
 	struct oauth_pending pending[OAUTH_MAX_PENDING];
-
-	pthread_mutex_t purge_mu;
-	pthread_cond_t purge_cond;
-	pthread_t purger;
-	bool purger_started, stop;
 };
 
 /* SHA-256 of n bytes at s. */

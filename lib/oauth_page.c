@@ -113,7 +113,7 @@ static int head(struct buf *b, const char *title)
 	                    "<meta charset=\"utf-8\">"
 	                    "<meta name=\"viewport\" content=\"width=device-"
 	                    "width, initial-scale=1\">"
-	                    "<meta name=\"referrer\" content=\"no-referrer\">"
+	                    "<meta name=\"referrer\" content=\"same-origin\">"
 	                    "<title>");
 
 	if (r == 0)
@@ -126,11 +126,13 @@ static int head(struct buf *b, const char *title)
 	return r;
 }
 
-/* "1 hour", "90 minutes", "2 hours". */
+/* After "every": "hour", "2 hours", "90 minutes". */
 static void duration(unsigned s, char *out, size_t n)
 {
-	if (s % 3600 == 0)
-		snprintf(out, n, "%u hour%s", s / 3600, s == 3600 ? "" : "s");
+	if (s == 3600)
+		snprintf(out, n, "hour");
+	else if (s % 3600 == 0)
+		snprintf(out, n, "%u hours", s / 3600);
 	else
 		snprintf(out, n, "%u minutes", s / 60);
 }
@@ -220,9 +222,10 @@ char *oauth_page_consent(const struct oauth_page_consent *p)
 		    "name=\"action\" value=\"approve\">Approve</button>"
 		    "<button type=\"submit\" name=\"action\" value=\"deny\" "
 		    "class=\"secondary\">Deny</button></div>\n</form>\n"
-		    "<p class=\"fine\">Access tokens last %s and are renewed "
-		    "for up to %u days of disuse. Changing the tenant's API "
-		    "token ends every access approved with it.</p>\n"
+		    "<p class=\"fine\">The application's access is renewed "
+		    "every %s while it uses it, and ends after %u days "
+		    "without use, when it is disconnected, or when the "
+		    "tenant's API token changes.</p>\n"
 		    "</main></body></html>\n",
 		    ttl, p->refresh_ttl_days);
 	if (r < 0) {
