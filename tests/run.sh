@@ -321,6 +321,8 @@ layer_integration() {
 # run_integration NAME: the node suites against the daemon binaries
 # (MCPSD_BIN_OVERRIDE replaces both with one build, e.g. the sanitizer's).
 run_integration() {
+	# sqlite3: the OAuth tests read the daemon's store to check it.
+	ensure_apt sqlite3
 	ensure_node_modules "$NODE_DIR"
 	mkdir -p "$LOG_DIR"
 	local out pass fail skip bin fix
