@@ -231,7 +231,8 @@ static const struct setting settings[] = {
     /* OAuth and the durable store */
     {"OAUTH_ENABLED", SET_STR, "auto", DERIVED, 0, 0, "true",
      "OAuth 2.1 authorization server for claude.ai and other OAuth clients: "
-     "auto (on when PUBLIC_BASE_URL is https), true or false"},
+     "auto (on when PUBLIC_BASE_URL is https without a path), true or "
+     "false"},
     {"OAUTH_REDIRECT_HOSTS", SET_STR, "claude.ai,claude.com,loopback", DERIVED,
      0, 0, "claude.ai,claude.com,loopback,app.example.com",
      "Hosts an OAuth client may send the browser back to (https); "
@@ -982,13 +983,28 @@ static int derive_oauth(struct config *cfg, char *err, size_t errlen)
 		    cfg->oauth_cimd_ca_file, strerror(errno));
 
 	v = raw(cfg, "OAUTH_ENABLED");
-	if (!*v || strcasecmp(v, "auto") == 0)
-		want = https && !cfg->auth_none;
-	else if (parse_bool(v, &want) < 0)
+	if (!*v || strcasecmp(v, "auto") == 0) {
+		/*
+		 * auto never refuses to start: a deployment that worked
+		 * before OAuth existed (MCP_AUTH=none, or a base URL with a
+		 * path behind a proxy) keeps working, without OAuth.
+		 */
+		want = https && !cfg->auth_none && !strchr(hp, '/');
+		cfg->oauth_why = want     ? "auto: PUBLIC_BASE_URL is https"
+		                 : !https ? "auto: PUBLIC_BASE_URL is not https"
+		                 : cfg->auth_none
+		                     ? "auto: MCP_AUTH=none"
+		                     : "auto: PUBLIC_BASE_URL has a path; "
+		                       "OAuth needs the root of a host name";
+	} else if (parse_bool(v, &want) < 0) {
 		return errmsg_fail(-EINVAL, err, errlen,
 		                   "OAUTH_ENABLED='%s' is not auto, true or "
 		                   "false, e.g. OAUTH_ENABLED=auto",
 		                   v);
+	} else {
+		cfg->oauth_why =
+		    want ? "OAUTH_ENABLED=true" : "OAUTH_ENABLED=false";
+	}
 	if (!want)
 		return 0;
 	if (cfg->auth_none)
@@ -1502,8 +1518,9 @@ void config_print(const struct config *cfg, FILE *out)
 			                                   : "set",
 			        fp);
 		} else if (strcmp(name, "OAUTH_ENABLED") == 0) {
-			fprintf(out, "%s=%s\n", name,
-			        cfg->oauth ? "true" : "false");
+			fprintf(out, "%s=%s\n# (%s)\n", name,
+			        cfg->oauth ? "true" : "false",
+			        cfg->oauth_why ? cfg->oauth_why : "");
 		} else if (strcmp(name, "OAUTH_REDIRECT_HOSTS") == 0) {
 			print_list(out, name, cfg->oauth_redirect_hosts);
 			if (cfg->oauth_redirect_loopback)

@@ -109,6 +109,7 @@ struct config {
 
 	/* OAuth authorization server and the durable store */
 	bool oauth;                   /* OAUTH_ENABLED resolved */
+	const char *oauth_why;        /* static: how auto decided */
 	char *oauth_issuer;           /* the origin of PUBLIC_BASE_URL */
 	char **oauth_redirect_hosts;  /* https hosts; NULL-terminated */
 	bool oauth_redirect_loopback; /* 'loopback' was listed */

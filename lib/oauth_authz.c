@@ -619,7 +619,14 @@ void oauth_consent(struct oauth *o, const struct oauth_req *rq,
 		out->retry_after = wait;
 		goto out;
 	}
-	t = oauth_tenant_of_token(o, token ? token : "");
+	if (!token) {
+		/* Nothing was guessed: no charge against the limits. */
+		render_consent(o, p, "Enter the API token to approve.", 400,
+		               out);
+		pthread_mutex_unlock(&o->mu);
+		goto out;
+	}
+	t = oauth_tenant_of_token(o, token);
 	if (!t) {
 		(void)ratelimit_take(o->consent_addr, addr, NULL);
 		(void)ratelimit_take(o->consent_all, "", NULL);
