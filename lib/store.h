@@ -90,7 +90,9 @@ const char *store_path(const struct store *st);
 /*
  * Begins a transaction: write=true takes the write lock at once (BEGIN
  * IMMEDIATE), so it cannot fail later for a lock upgrade; write=false is a
- * read snapshot. Blocks while another thread's transaction is open. On
+ * read snapshot. Blocks while another thread's transaction is open; never
+ * begin a second transaction on a thread that holds one (it would wait for
+ * itself). On
  * success *tx is valid until store_commit or store_rollback, which must be
  * called on the same thread. -EBUSY when another process holds the lock
  * past STORE_BUSY_MS, -EIO otherwise (logged).
