@@ -13,6 +13,7 @@
 
 #include <openssl/crypto.h>
 
+#include "util/b64.h"
 #include "util/errmsg.h"
 #include "util/pct.h"
 
@@ -192,60 +193,6 @@ const char *oauth_form_get(const struct oauth_form *f, const char *key)
 	return NULL;
 }
 
-static int b64_value(unsigned char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+')
-		return 62;
-	if (c == '/')
-		return 63;
-	return -1;
-}
-
-/* Strict base64 (padding required, nothing else) into out. */
-static int b64_decode(const char *s, size_t n, char *out, size_t outsize,
-                      size_t *outlen)
-{
-	size_t o = 0;
-
-	if (n == 0 || n % 4 != 0)
-		return -EINVAL;
-	for (size_t i = 0; i < n; i += 4) {
-		int v[4];
-		size_t pad = 0;
-
-		for (size_t k = 0; k < 4; k++) {
-			unsigned char c = (unsigned char)s[i + k];
-
-			if (c == '=' && i + 4 == n && k >= 2) {
-				v[k] = 0;
-				pad++;
-				continue;
-			}
-			if (pad)
-				return -EINVAL; /* data after '=' */
-			v[k] = b64_value(c);
-			if (v[k] < 0)
-				return -EINVAL;
-		}
-		if (o + 3 - pad >= outsize)
-			return -EINVAL;
-		out[o++] = (char)(v[0] << 2 | v[1] >> 4);
-		if (pad < 2)
-			out[o++] = (char)((v[1] & 15) << 4 | v[2] >> 2);
-		if (pad < 1)
-			out[o++] = (char)((v[2] & 3) << 6 | v[3]);
-	}
-	out[o] = '\0';
-	*outlen = o;
-	return 0;
-}
-
 /* Form-decodes n bytes into a bounded buffer. */
 static int part(const char *s, size_t n, char *out, size_t outsize)
 {
@@ -277,7 +224,9 @@ int oauth_form_basic(const char *header, char *id, size_t idlen, char *secret,
 	len = strlen(p);
 	while (len && p[len - 1] == ' ')
 		len--;
-	if (b64_decode(p, len, raw, sizeof(raw), &n) < 0 ||
+	/* Room for what len base64 characters decode to, and a NUL. */
+	if (len / 4 * 3 >= sizeof(raw) ||
+	    b64_decode(p, len, (unsigned char *)raw, &n, NULL, 0) < 0 ||
 	    memchr(raw, '\0', n))
 		return -EINVAL;
 	colon = memchr(raw, ':', n);
