@@ -21,7 +21,8 @@ int main(void)
 	FILE *f;
 	char buf[64];
 
-	if (pthread_create(&t, NULL, square, &v) != 0 || pthread_join(t, NULL) != 0 || v != 144)
+	if (pthread_create(&t, NULL, square, &v) != 0 ||
+	    pthread_join(t, NULL) != 0 || v != 144)
 		return 1;
 	if (fabs(sqrt(2.0) * sqrt(2.0) - 2.0) > 1e-12)
 		return 2;
