@@ -270,6 +270,9 @@ static const struct setting settings[] = {
      "/etc/ssl/certs/ca-certificates.crt",
      "CA bundle for fetching client metadata documents (default: the "
      "system's)"},
+    {"STDIO_TENANT", SET_STR, "default", OFF(stdio_tenant), 0, 0, "desktop",
+     "Tenant of the client served by --stdio: its conversations are the "
+     "ones of the HTTP token with this tenant name"},
     {"STORE_PATH", SET_STR, "", DERIVED, 0, 0, "/var/lib/mcp-sandboxd/state.db",
      "SQLite file of the daemon's durable state, e.g. OAuth clients and "
      "grants (default: SANDBOX_ROOT/state.db)"},
@@ -1354,6 +1357,12 @@ static int derive(struct config *cfg, char *err, size_t errlen)
 	r = parse_secret(cfg, err, errlen);
 	if (r < 0)
 		return r;
+	if (!tenant_name_ok(cfg->stdio_tenant, strlen(cfg->stdio_tenant)))
+		return errmsg_fail(-EINVAL, err, errlen,
+		                   "STDIO_TENANT='%.64s' must be 1-64 letters, "
+		                   "digits, '_', '-' or '.', e.g. "
+		                   "STDIO_TENANT=desktop",
+		                   cfg->stdio_tenant);
 	return derive_oauth(cfg, err, errlen);
 }
 

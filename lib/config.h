@@ -123,6 +123,7 @@ struct config {
 	char **oauth_cimd_hosts;  /* hosts documents may come from; "*" */
 	char *oauth_cimd_ca_file; /* "" = the system's CAs */
 	char *store_path;
+	char *stdio_tenant; /* --stdio: the tenant of the local client */
 
 	char **dotenv_; /* private: KEY=VALUE pairs read from the .env file */
 };

@@ -9,10 +9,12 @@
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 
 #include "build_config.h"
 #include "config.h"
@@ -25,6 +27,7 @@
 #include "oauth_http.h"
 #include "runner.h"
 #include "stats.h"
+#include "stdio_mcp.h"
 #include "store.h"
 #include "tools_files.h"
 #include "tools_run.h"
@@ -37,11 +40,21 @@
 #define EXIT_CONFIG 2
 
 /* Discovery found, lost or changed a runner: clients re-list tools. */
+static atomic_bool stdin_closed;
+
+/* --stdio: the client closed standard input; stop as on SIGTERM. */
+static void stdin_ended(void *arg)
+{
+	(void)arg;
+	atomic_store(&stdin_closed, true);
+	kill(getpid(), SIGTERM);
+}
+
 static void usage(FILE *out)
 {
 	fprintf(
 	    out,
-	    "Usage: mcp-sandboxd [--env-file PATH] [--check-config]\n"
+	    "Usage: mcp-sandboxd [--env-file PATH] [--check-config] [--stdio]\n"
 	    "       mcp-sandboxd --help | --version\n"
 	    "\n"
 	    "A remote MCP server that runs Python, TypeScript and Bash in\n"
@@ -52,6 +65,10 @@ static void usage(FILE *out)
 	    "  --env-file PATH   read settings from PATH instead of ./.env\n"
 	    "  --check-config    validate, print the effective settings\n"
 	    "                    (secrets masked) and exit\n"
+	    "  --stdio           also serve one local MCP client on standard\n"
+	    "                    input and output (newline-delimited JSON-RPC)\n"
+	    "                    as the tenant STDIO_TENANT; exits when\n"
+	    "                    standard input ends. Logs go to stderr.\n"
 	    "  --help            show this help\n"
 	    "  --version         print the version\n"
 	    "\n"
@@ -66,10 +83,12 @@ int main(int argc, char **argv)
 	    {"version", no_argument, NULL, 'V'},
 	    {"check-config", no_argument, NULL, 'c'},
 	    {"env-file", required_argument, NULL, 'e'},
+	    {"stdio", no_argument, NULL, 's'},
 	    {NULL, 0, NULL, 0},
 	};
 	const char *env_file = ".env";
-	bool check = false;
+	bool check = false, use_stdio = false;
+	struct stdio_mcp *sio = NULL;
 	struct config cfg;
 	char err[1024];
 	struct mcp_server *mcp = NULL;
@@ -96,6 +115,9 @@ int main(int argc, char **argv)
 			break;
 		case 'e':
 			env_file = optarg;
+			break;
+		case 's':
+			use_stdio = true;
 			break;
 		default:
 			usage(stderr);
@@ -250,8 +272,29 @@ int main(int argc, char **argv)
 	         http_server_port(http), cfg.public_base_url, cfg.n_tokens,
 	         oauth ? "on" : "off");
 
+	if (use_stdio) {
+		struct stdio_mcp_opts so = {
+		    .tenant = cfg.stdio_tenant,
+		    .max_line = cfg.max_body_bytes,
+		    .in_fd = STDIN_FILENO,
+		    .out_fd = STDOUT_FILENO,
+		    .on_eof = stdin_ended,
+		};
+
+		if (stdio_mcp_start(mcp, &so, &sio, err, sizeof(err)) < 0) {
+			log_errorx("stdio: %s", err);
+			rc = 1;
+			goto out;
+		}
+		log_info("serving MCP on standard input and output as tenant "
+		         "'%s'",
+		         cfg.stdio_tenant);
+	}
+
 	while (sigwait(&sigs, &sig) != 0)
 		;
+	if (atomic_load(&stdin_closed))
+		log_info("standard input ended; stopping");
 	log_info("received %s; draining (new calls are refused, running "
 	         "ones may take up to %u s)",
 	         sig == SIGTERM ? "SIGTERM" : "SIGINT", cfg.max_timeout_s);
@@ -271,9 +314,12 @@ int main(int argc, char **argv)
 	 * Then wait for every answer to leave before closing connections.
 	 */
 	mcp_server_close_sessions(mcp);
+	stdio_mcp_stop(sio, 5000);
+	sio = NULL;
 	if (http_server_wait_idle(http, 5000))
 		log_warnx("some responses were still being sent at shutdown");
 out:
+	stdio_mcp_stop(sio, 0);
 	cron_destroy(cron);
 	http_server_destroy(http);
 	mcp_server_destroy(mcp);
