@@ -603,8 +603,7 @@ static int docker_get_json(struct docker *d, const char *path, cJSON **out,
 	return r;
 }
 
-int docker_engine_info(struct docker *d, cJSON **out, char *err,
-                       size_t errlen)
+int docker_engine_info(struct docker *d, cJSON **out, char *err, size_t errlen)
 {
 	int r;
 
