@@ -29,8 +29,10 @@
 #ifndef MCPSD_BACKEND_H
 #define MCPSD_BACKEND_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -84,6 +86,17 @@ struct box_spec {
 	unsigned memory_mb; /* 0: SANDBOX_MEMORY_MB */
 	double cpus;        /* 0: SANDBOX_CPUS */
 	time_t deadline;    /* unix time after which it may be reaped */
+	/*
+	 * Account the box's usage so that box_usage can tell it after the
+	 * box stopped (a one-off run's peak memory and CPU time).
+	 */
+	bool measure;
+};
+
+/* What a box used, from the kernel's accounting; -1 when unknown. */
+struct box_usage {
+	long long memory_peak_bytes; /* highest memory use, page cache too */
+	long long cpu_ms;            /* CPU time of all its processes */
 };
 
 /* A box as the engine last reported it. */
@@ -125,6 +138,9 @@ struct backend_impl {
 	int (*box_signal)(struct box *b, const char *sig, char *err,
 	                  size_t errlen);
 	void (*box_release)(struct box *b);
+	/* Optional (NULL: usage is never known). */
+	int (*box_usage)(struct box *b, struct box_usage *out, char *err,
+	                 size_t errlen);
 };
 
 struct box_stream_impl {
@@ -250,6 +266,24 @@ __attribute__((warn_unused_result)) static inline int
 box_signal(struct box *b, const char *sig, char *err, size_t errlen)
 {
 	return b->impl->box_signal(b, sig, err, errlen);
+}
+
+/*
+ * What a box made with spec.measure used, once it has stopped (while it
+ * runs: so far). -ENOTSUP when the backend cannot tell (the engine's
+ * cgroups are out of this process's reach, the box was not measured),
+ * -ENOENT when the accounting is gone; out is then all -1.
+ */
+__attribute__((warn_unused_result)) static inline int
+box_usage(struct box *b, struct box_usage *out, char *err, size_t errlen)
+{
+	out->memory_peak_bytes = out->cpu_ms = -1;
+	if (!b->impl->box_usage) {
+		snprintf(err, errlen, "the %s backend does not measure usage",
+		         b->impl->name);
+		return -ENOTSUP;
+	}
+	return b->impl->box_usage(b, out, err, errlen);
 }
 
 /*

@@ -128,6 +128,17 @@ static const struct setting settings[] = {
      "Memory limit of a run, swap included"},
     {"SANDBOX_CPUS", SET_DOUBLE, "0.5", OFF(cpus), 0.01, 64, "0.5",
      "CPU limit of a run, in cores"},
+    {"SANDBOX_MEMORY_MAX_MB", SET_UINT, "0", OFF(memory_max_mb), 0, 65536,
+     "1024",
+     "Largest memory_mb a caller may ask for in one run (0: the larger of "
+     "1024 and SANDBOX_MEMORY_MB)"},
+    {"SANDBOX_CPUS_MAX", SET_DOUBLE, "0", OFF(cpus_max), 0, 64, "1",
+     "Largest cpus a caller may ask for in one run (0: the larger of 1 and "
+     "SANDBOX_CPUS)"},
+    {"SANDBOX_CGROUP_FS", SET_STR, "/sys/fs/cgroup", OFF(cgroup_fs), 0, 0,
+     "/sys/fs/cgroup",
+     "The engine host's cgroup filesystem as this daemon sees it, to read a "
+     "one-off run's peak memory and CPU time (empty: not measured)"},
     {"SANDBOX_TIMEOUT_SECONDS", SET_UINT, "30", OFF(timeout_s), 1, 86400, "30",
      "Time limit of a run when the caller gives none"},
     {"SANDBOX_MAX_TIMEOUT_SECONDS", SET_UINT, "300", OFF(max_timeout_s), 1,
@@ -150,6 +161,8 @@ static const struct setting settings[] = {
      64.0 * 1024 * 1024, "512k", "Largest code a run accepts"},
     {"SANDBOX_MAX_STDIN_BYTES", SET_BYTES, "1m", OFF(stdin_max_bytes), 0,
      1024.0 * 1024 * 1024, "1m", "Largest stdin a run accepts"},
+    {"SANDBOX_MAX_INPUTS_BYTES", SET_BYTES, "1m", OFF(inputs_max_bytes), 0,
+     64.0 * 1024 * 1024, "1m", "Largest inputs object (as JSON) a run accepts"},
     {"SANDBOX_MAX_ENV_BYTES", SET_BYTES, "64k", OFF(env_max_bytes), 0,
      16.0 * 1024 * 1024, "64k",
      "Largest total size of the environment a caller passes"},
@@ -1271,6 +1284,23 @@ static int derive(struct config *cfg, char *err, size_t errlen)
 		    "SANDBOX_MAX_TIMEOUT_SECONDS=%u; lower it or raise "
 		    "the maximum, e.g. SANDBOX_TIMEOUT_SECONDS=30",
 		    cfg->timeout_s, cfg->max_timeout_s);
+	if (cfg->memory_max_mb == 0)
+		cfg->memory_max_mb =
+		    cfg->memory_mb > 1024 ? cfg->memory_mb : 1024;
+	if (cfg->memory_max_mb < cfg->memory_mb)
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "SANDBOX_MEMORY_MAX_MB=%u is below SANDBOX_MEMORY_MB=%u; "
+		    "raise it, e.g. SANDBOX_MEMORY_MAX_MB=%u",
+		    cfg->memory_max_mb, cfg->memory_mb, cfg->memory_mb * 4);
+	if (cfg->cpus_max == 0)
+		cfg->cpus_max = cfg->cpus > 1 ? cfg->cpus : 1;
+	if (cfg->cpus_max < cfg->cpus)
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "SANDBOX_CPUS_MAX=%g is below SANDBOX_CPUS=%g; "
+		    "raise it, e.g. SANDBOX_CPUS_MAX=%g",
+		    cfg->cpus_max, cfg->cpus, cfg->cpus * 2);
 	if (cfg->output_inline_bytes > cfg->output_max_bytes)
 		return errmsg_fail(-EINVAL, err, errlen,
 		                   "SANDBOX_OUTPUT_INLINE_BYTES is above "

@@ -61,6 +61,9 @@ struct config {
 	/* one run */
 	unsigned memory_mb;
 	double cpus;
+	unsigned memory_max_mb; /* a caller's memory_mb at most */
+	double cpus_max;        /* a caller's cpus at most */
+	char *cgroup_fs;        /* "" = usage not measured */
 	unsigned timeout_s;
 	unsigned max_timeout_s;
 	unsigned pids_limit;
@@ -72,6 +75,7 @@ struct config {
 	bool allow_network;
 	size_t code_max_bytes;
 	size_t stdin_max_bytes;
+	size_t inputs_max_bytes;
 	size_t env_max_bytes;
 	size_t output_inline_bytes;
 	size_t output_max_bytes;

@@ -60,13 +60,81 @@ static void oneoff_rmdir_flat(const char *path)
 		log_warn("removing %s", path);
 }
 
-/* Makes runs/<run id>/<filename> holding the code. */
-static int oneoff_code(const struct oneoff_env *r, struct oneoff_dir *b,
-                       const struct catalog_image *img, const char *code,
-                       size_t len, char *err, size_t errlen)
+void oneoff_inputs_for(const char *language, struct oneoff_inputs *out)
 {
-	int dfd = -1, fd = -1, rc = 0;
+	static const char py[] =
+	    "# Written by mcp-sandboxd: run_code's inputs as a ready "
+	    "variable.\n"
+	    "import builtins, json\n"
+	    "try:\n"
+	    "    with open('/sandbox/" ONEOFF_INPUTS_FILE "', "
+	    "encoding='utf-8') as _f:\n"
+	    "        builtins.inputs = json.load(_f)\n"
+	    "    del _f\n"
+	    "except OSError:\n"
+	    "    pass\n";
+	static const char js[] =
+	    "// Written by mcp-sandboxd: run_code's inputs as a ready "
+	    "variable.\n"
+	    "globalThis.inputs = JSON.parse(require('fs').readFileSync("
+	    "'/sandbox/" ONEOFF_INPUTS_FILE "', 'utf8'));\n";
+
+	memset(out, 0, sizeof(*out));
+	if (strcmp(language, "python") == 0) {
+		out->file = "sitecustomize.py";
+		out->text = py;
+		out->env = "PYTHONPATH=/sandbox";
+	} else if (strcmp(language, "typescript") == 0 ||
+	           strcmp(language, "javascript") == 0) {
+		out->file = "inputs-preload.cjs";
+		out->text = js;
+		out->env = "BUN_OPTIONS=--preload=/sandbox/inputs-preload.cjs";
+	}
+}
+
+/* Writes one readable file into the code directory. */
+static int oneoff_put(int dfd, const char *name, const char *p, size_t len)
+{
 	size_t off = 0;
+	int fd =
+	    openat(dfd, name,
+	           O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+
+	if (fd < 0 || fchmod(fd, 0644) < 0)
+		goto fail;
+	while (off < len) {
+		ssize_t w = write(fd, p + off, len - off);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			goto fail;
+		off += (size_t)w;
+	}
+	if (close(fd) < 0)
+		return -errno;
+	return 0;
+fail:
+	if (fd >= 0) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+	}
+	return -errno;
+}
+
+/*
+ * Makes runs/<run id>/ holding the code (<filename>) and, when given, the
+ * inputs (inputs.json and the language's helper).
+ */
+static int oneoff_code(const struct oneoff_env *r, struct oneoff_dir *b,
+                       const struct catalog_image *img,
+                       const struct runner_request *req, char *err,
+                       size_t errlen)
+{
+	struct oneoff_inputs in;
+	int dfd = -1, rc = 0;
 
 	if ((size_t)snprintf(b->dir, sizeof(b->dir), "%s/%s", r->runs_dir,
 	                     b->run_id) >= sizeof(b->dir) ||
@@ -85,33 +153,26 @@ static int oneoff_code(const struct oneoff_env *r, struct oneoff_dir *b,
 	b->dir_made = true;
 	/* mkdir obeys the umask; the sandbox user must read the code. */
 	dfd = open(b->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (dfd < 0 || fchmod(dfd, 0755) < 0)
-		goto fail;
-	fd = openat(dfd, img->filename,
-	            O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-	if (fd < 0 || fchmod(fd, 0644) < 0)
-		goto fail;
-	while (off < len) {
-		ssize_t w = write(fd, code + off, len - off);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			goto fail;
-		off += (size_t)w;
-	}
-	if (close(fd) < 0) {
-		fd = -1;
+	if (dfd < 0 || fchmod(dfd, 0755) < 0) {
+		rc = -errno;
 		goto fail;
 	}
+	rc = oneoff_put(dfd, img->filename, req->code, req->code_len);
+	if (rc == 0 && req->inputs_json)
+		rc = oneoff_put(dfd, ONEOFF_INPUTS_FILE, req->inputs_json,
+		                req->inputs_len);
+	oneoff_inputs_for(img->language, &in);
+	/* A code file of the same name wins: then the file only. */
+	if (rc == 0 && req->inputs_json && in.file &&
+	    strcmp(in.file, img->filename) != 0)
+		rc = oneoff_put(dfd, in.file, in.text, strlen(in.text));
+	if (rc < 0)
+		goto fail;
 	close(dfd);
 	return 0;
 fail:
-	rc = -errno;
 	snprintf(err, errlen, "cannot write the code file in %.200s: %s",
-	         b->dir, strerror(errno));
-	if (fd >= 0)
-		close(fd);
+	         b->dir, strerror(-rc));
 	if (dfd >= 0)
 		close(dfd);
 	return rc ? rc : -EIO;
@@ -156,7 +217,7 @@ int oneoff_box_spec(const struct config *cfg, const struct oneoff_spec *sp,
 	for (size_t i = 0; i < img->n_command; i++)
 		st->cmd[nc++] = img->command[i];
 
-	st->env = calloc(sp->n_env + 3, sizeof(*st->env));
+	st->env = calloc(sp->n_env + 4, sizeof(*st->env));
 	if (!st->env)
 		return -ENOMEM;
 	st->env[ne++] = "HOME=/tmp";
@@ -172,6 +233,9 @@ int oneoff_box_spec(const struct config *cfg, const struct oneoff_spec *sp,
 	}
 	for (size_t i = 0; i < sp->n_env; i++)
 		st->env[ne++] = sp->env[i];
+	/* After the caller's: the engine keeps the last of a name. */
+	if (sp->inputs_env)
+		st->env[ne++] = sp->inputs_env;
 
 	o->image = img->image_id;
 	o->cmd = st->cmd;
@@ -192,6 +256,9 @@ int oneoff_box_spec(const struct config *cfg, const struct oneoff_spec *sp,
 	    (struct box_mount){sp->code_host_dir, "/sandbox", true, false};
 	o->open_stdin = true;
 	o->network = sp->network;
+	o->memory_mb = sp->memory_mb;
+	o->cpus = sp->cpus;
+	o->measure = true;
 	o->deadline = sp->deadline;
 	return 0;
 }
@@ -262,6 +329,19 @@ static void oneoff_event(const struct runner_request *req, enum runner_event ev,
 {
 	if (req->on_event)
 		req->on_event(req->event_arg, ev, n);
+}
+
+/* The stopped box's peak memory and CPU time, when the backend knows. */
+static void oneoff_usage(struct box *box, struct runner_result *res)
+{
+	struct box_usage u;
+	char msg[256];
+	int rc = box_usage(box, &u, msg, sizeof(msg));
+
+	if (rc < 0 && rc != -ENOTSUP)
+		log_debug("run %s: %s", box->id, msg);
+	res->memory_peak_bytes = u.memory_peak_bytes;
+	res->cpu_ms = u.cpu_ms;
 }
 
 /* How a one-off run ended, from the stream's end and the box's state. */
@@ -392,8 +472,7 @@ int oneoff_run(const struct oneoff_env *r, const struct runner_request *req,
 		goto out;
 	}
 	snprintf(name, sizeof(name), "mcpsd-%s", dir.run_id);
-	rc = oneoff_code(r, &dir, img, req->code, req->code_len, msg,
-	                 sizeof(msg));
+	rc = oneoff_code(r, &dir, img, req, msg, sizeof(msg));
 	if (rc < 0) {
 		snprintf(res->message, sizeof(res->message), "%s", msg);
 		goto out;
@@ -410,6 +489,14 @@ int oneoff_run(const struct oneoff_env *r, const struct runner_request *req,
 	spec.n_env = req->n_env;
 	spec.network = req->network;
 	spec.timeout_s = res->timeout_s;
+	spec.memory_mb = req->memory_mb;
+	spec.cpus = req->cpus;
+	if (req->inputs_json) {
+		struct oneoff_inputs in;
+
+		oneoff_inputs_for(img->language, &in);
+		spec.inputs_env = in.env;
+	}
 	spec.deadline = time(NULL) + 2 * (time_t)r->cfg->docker_timeout_s +
 	                res->timeout_s + RUNNER_WATCHDOG_GRACE_S + 10;
 	if (oneoff_box_spec(r->cfg, &spec, &bs, &st) < 0) {
@@ -466,6 +553,7 @@ int oneoff_run(const struct oneoff_env *r, const struct runner_request *req,
 			res->exit_code = bst.exit_code;
 	}
 	oneoff_classify(res, end, timed_out, cancelled);
+	oneoff_usage(box, res);
 out:
 	box_stream_close(s);
 	box_release(box);

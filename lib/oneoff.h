@@ -57,8 +57,29 @@ struct oneoff_spec {
 	size_t n_env;
 	bool network;
 	unsigned timeout_s;
+	unsigned memory_mb; /* 0: SANDBOX_MEMORY_MB */
+	double cpus;        /* 0: SANDBOX_CPUS */
+	/* The variable that loads /sandbox/inputs.json, or NULL. */
+	const char *inputs_env;
 	time_t deadline; /* unix seconds, for the label */
 };
+
+/*
+ * How a program of a language gets run_code's inputs as a ready variable
+ * `inputs` besides /sandbox/inputs.json: a helper file written next to the
+ * code (in /sandbox) and a variable that makes the runtime load it first.
+ * Python: sitecustomize.py on PYTHONPATH sets builtins.inputs; TypeScript
+ * and JavaScript (Bun): a --preload in BUN_OPTIONS sets globalThis.inputs.
+ * Other languages: all NULL (the file only).
+ */
+struct oneoff_inputs {
+	const char *file; /* helper file name in /sandbox */
+	const char *text; /* its contents */
+	const char *env;  /* "NAME=value" */
+};
+void oneoff_inputs_for(const char *language, struct oneoff_inputs *out);
+
+#define ONEOFF_INPUTS_FILE "inputs.json"
 
 /* Storage for what oneoff_box_spec's box_spec points to. */
 struct oneoff_spec_store {

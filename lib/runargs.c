@@ -32,14 +32,87 @@ static int runargs_str(const cJSON *args, const char *name, const char **out,
 	return 0;
 }
 
+void runargs_store_finish(struct runargs_store *st)
+{
+	if (!st)
+		return;
+	runargs_env_free(st->env);
+	cJSON_free(st->inputs);
+	st->env = NULL;
+	st->inputs = NULL;
+}
+
+/* memory_mb and cpus: optional, within the operator's maxima. */
+static int runargs_limits(const cJSON *args, const struct config *cfg,
+                          struct runner_request *req, char *err, size_t errlen)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, "memory_mb");
+
+	req->memory_mb = 0;
+	req->cpus = 0;
+	if (v && !cJSON_IsNull(v)) {
+		if (!cJSON_IsNumber(v) ||
+		    v->valuedouble < RUNARGS_MEMORY_MIN_MB ||
+		    v->valuedouble > cfg->memory_max_mb ||
+		    v->valuedouble != floor(v->valuedouble))
+			return errmsg_fail(
+			    -EINVAL, err, errlen,
+			    "memory_mb must be a whole number from %u to %u "
+			    "(the default is %u); for more data, process it "
+			    "in chunks",
+			    RUNARGS_MEMORY_MIN_MB, cfg->memory_max_mb,
+			    cfg->memory_mb);
+		req->memory_mb = (unsigned)v->valuedouble;
+	}
+	v = cJSON_GetObjectItemCaseSensitive(args, "cpus");
+	if (v && !cJSON_IsNull(v)) {
+		if (!cJSON_IsNumber(v) ||
+		    !(v->valuedouble >= RUNARGS_CPUS_MIN) ||
+		    v->valuedouble > cfg->cpus_max)
+			return errmsg_fail(
+			    -EINVAL, err, errlen,
+			    "cpus must be a number from %g to %g "
+			    "(the default is %g)",
+			    RUNARGS_CPUS_MIN, cfg->cpus_max, cfg->cpus);
+		req->cpus = v->valuedouble;
+	}
+	return 0;
+}
+
+/* inputs: an optional JSON object, kept as compact JSON. */
+static int runargs_inputs(const cJSON *args, const struct config *cfg,
+                          struct runner_request *req, char **text, char *err,
+                          size_t errlen)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, "inputs");
+
+	req->inputs_json = NULL;
+	req->inputs_len = 0;
+	if (!v || cJSON_IsNull(v))
+		return 0;
+	if (!cJSON_IsObject(v))
+		return errmsg_fail(-EINVAL, err, errlen,
+		                   "inputs must be a JSON object, e.g. "
+		                   "{\"n\": 10, \"names\": [\"a\", \"b\"]}; "
+		                   "the program reads it from "
+		                   "/sandbox/inputs.json");
+	*text = cJSON_PrintUnformatted(v);
+	if (!*text)
+		return errmsg_fail(-ENOMEM, err, errlen, "out of memory");
+	req->inputs_json = *text;
+	req->inputs_len = strlen(*text);
+	return 0;
+}
+
 int runargs_parse(const cJSON *args, const struct config *cfg,
-                  struct runner_request *req, char ***env, char *err,
-                  size_t errlen)
+                  struct runner_request *req, struct runargs_store *st,
+                  char *err, size_t errlen)
 {
 	const cJSON *v;
 	int rc;
 
-	*env = NULL;
+	st->env = NULL;
+	st->inputs = NULL;
 	if (runargs_str(args, "language", &req->language, NULL) < 0 ||
 	    !req->language)
 		return errmsg_fail(-EINVAL, err, errlen,
@@ -82,12 +155,18 @@ int runargs_parse(const cJSON *args, const struct config *cfg,
 			                   "state) or \"new\" (start afresh)");
 		req->session_new = strcmp(m, "new") == 0;
 	}
-	rc = runargs_env_from_json(
-	    cJSON_GetObjectItemCaseSensitive(args, "environment"),
-	    cfg->env_max_bytes, env, &req->n_env, err, errlen);
+	rc = runargs_limits(args, cfg, req, err, errlen);
 	if (rc < 0)
 		return rc;
-	req->env = (const char *const *)*env;
+	rc = runargs_env_from_json(
+	    cJSON_GetObjectItemCaseSensitive(args, "environment"),
+	    cfg->env_max_bytes, &st->env, &req->n_env, err, errlen);
+	if (rc < 0)
+		return rc;
+	req->env = (const char *const *)st->env;
+	rc = runargs_inputs(args, cfg, req, &st->inputs, err, errlen);
+	if (rc < 0)
+		return rc;
 	return runargs_check(req, cfg, err, errlen);
 }
 
@@ -113,6 +192,26 @@ int runargs_check(const struct runner_request *req, const struct config *cfg,
 		                   "and read it from there",
 		                   req->code ? req->code_len : 0,
 		                   cfg->code_max_bytes);
+	if (req->memory_mb && (req->memory_mb < RUNARGS_MEMORY_MIN_MB ||
+	                       req->memory_mb > cfg->memory_max_mb))
+		return errmsg_fail(-EINVAL, err, errlen,
+		                   "memory_mb %u is outside the allowed range "
+		                   "%u to %u",
+		                   req->memory_mb, RUNARGS_MEMORY_MIN_MB,
+		                   cfg->memory_max_mb);
+	if (req->cpus != 0 &&
+	    !(req->cpus >= RUNARGS_CPUS_MIN && req->cpus <= cfg->cpus_max))
+		return errmsg_fail(-EINVAL, err, errlen,
+		                   "cpus %g is outside the allowed range %g to "
+		                   "%g",
+		                   req->cpus, RUNARGS_CPUS_MIN, cfg->cpus_max);
+	if (req->inputs_json && req->inputs_len > cfg->inputs_max_bytes)
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "inputs is %zu bytes as JSON, more than the "
+		    "%zu allowed; put large data in a file under "
+		    "/data and read it from there",
+		    req->inputs_len, cfg->inputs_max_bytes);
 	if (req->stdin_data && req->stdin_len > cfg->stdin_max_bytes)
 		return errmsg_fail(-EINVAL, err, errlen,
 		                   "stdin is %zu bytes, more than the %zu "

@@ -2,10 +2,11 @@
 /*
  * runargs: what a caller may ask of a run, checked in one place. run_code's
  * JSON arguments are parsed here into a struct runner_request, and every
- * value is checked against the operator's limits (time, code and stdin
- * sizes, environment names and size, network) with a message that tells a
- * model what to do instead. The runner checks a request again with
- * runargs_check before it starts anything, so no caller can bypass a limit.
+ * value is checked against the operator's limits (time, memory and CPUs,
+ * code, stdin and inputs sizes, environment names and size, network) with
+ * a message that tells a model what to do instead. The runner checks a request
+ * again with runargs_check before it starts anything, so no caller can bypass a
+ * limit.
  *
  * Stateless and thread-safe.
  */
@@ -20,19 +21,28 @@
 #include "runner.h"
 
 #define RUNARGS_ENV_NAME_MAX 128
+#define RUNARGS_MEMORY_MIN_MB 16 /* as SANDBOX_MEMORY_MB's own minimum */
+#define RUNARGS_CPUS_MIN 0.01    /* the engine's smallest CPU quota */
+
+/* What runargs_parse allocates for a request. */
+struct runargs_store {
+	char **env;   /* NULL-terminated "NAME=value" */
+	char *inputs; /* the inputs object as compact JSON, or NULL */
+};
 
 /*
  * Fills the caller-facing fields of req (language, code, stdin, env,
- * network, timeout_s) from run_code's arguments, then runargs_check.
- * Strings are borrowed from args; the environment strings are allocated
- * into *env (a NULL-terminated array, free with runargs_env_free whatever
- * the result). Other fields of req are left as they are. Returns 0, -EINVAL
- * with a message for the model in err, or -ENOMEM.
+ * network, timeout_s, memory_mb, cpus, inputs) from run_code's arguments,
+ * then runargs_check. Strings are borrowed from args; the environment and
+ * the inputs' JSON are allocated into st (free with runargs_store_finish
+ * whatever the result). Other fields of req are left as they are. Returns
+ * 0, -EINVAL with a message for the model in err, or -ENOMEM.
  */
 __attribute__((warn_unused_result)) int
 runargs_parse(const cJSON *args, const struct config *cfg,
-              struct runner_request *req, char ***env, char *err,
+              struct runner_request *req, struct runargs_store *st, char *err,
               size_t errlen);
+void runargs_store_finish(struct runargs_store *st);
 
 /*
  * Checks the caller-facing fields of req against cfg. 0, -EINVAL (bad

@@ -163,6 +163,19 @@ void runner_result_finish(struct runner_result *res)
 	res->value_json = NULL;
 }
 
+/* What a result says before the run: the limits, nothing measured. */
+static void runner_result_init(struct runner_result *res,
+                               const struct runner_request *req,
+                               const struct config *cfg)
+{
+	memset(res, 0, sizeof(*res));
+	res->exit_code = -1;
+	res->timeout_s = req->timeout_s ? req->timeout_s : cfg->timeout_s;
+	res->memory_mb = req->memory_mb ? req->memory_mb : cfg->memory_mb;
+	res->cpus = req->cpus > 0 ? req->cpus : cfg->cpus;
+	res->cpu_ms = res->memory_peak_bytes = -1;
+}
+
 static void runner_result_fill_image(struct runner_result *res,
                                      const struct catalog_image *img)
 {
@@ -240,10 +253,8 @@ static void runner_retry_vanished(struct runner *r,
 		return;
 	}
 	runner_result_finish(res);
-	memset(res, 0, sizeof(*res));
-	res->exit_code = -1;
+	runner_result_init(res, req, r->cfg);
 	res->queue_ms = queue_ms;
-	res->timeout_s = req->timeout_s ? req->timeout_s : r->cfg->timeout_s;
 	runner_result_fill_image(res, again);
 	if (oneoff_run(&r->oneoff, req, again, res) < 0)
 		log_info("run lang=%s: the runner image vanished again",
@@ -269,6 +280,9 @@ static int runner_warm(struct runner *r, const struct runner_request *req,
 		why = "network";
 	else if (req->one_off)
 		why = "one_off";
+	else if ((req->memory_mb && req->memory_mb != r->cfg->memory_mb) ||
+	         (req->cpus > 0 && req->cpus != r->cfg->cpus))
+		why = "limits"; /* warm boxes all have the default limits */
 	else if (warm_run(r->warm, req, img, res) == 0)
 		return 0;
 	snprintf(res->session.state, sizeof(res->session.state), "none");
@@ -352,9 +366,7 @@ int runner_run(struct runner *r, const struct runner_request *req,
 	char langs[256];
 	int rc;
 
-	memset(res, 0, sizeof(*res));
-	res->exit_code = -1;
-	res->timeout_s = req->timeout_s ? req->timeout_s : cfg->timeout_s;
+	runner_result_init(res, req, cfg);
 	rc = runargs_check(req, cfg, res->message, sizeof(res->message));
 	if (rc < 0)
 		return runner_refuse(res, rc, "%s", res->message);

@@ -75,7 +75,12 @@ struct runner_request {
 	const char *const *env; /* "NAME=value", checked again here */
 	size_t n_env;
 	bool network;
-	unsigned timeout_s;              /* 0: SANDBOX_TIMEOUT_SECONDS */
+	unsigned timeout_s; /* 0: SANDBOX_TIMEOUT_SECONDS */
+	unsigned memory_mb; /* 0: SANDBOX_MEMORY_MB */
+	double cpus;        /* 0: SANDBOX_CPUS */
+	/* A JSON object for /sandbox/inputs.json (and `inputs`), or NULL. */
+	const char *inputs_json;
+	size_t inputs_len;
 	const char *workspace_host_path; /* mounted at /data, or NULL */
 	/* The workspace (borrowed): warm sessions keep their own handle. */
 	struct workspace *workspace;
@@ -146,6 +151,13 @@ struct runner_result {
 	char error_name[64]; /* an uncaught exception's type, or "" */
 	long long cpu_ms;    /* CPU time of the run; -1 unknown */
 	bool child_oom;      /* a process of the run was OOM-killed */
+	/*
+	 * Highest memory use: a one-off run's own; in a warm session the
+	 * session's so far (this run included). -1 unknown.
+	 */
+	long long memory_peak_bytes;
+	unsigned memory_mb; /* the limits that applied */
+	double cpus;
 };
 
 struct attachio_capture;

@@ -411,7 +411,8 @@ static cJSON *tools_run_code_call(void *data, struct mcp_call *call,
 	struct tools_run_ctx *ctx = data;
 	const struct config *cfg = runner_config(ctx->runner);
 	const char *conv;
-	char **env = NULL, err[512];
+	struct runargs_store st = {NULL, NULL};
+	char err[512];
 	struct workspace *ws = NULL;
 	struct runner_cancel *cancel = NULL;
 	struct runner_request req;
@@ -431,13 +432,13 @@ static cJSON *tools_run_code_call(void *data, struct mcp_call *call,
 		                       "naming this conversation; runs with "
 		                       "the same id share /data",
 		                       true);
-	rc = runargs_parse(args, cfg, &req, &env, err, sizeof(err));
+	rc = runargs_parse(args, cfg, &req, &st, err, sizeof(err));
 	if (rc == -ENOMEM) {
-		runargs_env_free(env);
+		runargs_store_finish(&st);
 		return NULL;
 	}
 	if (rc < 0) {
-		runargs_env_free(env);
+		runargs_store_finish(&st);
 		return tools_run_refusal(ctx, &req, err);
 	}
 	rc = workspace_open(ctx->wm, mcp_call_tenant(call), conv, true, &ws,
@@ -501,7 +502,7 @@ out:
 	runner_cancel_destroy(cancel);
 	free(base_url);
 	workspace_close(ws);
-	runargs_env_free(env);
+	runargs_store_finish(&st);
 	return result;
 }
 

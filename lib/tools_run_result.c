@@ -15,6 +15,7 @@
 
 #include "buf.h"
 #include "files.h"
+#include "runargs.h"
 
 const char tools_run_output_schema[] =
     "{\"type\":\"object\",\"properties\":{"
@@ -82,7 +83,14 @@ const char tools_run_output_schema[] =
     "\"error_name\":{\"type\":\"string\",\"description\":\"Python: the "
     "type of an uncaught exception\"},"
     "\"cpu_ms\":{\"type\":\"integer\",\"description\":\"CPU time the "
-    "run used\"}},"
+    "run used (all its processes), beside the wall time duration_ms\"},"
+    "\"memory_peak_bytes\":{\"type\":\"integer\",\"description\":"
+    "\"highest memory use: a one-off run's own; in a warm session the "
+    "session's so far, this run included\"},"
+    "\"memory_mb\":{\"type\":\"integer\",\"description\":\"the "
+    "memory limit that applied\"},"
+    "\"cpus\":{\"type\":\"number\",\"description\":\"the CPU limit "
+    "that applied, in cores\"}},"
     "\"required\":[\"status\",\"exit_code\",\"stdout\",\"stderr\","
     "\"stdout_truncated\",\"stderr_truncated\",\"duration_ms\","
     "\"queue_ms\"]}";
@@ -98,6 +106,9 @@ const char tools_run_input_schema[] =
     "{\"type\":\"string\"}},"
     "\"network\":{\"type\":\"boolean\",\"default\":false},"
     "\"timeout_seconds\":{\"type\":\"integer\",\"minimum\":1},"
+    "\"memory_mb\":{\"type\":\"integer\"},"
+    "\"cpus\":{\"type\":\"number\"},"
+    "\"inputs\":{\"type\":\"object\"},"
     "\"session\":{\"type\":\"string\",\"enum\":[\"continue\",\"new\"],"
     "\"default\":\"continue\"}},"
     "\"required\":[\"conversationId\",\"language\",\"code\"]}";
@@ -268,6 +279,32 @@ void tools_run_describe(struct runner *runner, char **description,
 	                "first and start with a fresh interpreter"
 	              : "Warm sessions are off on this server: every run "
 	                "starts fresh");
+	p = cJSON_GetObjectItemCaseSensitive(props, "memory_mb");
+	cJSON_AddNumberToObject(p, "minimum", RUNARGS_MEMORY_MIN_MB);
+	cJSON_AddNumberToObject(p, "maximum", cfg->memory_max_mb);
+	cJSON_AddNumberToObject(p, "default", cfg->memory_mb);
+	cJSON_AddStringToObject(
+	    p, "description",
+	    cfg->warm ? "Memory limit of this run in MB; another value than "
+	                "the default runs in a one-off sandbox, without the "
+	                "session's state"
+	              : "Memory limit of this run in MB");
+	p = cJSON_GetObjectItemCaseSensitive(props, "cpus");
+	cJSON_AddNumberToObject(p, "minimum", RUNARGS_CPUS_MIN);
+	cJSON_AddNumberToObject(p, "maximum", cfg->cpus_max);
+	cJSON_AddNumberToObject(p, "default", cfg->cpus);
+	cJSON_AddStringToObject(
+	    p, "description",
+	    cfg->warm ? "CPU limit of this run in cores; another value than "
+	                "the default runs in a one-off sandbox, without the "
+	                "session's state"
+	              : "CPU limit of this run in cores");
+	p = cJSON_GetObjectItemCaseSensitive(props, "inputs");
+	cJSON_AddStringToObject(
+	    p, "description",
+	    "Data for the program: readable as JSON in /sandbox/inputs.json, "
+	    "and in Python and TypeScript/JavaScript already loaded as the "
+	    "variable inputs");
 	p = cJSON_GetObjectItemCaseSensitive(props, "timeout_seconds");
 	cJSON_AddNumberToObject(p, "maximum", cfg->max_timeout_s);
 	cJSON_AddNumberToObject(p, "default", cfg->timeout_s);
@@ -308,14 +345,18 @@ static int tools_run_advice(struct buf *b, const struct runner_result *res,
 		    "Killed: the memory limit of %u MB was "
 		    "exceeded%s. Process the data in chunks, use "
 		    "smaller data types, or free what is no "
-		    "longer needed.",
-		    cfg->memory_mb,
+		    "longer needed%s.",
+		    res->memory_mb ? res->memory_mb : cfg->memory_mb,
 		    res->session.warm ? (res->child_oom && !res->session.lost
 		                             ? " by a child process (the "
 		                               "session survived)"
 		                             : "")
 		    : res->exit_code == 0 ? " (by a child process)"
-		                          : "");
+		                          : "",
+		    (res->memory_mb ? res->memory_mb : cfg->memory_mb) <
+		            cfg->memory_max_mb
+		        ? ", or ask for more with memory_mb"
+		        : "");
 	case RUNNER_OUTPUT_LIMIT:
 		return buf_printf(b,
 		                  "Stopped: the output passed %zu bytes. Print "
@@ -396,6 +437,7 @@ static const char *tools_run_why(const char *reason)
 	               "session"},
 	    {"network", "runs with network use a one-off sandbox"},
 	    {"one_off", "a one-off run was asked for"},
+	    {"limits", "memory_mb or cpus other than the session's"},
 	    {"disabled", "warm sessions are off on this server"},
 	};
 
@@ -503,6 +545,35 @@ static int tools_run_session_line(struct buf *b, const struct runner_session *s,
 	return r;
 }
 
+/* structuredContent's usage figures and the text's usage line. */
+static int tools_run_usage(cJSON *sc, struct buf *b,
+                           const struct runner_result *res)
+{
+	const double mb = 1024.0 * 1024.0;
+	int r = 0;
+
+	if (res->memory_mb)
+		cJSON_AddNumberToObject(sc, "memory_mb", res->memory_mb);
+	if (res->cpus > 0)
+		cJSON_AddNumberToObject(sc, "cpus", res->cpus);
+	if (res->memory_peak_bytes >= 0)
+		cJSON_AddNumberToObject(sc, "memory_peak_bytes",
+		                        (double)res->memory_peak_bytes);
+	if (res->memory_peak_bytes < 0 && res->cpu_ms < 0)
+		return 0;
+	r = buf_puts(b, "\nusage:");
+	if (r == 0 && res->memory_peak_bytes >= 0)
+		r = buf_printf(b, " peak memory %.1f MB of %u MB%s",
+		               (double)res->memory_peak_bytes / mb,
+		               res->memory_mb,
+		               res->session.warm ? " (the session's)" : "");
+	if (r == 0 && res->cpu_ms >= 0)
+		r = buf_printf(b, "%s CPU time %lld ms",
+		               res->memory_peak_bytes >= 0 ? "," : "",
+		               res->cpu_ms);
+	return r;
+}
+
 /* structuredContent.value and the text's value section. */
 static int tools_run_value(cJSON *sc, struct buf *text,
                            const struct runner_result *res)
@@ -594,6 +665,8 @@ cJSON *tools_run_result(const struct runner_result *res,
 	if (r == 0 && res->language[0])
 		r = buf_printf(&text, " [%s%s%s]", res->language,
 		               res->version[0] ? " " : "", res->version);
+	if (r == 0 && res->status != RUNNER_BUSY && res->status != RUNNER_ERROR)
+		r = tools_run_usage(sc, &text, res);
 	if (r == 0 && res->status != RUNNER_BUSY)
 		r = tools_run_session_line(&text, &res->session, cfg);
 	if (r == 0)

@@ -18,6 +18,7 @@
 #include "attachio.h"
 #include "buf.h"
 #include "log.h"
+#include "oneoff.h"
 #include "util/errmsg.h"
 #include "util/mono.h"
 #include "warm_io.h"
@@ -84,6 +85,15 @@ static int warm_exec_records(const struct warm_box *b,
 	for (size_t i = 0; rc == 0 && i < req->n_env; i++)
 		rc = agentframe_tlv_put(rec, cap, off, 'v', req->env[i],
 		                        strlen(req->env[i]));
+	if (rc == 0 && req->inputs_json && !b->kernel) {
+		/* A fresh process loads them through its helper. */
+		struct oneoff_inputs in;
+
+		oneoff_inputs_for(img->language, &in);
+		if (in.env)
+			rc = agentframe_tlv_put(rec, cap, off, 'v', in.env,
+			                        strlen(in.env));
+	}
 	if (rc == 0)
 		rc = agentframe_tlv_put(rec, cap, off, 'c', "/data", 5);
 	return rc;
@@ -98,9 +108,18 @@ static int warm_exec_files(struct warm_box *b, const struct runner_request *req,
                            size_t errlen)
 {
 	int rc = warm_put_file(b, img->filename, req->code, req->code_len);
+	struct oneoff_inputs in;
 
 	if (rc == 0 && req->stdin_data)
 		rc = warm_put_file(b, "stdin", req->stdin_data, req->stdin_len);
+	/* The kernel reads inputs.json itself before each run. */
+	oneoff_inputs_for(img->language, &in);
+	if (rc == 0 && req->inputs_json)
+		rc = warm_put_file(b, ONEOFF_INPUTS_FILE, req->inputs_json,
+		                   req->inputs_len);
+	if (rc == 0 && req->inputs_json && !b->kernel && in.file &&
+	    strcmp(in.file, img->filename) != 0)
+		rc = warm_put_file(b, in.file, in.text, strlen(in.text));
 	if (rc < 0)
 		return errmsg_fail(
 		    rc, err, errlen,
@@ -280,6 +299,8 @@ static void warm_take_d(struct warm_box *b, const struct warm_call *c,
 	res->cpu_ms = warm_num(d, "cpu_ms");
 	res->session.memory_bytes = warm_num(mem, "usage");
 	res->session.memory_peak_bytes = warm_num(mem, "peak");
+	/* The box's high-water mark: the session's so far, this run's too. */
+	res->memory_peak_bytes = res->session.memory_peak_bytes;
 	res->session.memory_limit_bytes = warm_num(mem, "limit");
 	if (ooms > b->oom_kills_seen) {
 		res->child_oom = true;
@@ -397,7 +418,7 @@ int warm_exec_run(const struct warm_env *env, struct warm_box *b,
 	res->session.stateful = b->kernel;
 	res->session.memory_bytes = res->session.memory_peak_bytes = -1;
 	res->session.memory_limit_bytes = -1;
-	res->cpu_ms = -1;
+	res->cpu_ms = res->memory_peak_bytes = -1;
 	res->status = RUNNER_ERROR;
 	snprintf(res->container, sizeof(res->container), "%s", b->box->id);
 	if (b->lost[0] && strcmp(res->session.state, "continued") == 0) {
@@ -457,6 +478,8 @@ out:
 	/* A run's stdin is its own: the next run of the box must not see it. */
 	if (req->stdin_data)
 		warm_drop_file(b, "stdin");
+	if (req->inputs_json)
+		warm_drop_file(b, ONEOFF_INPUTS_FILE);
 	warm_io_finish(&c.io);
 	if (runner_output_fill(&cap_out, &res->out) < 0 ||
 	    runner_output_fill(&cap_err, &res->err) < 0) {

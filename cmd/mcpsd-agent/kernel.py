@@ -444,12 +444,24 @@ class _Env:
             pass
 
 
+def _inputs(filename, ns):
+    """run_code's inputs, when the call has them, as the variable inputs."""
+    path = os.path.join(os.path.dirname(filename), "inputs.json")
+    try:
+        f = open(path, encoding="utf-8")
+    except FileNotFoundError:
+        return
+    with f:
+        ns["inputs"] = json.load(f)
+
+
 def _call(fields, result, ctx, ns):
     filename = os.fsdecode(fields[b"f"][-1])
     env = _Env()
     try:
         try:
             env.apply(fields, ctx)
+            _inputs(filename, ns)
         except (OSError, ValueError) as e:
             _set_error(result, e, "error", filename)
             return

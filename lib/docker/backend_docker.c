@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "docker/cgusage.h"
 #include "docker/dstream.h"
 #include "log.h"
 #include "seccomp.h"
@@ -29,6 +30,7 @@
 struct dk_rm {
 	struct dk_rm *next;
 	char id[DOCKER_ID_LEN + 1];
+	char cg_name[CGUSAGE_NAME_MAX + 1]; /* its usage parent, or "" */
 	long long not_before; /* mono_ms, for retries after a failure */
 	unsigned tries;
 };
@@ -46,12 +48,18 @@ struct dk_backend {
 	bool rm_stop;
 	pthread_t rm_thread;
 	bool rm_started;
+
+	/* Usage of measured boxes (cgusage.h), probed at the first one. */
+	pthread_mutex_t cg_lock;
+	bool cg_probed;
+	enum cgusage_mode cg_mode;
 };
 
 struct dk_box {
 	struct box base;
 	struct dk_backend *be;
 	char cid[DOCKER_ID_LEN + 1];
+	char cg_name[CGUSAGE_NAME_MAX + 1]; /* measured: its parent's name */
 };
 
 struct dk_stream {
@@ -191,7 +199,28 @@ static void dk_rm_append(struct dk_backend *be, struct dk_rm *m)
 	be->rm_tail = m;
 }
 
-static void dk_rm_queue(struct dk_backend *be, const char *id)
+/* The probed mode of usage measurement; CGUSAGE_OFF before the probe. */
+static enum cgusage_mode dk_cg_probed(struct dk_backend *be)
+{
+	enum cgusage_mode mode;
+
+	pthread_mutex_lock(&be->cg_lock);
+	mode = be->cg_probed ? be->cg_mode : CGUSAGE_OFF;
+	pthread_mutex_unlock(&be->cg_lock);
+	return mode;
+}
+
+/* Removes a removed container's usage parent (cgusage.h). */
+static void dk_cg_remove(struct dk_backend *be, const char *cg_name)
+{
+	if (cg_name[0] &&
+	    cgusage_remove(be->cfg->cgroup_fs, dk_cg_probed(be), cg_name) < 0)
+		log_debug("cgroup %s still busy; the reaper removes it later",
+		          cg_name);
+}
+
+static void dk_rm_queue(struct dk_backend *be, const char *id,
+                        const char *cg_name)
 {
 	struct dk_rm *m = calloc(1, sizeof(*m));
 	char err[256];
@@ -201,9 +230,12 @@ static void dk_rm_queue(struct dk_backend *be, const char *id)
 		if (docker_container_remove(be->docker, id, err, sizeof(err)) <
 		    0)
 			log_warnx("removing container %.12s: %s", id, err);
+		else
+			dk_cg_remove(be, cg_name);
 		return;
 	}
 	snprintf(m->id, sizeof(m->id), "%s", id);
+	snprintf(m->cg_name, sizeof(m->cg_name), "%s", cg_name);
 	pthread_mutex_lock(&be->rm_lock);
 	dk_rm_append(be, m);
 	pthread_cond_signal(&be->rm_cond);
@@ -248,6 +280,7 @@ static void *dk_rm_main(void *arg)
 		pthread_mutex_lock(&be->rm_lock);
 		if (rc == 0 || rc == -ENOENT) {
 			log_debug("removed container %.12s", m->id);
+			dk_cg_remove(be, m->cg_name);
 		} else if (!be->rm_stop && ++m->tries < DK_RM_TRIES) {
 			m->not_before =
 			    mono_ms() + (long long)DK_RM_RETRY_MS * m->tries;
@@ -269,6 +302,51 @@ static void *dk_rm_main(void *arg)
 
 /* ---- boxes -------------------------------------------------------------- */
 
+/*
+ * Whether boxes can be measured, probed once (again after a failure to
+ * reach the engine): the cgroup filesystem and the engine's driver.
+ */
+static enum cgusage_mode dk_cg_mode(struct dk_backend *be)
+{
+	enum cgusage_mode mode;
+	cJSON *info = NULL;
+	char err[256], why[256];
+
+	pthread_mutex_lock(&be->cg_lock);
+	if (be->cg_probed) {
+		mode = be->cg_mode;
+		pthread_mutex_unlock(&be->cg_lock);
+		return mode;
+	}
+	pthread_mutex_unlock(&be->cg_lock);
+	if (!be->cfg->cgroup_fs[0]) {
+		mode = cgusage_probe("", NULL, why, sizeof(why));
+	} else if (docker_engine_info(be->docker, &info, err, sizeof(err)) <
+	           0) {
+		log_debug("usage: engine info: %s", err);
+		return CGUSAGE_OFF; /* ask again with the next box */
+	} else {
+		mode = cgusage_probe(
+		    be->cfg->cgroup_fs,
+		    cJSON_GetStringValue(
+		        cJSON_GetObjectItemCaseSensitive(info, "CgroupDriver")),
+		    why, sizeof(why));
+		cJSON_Delete(info);
+	}
+	if (mode == CGUSAGE_OFF)
+		log_info("one-off runs report no peak memory and CPU time: %s",
+		         why);
+	else
+		log_info("one-off runs are measured in cgroup v%d parents "
+		         "under %s/.../" CGUSAGE_DIR,
+		         mode == CGUSAGE_V1 ? 1 : 2, be->cfg->cgroup_fs);
+	pthread_mutex_lock(&be->cg_lock);
+	be->cg_probed = true;
+	be->cg_mode = mode;
+	pthread_mutex_unlock(&be->cg_lock);
+	return mode;
+}
+
 static int dk_box_create(struct backend *base, const struct box_spec *spec,
                          struct box **out, char *err, size_t errlen)
 {
@@ -276,6 +354,7 @@ static int dk_box_create(struct backend *base, const struct box_spec *spec,
 	struct dk_opts_store st;
 	struct docker_create_opts o;
 	struct dk_box *b;
+	char parent[CGUSAGE_NAME_MAX + 32];
 	int rc;
 
 	*out = NULL;
@@ -288,6 +367,11 @@ static int dk_box_create(struct backend *base, const struct box_spec *spec,
 	if (!b) {
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
+	}
+	if (spec->measure && spec->name && dk_cg_mode(be) != CGUSAGE_OFF &&
+	    cgusage_parent(spec->name, parent, sizeof(parent)) == 0) {
+		o.cgroup_parent = parent;
+		snprintf(b->cg_name, sizeof(b->cg_name), "%s", spec->name);
 	}
 	rc = docker_container_create(be->docker, spec->name, &o, b->cid, err,
 	                             errlen);
@@ -375,11 +459,33 @@ static int dk_box_signal(struct box *base, const char *sig, char *err,
 	return docker_container_kill(b->be->docker, b->cid, sig, err, errlen);
 }
 
+static int dk_box_usage(struct box *base, struct box_usage *out, char *err,
+                        size_t errlen)
+{
+	struct dk_box *b = (struct dk_box *)base;
+	int rc;
+
+	if (!b->cg_name[0]) {
+		snprintf(err, errlen, "box %s was not measured", base->id);
+		return -ENOTSUP;
+	}
+	rc = cgusage_read(b->be->cfg->cgroup_fs, dk_cg_probed(b->be),
+	                  b->cg_name, out);
+	if (rc == -ENOENT)
+		snprintf(err, errlen,
+		         "the engine did not make box %s's cgroup under %s",
+		         base->id, b->be->cfg->cgroup_fs);
+	else if (rc < 0)
+		snprintf(err, errlen, "cannot read box %s's usage: %s",
+		         base->id, strerror(-rc));
+	return rc;
+}
+
 static void dk_box_release(struct box *base)
 {
 	struct dk_box *b = (struct dk_box *)base;
 
-	dk_rm_queue(b->be, b->cid);
+	dk_rm_queue(b->be, b->cid, b->cg_name);
 	free(b);
 }
 
@@ -538,6 +644,16 @@ static int dk_reap(struct backend *base, char *err, size_t errlen)
 		}
 	}
 	cJSON_Delete(list);
+	if (dk_cg_probed(be) != CGUSAGE_OFF) {
+		unsigned n = cgusage_sweep(
+		    be->cfg->cgroup_fs, dk_cg_probed(be),
+		    (time_t)be->cfg->max_timeout_s +
+		        4 * (time_t)be->cfg->docker_timeout_s + 600);
+
+		if (n)
+			log_info("removed %u leftover run cgroup directories",
+			         n);
+	}
 	return removed;
 }
 
@@ -608,6 +724,7 @@ static void dk_destroy(struct backend *base)
 	free(be->seccomp_opt);
 	pthread_cond_destroy(&be->rm_cond);
 	pthread_mutex_destroy(&be->rm_lock);
+	pthread_mutex_destroy(&be->cg_lock);
 	free(be);
 }
 
@@ -626,6 +743,7 @@ static const struct backend_impl dk_impl = {
     .box_inspect = dk_box_inspect,
     .box_signal = dk_box_signal,
     .box_release = dk_box_release,
+    .box_usage = dk_box_usage,
 };
 
 int backend_docker_create(const struct config *cfg, const char *boot,
@@ -643,6 +761,7 @@ int backend_docker_create(const struct config *cfg, const char *boot,
 	be->cfg = cfg;
 	snprintf(be->boot, sizeof(be->boot), "%s", boot);
 	pthread_mutex_init(&be->rm_lock, NULL);
+	pthread_mutex_init(&be->cg_lock, NULL);
 	mono_cond_init(&be->rm_cond);
 	rc = seccomp_security_opt(&be->seccomp_opt);
 	if (rc < 0) {

@@ -603,6 +603,21 @@ static int docker_get_json(struct docker *d, const char *path, cJSON **out,
 	return r;
 }
 
+int docker_engine_info(struct docker *d, cJSON **out, char *err, size_t errlen)
+{
+	int r;
+
+	*out = NULL;
+	r = docker_get_json(d, "/info", out, err, errlen);
+	if (r == 0 && !cJSON_IsObject(*out)) {
+		cJSON_Delete(*out);
+		*out = NULL;
+		snprintf(err, errlen, "Docker engine sent no object for /info");
+		r = -EPROTO;
+	}
+	return r;
+}
+
 /* GET a list endpoint filtered by label; the answer must be an array. */
 static int docker_list(struct docker *d, const char *base, const char *label,
                        const char *what, cJSON **out, char *err, size_t errlen)
@@ -685,6 +700,8 @@ static bool docker_add_host(cJSON *hc, const struct docker_create_opts *o)
 		return false;
 	if (o->runtime && o->runtime[0] &&
 	    !cJSON_AddStringToObject(hc, "Runtime", o->runtime))
+		return false;
+	if (!docker_add_str(hc, "CgroupParent", o->cgroup_parent))
 		return false;
 	x = cJSON_AddObjectToObject(hc, "RestartPolicy");
 	if (!x || !cJSON_AddStringToObject(x, "Name", "no"))

@@ -78,6 +78,13 @@ __attribute__((warn_unused_result)) int docker_ping(struct docker *d, char *err,
 /* Copies the health record. Never contacts the engine. */
 void docker_health(struct docker *d, struct docker_health *out);
 
+/*
+ * GET /info: the engine's system information (CgroupDriver, CgroupVersion,
+ * ...). Caller owns *out (cJSON_Delete).
+ */
+__attribute__((warn_unused_result)) int
+docker_engine_info(struct docker *d, cJSON **out, char *err, size_t errlen);
+
 /* ---- images ----------------------------------------------------------- */
 
 /*
@@ -149,6 +156,11 @@ struct docker_create_opts {
 	size_t n_mounts;
 	const char *runtime;    /* NULL or "" for the engine's default */
 	const char *log_driver; /* e.g. "none" */
+	/*
+	 * CgroupParent: the cgroup the container's own cgroup is made in
+	 * (cgroupfs driver: a path such as "/mcpsd-runs/x"), or NULL.
+	 */
+	const char *cgroup_parent;
 };
 
 /*

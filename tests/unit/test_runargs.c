@@ -1,0 +1,240 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_runargs: run_code's arguments as runargs parses and checks them:
+ * memory_mb and cpus within the operator's maxima, the inputs object and
+ * its size, the messages that name the allowed range, and runargs_check
+ * catching a request built without runargs_parse.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "config.h"
+#include "runargs.h"
+#include "runner.h"
+#include "tap.h"
+
+static void fill_config(struct config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->memory_mb = 256;
+	cfg->memory_max_mb = 1024;
+	cfg->cpus = 0.5;
+	cfg->cpus_max = 2;
+	cfg->timeout_s = 30;
+	cfg->max_timeout_s = 300;
+	cfg->code_max_bytes = 1024;
+	cfg->stdin_max_bytes = 1024;
+	cfg->env_max_bytes = 1024;
+	cfg->inputs_max_bytes = 64;
+}
+
+/*
+ * Parses the JSON arguments json into req; returns runargs_parse's code,
+ * the message in err. st is finished by the caller.
+ */
+static int parse(const char *json, const struct config *cfg,
+                 struct runner_request *req, struct runargs_store *st,
+                 char *err, size_t errlen, cJSON **args)
+{
+	memset(req, 0, sizeof(*req));
+	err[0] = '\0';
+	*args = cJSON_Parse(json);
+	if (!*args) {
+		snprintf(err, errlen, "bad test JSON");
+		return -999;
+	}
+	return runargs_parse(*args, cfg, req, st, err, errlen);
+}
+
+/* One call: the code and whether err contains want (when not NULL). */
+static int one(const char *json, const struct config *cfg, const char *want,
+               struct runner_request *out)
+{
+	struct runner_request req;
+	struct runargs_store st;
+	char err[512];
+	cJSON *args = NULL;
+	int rc = parse(json, cfg, &req, &st, err, sizeof(err), &args);
+
+	if (want && !strstr(err, want)) {
+		ok(false, "message '%s' contains '%s'", err, want);
+		rc = -1000;
+	}
+	if (out) {
+		*out = req;
+		out->inputs_json = NULL; /* freed below */
+		out->env = NULL;
+	}
+	runargs_store_finish(&st);
+	cJSON_Delete(args);
+	return rc;
+}
+
+static void test_limits(void)
+{
+	struct config cfg;
+	struct runner_request req;
+
+	fill_config(&cfg);
+	is_int(
+	    one("{\"language\":\"python\",\"code\":\"1\"}", &cfg, NULL, &req),
+	    0, "no limits given");
+	is_int(req.memory_mb, 0, "memory_mb 0: the default applies");
+	ok(req.cpus == 0, "cpus 0: the default applies");
+	is_int(one("{\"language\":\"python\",\"code\":\"1\",\"memory_mb\":512,"
+	           "\"cpus\":1.5}",
+	           &cfg, NULL, &req),
+	       0, "limits within the maxima");
+	is_int(req.memory_mb, 512, "memory_mb taken");
+	ok(req.cpus == 1.5, "cpus taken");
+	is_int(one("{\"language\":\"python\",\"code\":\"1\",\"memory_mb\":16,"
+	           "\"cpus\":0.01}",
+	           &cfg, NULL, &req),
+	       0, "the smallest limits");
+	is_int(one("{\"language\":\"python\",\"code\":\"1\",\"memory_mb\":1024,"
+	           "\"cpus\":2}",
+	           &cfg, NULL, &req),
+	       0, "the maxima themselves");
+	is_int(one("{\"language\":\"python\",\"code\":\"1\",\"memory_mb\":null,"
+	           "\"cpus\":null}",
+	           &cfg, NULL, &req),
+	       0, "null is absent");
+
+	is_int(
+	    one("{\"language\":\"python\",\"code\":\"1\",\"memory_mb\":1025}",
+	        &cfg, "memory_mb must be a whole number from 16 to 1024", NULL),
+	    -EINVAL, "memory_mb above the maximum");
+	is_int(one("{\"language\":\"python\",\"code\":\"1\",\"memory_mb\":15}",
+	           &cfg, "from 16 to 1024 (the default is 256)", NULL),
+	       -EINVAL, "memory_mb below the minimum");
+	is_int(
+	    one("{\"language\":\"python\",\"code\":\"1\",\"memory_mb\":100.5}",
+	        &cfg, "whole number", NULL),
+	    -EINVAL, "memory_mb not whole");
+	is_int(
+	    one("{\"language\":\"python\",\"code\":\"1\",\"memory_mb\":\"64\"}",
+	        &cfg, "memory_mb must be", NULL),
+	    -EINVAL, "memory_mb a string");
+	is_int(one("{\"language\":\"python\",\"code\":\"1\",\"memory_mb\":-1}",
+	           &cfg, "memory_mb must be", NULL),
+	       -EINVAL, "memory_mb negative");
+	is_int(
+	    one("{\"language\":\"python\",\"code\":\"1\",\"memory_mb\":1e300}",
+	        &cfg, "memory_mb must be", NULL),
+	    -EINVAL, "memory_mb huge");
+	is_int(one("{\"language\":\"python\",\"code\":\"1\",\"cpus\":2.01}",
+	           &cfg,
+	           "cpus must be a number from 0.01 to 2 (the default "
+	           "is 0.5)",
+	           NULL),
+	       -EINVAL, "cpus above the maximum");
+	is_int(one("{\"language\":\"python\",\"code\":\"1\",\"cpus\":0}", &cfg,
+	           "from 0.01 to 2", NULL),
+	       -EINVAL, "cpus zero");
+	is_int(one("{\"language\":\"python\",\"code\":\"1\",\"cpus\":true}",
+	           &cfg, "cpus must be", NULL),
+	       -EINVAL, "cpus a boolean");
+
+	cfg.memory_max_mb = 256;
+	cfg.cpus_max = 0.5;
+	is_int(one("{\"language\":\"python\",\"code\":\"1\",\"memory_mb\":257}",
+	           &cfg, "from 16 to 256", NULL),
+	       -EINVAL, "the operator's maximum is the range's end");
+}
+
+static void test_inputs(void)
+{
+	struct config cfg;
+	struct runner_request req;
+	struct runargs_store st;
+	char err[512];
+	cJSON *args = NULL;
+
+	fill_config(&cfg);
+	is_int(parse("{\"language\":\"python\",\"code\":\"1\",\"inputs\":"
+	             "{\"n\": 3, \"names\": [\"a\", \"b\"]}}",
+	             &cfg, &req, &st, err, sizeof(err), &args),
+	       0, "an inputs object");
+	is_str(req.inputs_json, "{\"n\":3,\"names\":[\"a\",\"b\"]}",
+	       "kept as compact JSON");
+	is_int(req.inputs_len, strlen("{\"n\":3,\"names\":[\"a\",\"b\"]}"),
+	       "its length");
+	ok(st.inputs == req.inputs_json, "owned by the store");
+	runargs_store_finish(&st);
+	ok(st.inputs == NULL && st.env == NULL, "the store is emptied");
+	runargs_store_finish(&st);
+	cJSON_Delete(args);
+
+	is_int(one("{\"language\":\"python\",\"code\":\"1\",\"inputs\":{}}",
+	           &cfg, NULL, &req),
+	       0, "an empty object");
+	is_int(one("{\"language\":\"python\",\"code\":\"1\",\"inputs\":null}",
+	           &cfg, NULL, &req),
+	       0, "null is absent");
+	is_int(one("{\"language\":\"python\",\"code\":\"1\",\"inputs\":[1]}",
+	           &cfg, "inputs must be a JSON object", NULL),
+	       -EINVAL, "an array is refused");
+	is_int(one("{\"language\":\"python\",\"code\":\"1\",\"inputs\":\"x\"}",
+	           &cfg, "/sandbox/inputs.json", NULL),
+	       -EINVAL, "a string is refused, the message says where it goes");
+	is_int(one("{\"language\":\"python\",\"code\":\"1\",\"inputs\":"
+	           "{\"k\":"
+	           "\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	           "\"}}",
+	           &cfg, "inputs is 65 bytes as JSON, more than the 64 allowed",
+	           NULL),
+	       -EINVAL, "inputs over SANDBOX_MAX_INPUTS_BYTES");
+	is_int(one("{\"language\":\"python\",\"code\":\"1\",\"inputs\":"
+	           "{\"k\":"
+	           "\"yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy"
+	           "\"}}",
+	           &cfg, NULL, &req),
+	       0, "inputs of exactly the limit");
+	/* A later bad argument still frees what was allocated (ASan). */
+	is_int(
+	    one("{\"language\":\"python\",\"code\":\"1\",\"inputs\":{\"a\":1},"
+	        "\"environment\":{\"A\":\"1\"},\"timeout_seconds\":0}",
+	        &cfg, "timeout_seconds", NULL),
+	    -EINVAL, "refused with other arguments parsed");
+}
+
+static void test_check(void)
+{
+	struct config cfg;
+	struct runner_request req;
+	char err[256];
+
+	fill_config(&cfg);
+	memset(&req, 0, sizeof(req));
+	req.language = "python";
+	req.code = "1";
+	req.code_len = 1;
+	is_int(runargs_check(&req, &cfg, err, sizeof(err)), 0, "a plain run");
+	req.memory_mb = 2048;
+	is_int(runargs_check(&req, &cfg, err, sizeof(err)), -EINVAL,
+	       "memory_mb over the maximum is caught by the runner too");
+	ok(strstr(err, "16 to 1024") != NULL, "range named: %s", err);
+	req.memory_mb = 0;
+	req.cpus = 3;
+	is_int(runargs_check(&req, &cfg, err, sizeof(err)), -EINVAL,
+	       "cpus over the maximum");
+	ok(strstr(err, "0.01 to 2") != NULL, "range named: %s", err);
+	req.cpus = 0;
+	req.inputs_json = "{\"a\":\"01234567890123456789012345678901234567890"
+	                  "1234567890123456789\"}";
+	req.inputs_len = strlen(req.inputs_json);
+	is_int(runargs_check(&req, &cfg, err, sizeof(err)), -EINVAL,
+	       "inputs over the limit");
+}
+
+int main(void)
+{
+	test_limits();
+	test_inputs();
+	test_check();
+	return tap_done();
+}
