@@ -22,6 +22,7 @@
 #include "log.h"
 #include "mcp.h"
 #include "runner.h"
+#include "seccomp.h"
 #include "stats.h"
 #include "tools_files.h"
 #include "tools_run.h"
@@ -49,11 +50,26 @@ static void usage(FILE *out)
 	    "  --env-file PATH   read settings from PATH instead of ./.env\n"
 	    "  --check-config    validate, print the effective settings\n"
 	    "                    (secrets masked) and exit\n"
+	    "  --print-seccomp-profile\n"
+	    "                    print the seccomp profile of every run (for\n"
+	    "                    the daemon.json of Swarm sandbox nodes)\n"
 	    "  --help            show this help\n"
 	    "  --version         print the version\n"
 	    "\n"
 	    "Settings:\n");
 	config_print_help(out);
+}
+
+/* The seccomp profile as a file for dockerd's "seccomp-profile". */
+static int print_seccomp(void)
+{
+	cJSON *p = seccomp_profile_build();
+	char *txt = p ? cJSON_Print(p) : NULL;
+	int rc = txt && puts(txt) >= 0 && fflush(stdout) == 0 ? 0 : 1;
+
+	cJSON_free(txt);
+	cJSON_Delete(p);
+	return rc;
 }
 
 int main(int argc, char **argv)
@@ -63,6 +79,7 @@ int main(int argc, char **argv)
 	    {"version", no_argument, NULL, 'V'},
 	    {"check-config", no_argument, NULL, 'c'},
 	    {"env-file", required_argument, NULL, 'e'},
+	    {"print-seccomp-profile", no_argument, NULL, 's'},
 	    {NULL, 0, NULL, 0},
 	};
 	const char *env_file = ".env";
@@ -92,6 +109,8 @@ int main(int argc, char **argv)
 		case 'e':
 			env_file = optarg;
 			break;
+		case 's':
+			return print_seccomp();
 		default:
 			usage(stderr);
 			return EXIT_CONFIG;
