@@ -107,6 +107,13 @@ struct config {
 	size_t upload_max_bytes;
 	size_t inline_image_max_bytes;
 
+	/* more than one host, and metrics */
+	char *backend;           /* "docker" or "swarm" */
+	bool swarm;              /* backend is "swarm" */
+	char *swarm_constraints; /* ';'-separated placement constraints */
+	unsigned swarm_queue_timeout_s;
+	char *metrics_token; /* "": loopback peers only */
+
 	char **dotenv_; /* private: KEY=VALUE pairs read from the .env file */
 };
 
