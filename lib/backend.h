@@ -86,6 +86,12 @@ struct box_spec {
 	 * directory), or NULL for none (/dev/null).
 	 */
 	const char *stdin_path;
+	/*
+	 * Boxes with the same key never run at once, across every daemon
+	 * that shares the engine (the conversation's workspace name), for
+	 * backends that can hold such a lock (a Swarm service name); or NULL.
+	 */
+	const char *exclusive;
 	bool network;       /* only when the operator allows it */
 	unsigned memory_mb; /* 0: SANDBOX_MEMORY_MB */
 	double cpus;        /* 0: SANDBOX_CPUS */

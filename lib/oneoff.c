@@ -476,6 +476,7 @@ int oneoff_run(const struct oneoff_env *r, const struct runner_request *req,
 	bs.name = name;
 	if (!backend_has(r->be, BACKEND_STDIN) && req->stdin_data)
 		bs.stdin_path = ONEOFF_STDIN_PATH;
+	bs.exclusive = req->workspace_name;
 
 	ph[0] = mono_ms();
 	rc = box_create(r->be, &bs, &box, msg, sizeof(msg));
