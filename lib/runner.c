@@ -34,6 +34,7 @@
 #include "runargs.h"
 #include "slots.h"
 #include "stats.h"
+#include "swarm/backend_swarm.h"
 #include "util/errmsg.h"
 #include "util/hex.h"
 #include "util/mono.h"
@@ -597,9 +598,17 @@ int runner_create(const struct config *cfg, struct runner **out, char *err,
 		rc = errmsg_fail(-ENOMEM, err, errlen, "out of memory");
 		goto fail;
 	}
-	rc = backend_docker_create(cfg, r->boot, &r->be, err, errlen);
+	if (cfg->swarm)
+		rc = backend_swarm_create(cfg, r->boot, &r->be, err, errlen);
+	else
+		rc = backend_docker_create(cfg, r->boot, &r->be, err, errlen);
 	r->oneoff.be = r->be;
-	if (rc == 0 && cfg->warm)
+	/* Warm sessions need boxes that stay attached: one host only. */
+	if (rc == 0 && cfg->warm && !backend_has(r->be, BACKEND_WARM))
+		log_info("SANDBOX_WARM: the %s backend has no warm sessions; "
+		         "every run is one-off",
+		         backend_name(r->be));
+	else if (rc == 0 && cfg->warm)
 		rc = warm_create(cfg, r->be, r->boot, &r->warm, err, errlen);
 	if (rc < 0)
 		goto fail;
