@@ -422,7 +422,11 @@ static bool sw_rm_step(struct sw_backend *be, struct sw_rm *m)
 			return true;
 		}
 		cJSON_Delete(list);
-		if (now > m->give_up_ms || be->stop) {
+		if (be->stop) {
+			log_debug("service %s removed at shutdown", m->name);
+			return true;
+		}
+		if (now > m->give_up_ms) {
 			log_warnx("service %s is removed but its task is still "
 			          "listed (its node is away?); Swarm removes "
 			          "the container when the node is back",
