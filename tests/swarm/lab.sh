@@ -200,7 +200,8 @@ stop_engine() {
 lab_pids() {
 	local p exe
 	for p in /proc/[0-9]*; do
-		exe=$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null) || continue
+		# A process may end between the glob and the read.
+		{ exe=$(tr '\0' ' ' <"$p/cmdline"); } 2>/dev/null || continue
 		case $exe in
 		*"$LAB/"*) echo "${p#/proc/}" ;;
 		esac
