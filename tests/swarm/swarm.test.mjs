@@ -331,7 +331,68 @@ describe('swarm backend: the cluster queue and the conversation lock', { timeout
     const l = await waitClean(120_000);
     assert.deepEqual(l, { services: [], tasks: [], containers: [] });
   });
+});
 
+/** The samples of a Prometheus text exposition: [{ name, labels, value }]. */
+function parseMetrics(text) {
+  const out = [];
+  for (const line of text.split('\n')) {
+    const m = /^([a-z_][a-z0-9_]*)(?:\{(.*)\})? (\S+)$/.exec(line);
+    if (!m) continue;
+    const labels = Object.fromEntries([...(m[2] ?? '').matchAll(/([a-z_]+)="((?:[^"\\]|\\.)*)"/g)].map((x) => [x[1], x[2]]));
+    out.push({ name: m[1], labels, value: Number(m[3]) });
+  }
+  return out;
+}
+
+const sum = (samples, name, want = {}) =>
+  samples.filter((s) => s.name === name && Object.entries(want).every(([k, v]) => s.labels[k] === v)).reduce((a, s) => a + s.value, 0);
+
+describe('swarm backend: /metrics', { timeout: 120_000, skip: NO_LAB }, () => {
+  const METRICS = randomBytes(24).toString('hex');
+  let d;
+  before(async () => {
+    d = await swarmDaemon('m', { WORKSPACE_QUOTA_MODE: 'none', METRICS_TOKEN: METRICS });
+    for (let i = 0; i < 60 && !(await d.health()).swarm?.checked; i++) await sleep(500);
+  });
+  after(async () => {
+    await stopDaemon(d);
+  });
+
+  test('counts the swarm runs by status and language, and the engine and its nodes', async () => {
+    const rs = await Promise.all([
+      bash(d.client, 'echo a', { conversationId: 'm1' }),
+      bash(d.client, 'echo b', { conversationId: 'm2' }),
+      bash(d.client, 'exit 3', { conversationId: 'm3' }),
+      bash(d.client, 'sleep 30', { conversationId: 'm4', timeout_seconds: 2 }),
+    ]);
+    assert.deepEqual(
+      rs.map((r) => r.sc.status),
+      ['completed', 'completed', 'failed', 'timed_out'],
+    );
+    const url = `${d.base}/metrics`;
+    const none = await fetch(url);
+    assert.equal(none.status, 401, 'METRICS_TOKEN set: no token, no metrics');
+    const apiTok = await fetch(url, { headers: { Authorization: `Bearer ${d.token}` } });
+    assert.equal(apiTok.status, 401, 'the API token does not open /metrics');
+    const res = await fetch(url, { headers: { Authorization: `Bearer ${METRICS}` } });
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('content-type'), /^text\/plain; version=0\.0\.4/);
+    const m = parseMetrics(await res.text());
+    assert.equal(sum(m, 'mcpsd_runs_total', { status: 'completed', language: 'bash' }), 2);
+    assert.equal(sum(m, 'mcpsd_runs_total', { status: 'failed', language: 'bash' }), 1);
+    assert.equal(sum(m, 'mcpsd_runs_total', { status: 'timed_out', language: 'bash' }), 1);
+    assert.equal(sum(m, 'mcpsd_run_queue_seconds_count'), 4);
+    assert.equal(sum(m, 'mcpsd_run_duration_seconds_count', { language: 'bash' }), 4);
+    assert.equal(sum(m, 'mcpsd_engine_up'), 1);
+    assert.equal(sum(m, 'mcpsd_swarm_sandbox_nodes', { state: 'eligible' }), 2);
+    assert.equal(sum(m, 'mcpsd_swarm_sandbox_nodes', { state: 'ok' }), 2);
+    assert.ok(sum(m, 'mcpsd_http_requests_total', { route: '/mcp', status: '200' }) >= 4, 'HTTP requests by route and status');
+    assert.ok(sum(m, 'mcpsd_http_requests_total', { route: '/metrics', status: '401' }) >= 2);
+  });
+});
+
+describe('swarm backend: the end', { timeout: 90_000, skip: NO_LAB }, () => {
   test('after all of it no service, task or container is left on any node', async () => {
     const l = await waitClean(60_000);
     assert.deepEqual(l, { services: [], tasks: [], containers: [] });
