@@ -9,13 +9,14 @@
 // shared directory), MCPSD_BIN. The lab's engines must have the image
 // mcp-sandboxd/runner-bash:latest (lab.sh up --images ...).
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import http from 'node:http';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { connectHttp, sleep, startDaemon } from '../integration/lib/daemon.mjs';
+import { connectHttp, freePort, sleep, startDaemon } from '../integration/lib/daemon.mjs';
 import { runCode } from '../integration/lib/sandbox.mjs';
 import { umountBelow } from '../integration/lib/faults.mjs';
 
@@ -389,6 +390,57 @@ describe('swarm backend: /metrics', { timeout: 120_000, skip: NO_LAB }, () => {
     assert.equal(sum(m, 'mcpsd_swarm_sandbox_nodes', { state: 'ok' }), 2);
     assert.ok(sum(m, 'mcpsd_http_requests_total', { route: '/mcp', status: '200' }) >= 4, 'HTTP requests by route and status');
     assert.ok(sum(m, 'mcpsd_http_requests_total', { route: '/metrics', status: '401' }) >= 2);
+  });
+
+  test("Debian's Prometheus scrapes it, and a query returns the runs above", async (t) => {
+    const bin = ['/usr/bin/prometheus', '/usr/sbin/prometheus'].find((p) => existsSync(p));
+    if (!bin) return t.skip('no prometheus (apt-get install prometheus; tests/run.sh does)');
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'mcpsd-prom-'));
+    const port = await freePort();
+    writeFileSync(path.join(dir, 'token'), METRICS, { mode: 0o600 });
+    writeFileSync(
+      path.join(dir, 'prometheus.yml'),
+      [
+        'global: {scrape_interval: 1s, evaluation_interval: 1s}',
+        'scrape_configs:',
+        '  - job_name: mcpsd',
+        `    authorization: {credentials_file: ${dir}/token}`,
+        `    static_configs: [{targets: ['${new URL(d.base).host}']}]`,
+      ].join('\n') + '\n',
+    );
+    const prom = spawn(bin, [`--config.file=${dir}/prometheus.yml`, `--storage.tsdb.path=${dir}/data`, `--web.listen-address=127.0.0.1:${port}`], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let log = '';
+    prom.stderr.on('data', (c) => (log = (log + c).slice(-4000)));
+    const query = async (q) => {
+      const r = await fetch(`http://127.0.0.1:${port}/api/v1/query?query=${encodeURIComponent(q)}`);
+      const j = await r.json();
+      return j.data?.result?.[0]?.value?.[1];
+    };
+    try {
+      let got = {};
+      for (let i = 0; i < 120; i++) {
+        try {
+          got = {
+            up: await query('up{job="mcpsd"}'),
+            completed: await query('sum(mcpsd_runs_total{job="mcpsd",status="completed",language="bash"})'),
+            failed: await query('sum(mcpsd_runs_total{job="mcpsd",status="failed"})'),
+            timed_out: await query('sum(mcpsd_runs_total{job="mcpsd",status="timed_out"})'),
+          };
+          if (got.up === '1' && got.completed !== undefined) break;
+        } catch {
+          /* not up yet */
+        }
+        await sleep(500);
+      }
+      assert.deepEqual(got, { up: '1', completed: '2', failed: '1', timed_out: '1' }, `prometheus log: ${log}`);
+    } finally {
+      const done = new Promise((r) => prom.once('exit', r));
+      prom.kill('SIGTERM');
+      await done;
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
