@@ -315,6 +315,7 @@ layer_swarm() {
 		return
 	fi
 	ensure_docker
+	ensure_apt prometheus # scrapes /metrics in the test
 	ensure_node_modules "$NODE_DIR"
 	docker image inspect "$img" >/dev/null 2>&1 || ensure_runner_images
 	meson_build "$BUILD" || { record swarm 0 1; return; }
