@@ -301,6 +301,25 @@ swarm_lab_unavailable() {
 	return 1
 }
 
+# swarm_stop: what an interrupted swarm layer leaves: this shell's
+# descendants (the node test and the daemons it started), leaves first, by
+# PID; then the lab.
+swarm_stop() {
+	local lab=$1 p
+	swarm_descendants() {
+		local c
+		for c in $(pgrep -P "$1"); do
+			swarm_descendants "$c"
+			echo "$c"
+		done
+	}
+	for p in $(swarm_descendants $$); do
+		kill -TERM "$p" 2>/dev/null
+	done
+	sleep 2
+	MCPSD_LAB_DIR=$lab "$ROOT/tests/swarm/lab.sh" down >/dev/null 2>&1
+}
+
 # A Docker Swarm of three engines in network namespaces on this machine
 # (tests/swarm/lab.sh) and the daemon's swarm backend run on it through
 # the SDK client (tests/swarm/swarm.test.mjs), about 2-3 minutes; the lab
@@ -325,8 +344,8 @@ layer_swarm() {
 		record swarm 0 1
 		return
 	fi
-	# shellcheck disable=SC2064 # the paths are fixed now
-	trap "MCPSD_LAB_DIR=$lab '$ROOT/tests/swarm/lab.sh' down >/dev/null 2>&1" EXIT
+	# shellcheck disable=SC2064 # the path is fixed now
+	trap "swarm_stop '$lab'" EXIT
 	if MCPSD_LAB_DIR=$lab MCPSD_BIN="$BUILD/cmd/mcp-sandboxd" timeout 300 \
 		"$ROOT/tests/swarm/lab.sh" up --images "$img"; then
 		MCPSD_LAB_DIR=$lab INTEGRATION_TIMEOUT=360 run_integration swarm "" tests/swarm/swarm.test.mjs
