@@ -82,6 +82,18 @@ struct box_spec {
 	 * the box then can neither signal nor reach through /proc.
 	 */
 	bool main_is_init;
+	/*
+	 * Backends without BACKEND_STDIN: the path in the box of a file the
+	 * main process reads as its standard input (a file of the code
+	 * directory), or NULL for none (/dev/null).
+	 */
+	const char *stdin_path;
+	/*
+	 * Boxes with the same key never run at once, across every daemon
+	 * that shares the engine (the conversation's workspace name), for
+	 * backends that can hold such a lock (a Swarm service name); or NULL.
+	 */
+	const char *exclusive;
 	bool network;       /* only when the operator allows it */
 	unsigned memory_mb; /* 0: SANDBOX_MEMORY_MB */
 	double cpus;        /* 0: SANDBOX_CPUS */
@@ -111,8 +123,13 @@ struct box_state {
 /* One piece of output: which is 1 (stdout) or 2 (stderr). */
 typedef int (*box_output_fn)(void *arg, int which, const char *p, size_t n);
 
+/* What a backend can do besides create, start, wait, signal, release. */
+#define BACKEND_STDIN 1u /* stdin travels through the attach stream */
+#define BACKEND_WARM 2u  /* boxes that stay attached: warm sessions */
+
 struct backend_impl {
 	const char *name;
+	unsigned features; /* BACKEND_* */
 	void (*destroy)(struct backend *be);
 	/* Image summaries carrying label (Id, RepoTags, Labels, Created). */
 	int (*images)(struct backend *be, const char *label, cJSON **out,
@@ -131,6 +148,9 @@ struct backend_impl {
 	int (*box_attach)(struct box *b, struct box_stream **out, char *err,
 	                  size_t errlen);
 	int (*box_start)(struct box *b, char *err, size_t errlen);
+	/* Optional (NULL: a started box runs at once). */
+	int (*box_wait_running)(struct box *b, int cancel_fd, char *err,
+	                        size_t errlen);
 	int (*box_wait)(struct box *b, unsigned timeout_ms, char *err,
 	                size_t errlen);
 	int (*box_inspect)(struct box *b, struct box_state *out, char *err,
@@ -174,6 +194,12 @@ static inline void backend_destroy(struct backend *be)
 {
 	if (be)
 		be->impl->destroy(be);
+}
+
+/* Whether the backend has a feature (BACKEND_STDIN, BACKEND_WARM). */
+static inline bool backend_has(const struct backend *be, unsigned feature)
+{
+	return (be->impl->features & feature) != 0;
 }
 
 /* "docker", ... (static). */
@@ -243,6 +269,22 @@ __attribute__((warn_unused_result)) static inline int
 box_start(struct box *b, char *err, size_t errlen)
 {
 	return b->impl->box_start(b, err, errlen);
+}
+
+/*
+ * After box_start: waits until the box's program runs (or already ended),
+ * for engines that queue a box until there is room for it (a cluster).
+ * The time limit of a run starts after it. Returns 0, -ECANCELED when
+ * cancel_fd (-1 for none) became readable, -ETIMEDOUT when the engine kept
+ * it waiting longer than the backend allows, or another -errno, with a
+ * message. 0 at once for backends that do not queue.
+ */
+__attribute__((warn_unused_result)) static inline int
+box_wait_running(struct box *b, int cancel_fd, char *err, size_t errlen)
+{
+	if (!b->impl->box_wait_running)
+		return 0;
+	return b->impl->box_wait_running(b, cancel_fd, err, errlen);
 }
 
 /* Waits up to timeout_ms until the box stops: 0, -ETIMEDOUT, -errno. */

@@ -289,6 +289,23 @@ static const struct setting settings[] = {
     {"STORE_PATH", SET_STR, "", DERIVED, 0, 0, "/var/lib/mcp-sandboxd/state.db",
      "SQLite file of the daemon's durable state, e.g. OAuth clients and "
      "grants (default: SANDBOX_ROOT/state.db)"},
+    /* more than one host, and metrics */
+    {"SANDBOX_BACKEND", SET_STR, "docker", OFF(backend), 0, 0, "swarm",
+     "Where runs happen: docker (the engine at DOCKER_HOST) or swarm "
+     "(services of the Swarm whose manager is DOCKER_HOST; every run "
+     "one-off; see docs/deployment.md)"},
+    {"SWARM_CONSTRAINTS", SET_STR, "node.labels.mcp-sandboxd.sandbox==true",
+     OFF(swarm_constraints), 0, 0, "node.labels.mcp-sandboxd.sandbox==true",
+     "Placement constraints of run services, separated by ';': only nodes "
+     "configured as sandbox nodes"},
+    {"SWARM_QUEUE_TIMEOUT_SECONDS", SET_UINT, "600", OFF(swarm_queue_timeout_s),
+     1, 86400, "600",
+     "How long a run may wait for room in the Swarm (its reservations) "
+     "or for an earlier run of its conversation before it fails"},
+    {"METRICS_TOKEN", SET_SECRET, "", OFF(metrics_token), 0, 0,
+     "$(openssl rand -hex 32)",
+     "Bearer token for GET /metrics (empty: /metrics answers loopback "
+     "peers only)"},
 };
 
 #define N_SETTINGS (sizeof(settings) / sizeof(settings[0]))
@@ -1063,6 +1080,47 @@ static int derive_oauth(struct config *cfg, char *err, size_t errlen)
 	if (set_str(&cfg->oauth_issuer, u) < 0)
 		return -ENOMEM;
 	cfg->oauth = true;
+/* The backend, the Swarm's settings and the metrics token. */
+static int derive_cluster(struct config *cfg, char *err, size_t errlen)
+{
+	bool swarm = strcmp(cfg->backend, "swarm") == 0;
+
+	if (!swarm && strcmp(cfg->backend, "docker") != 0)
+		return errmsg_fail(-EINVAL, err, errlen,
+		                   "SANDBOX_BACKEND='%s' is not a backend; use "
+		                   "docker or swarm, e.g. "
+		                   "SANDBOX_BACKEND=docker",
+		                   cfg->backend);
+	cfg->swarm = swarm;
+	if (swarm && cfg->allow_network)
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "SANDBOX_ALLOW_NETWORK=true cannot be honoured with "
+		    "SANDBOX_BACKEND=swarm: sandbox nodes run their engine "
+		    "with --bridge=none, so tasks have no network; set "
+		    "SANDBOX_ALLOW_NETWORK=false");
+	if (swarm && cfg->runtime[0])
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "SANDBOX_RUNTIME cannot be chosen per service on a Swarm "
+		    "(Docker 20.10); make it the sandbox nodes' default "
+		    "runtime in their daemon.json and leave SANDBOX_RUNTIME "
+		    "empty");
+	for (const char *p = cfg->swarm_constraints; *p; p++) {
+		if (!(isalnum((unsigned char)*p) || strchr("._-=!; ", *p)))
+			return errmsg_fail(
+			    -EINVAL, err, errlen,
+			    "SWARM_CONSTRAINTS='%s' must be Swarm "
+			    "placement constraints separated by ';', e.g. "
+			    "SWARM_CONSTRAINTS=node.labels.mcp-sandboxd."
+			    "sandbox==true",
+			    cfg->swarm_constraints);
+	}
+	if (cfg->metrics_token[0] && strlen(cfg->metrics_token) < 16)
+		return errmsg_fail(-EINVAL, err, errlen,
+		                   "METRICS_TOKEN must have at least 16 "
+		                   "characters, e.g. METRICS_TOKEN=$(openssl "
+		                   "rand -hex 32)");
 	return 0;
 }
 
@@ -1384,6 +1442,9 @@ static int derive(struct config *cfg, char *err, size_t errlen)
 			    q);
 		cfg->workspace_quota_bytes = (size_t)u * 1024 * 1024;
 	}
+	r = derive_cluster(cfg, err, errlen);
+	if (r < 0)
+		return r;
 	r = parse_secret(cfg, err, errlen);
 	if (r < 0)
 		return r;

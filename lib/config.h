@@ -129,6 +129,13 @@ struct config {
 	char *store_path;
 	char *stdio_tenant; /* --stdio: the tenant of the local client */
 
+	/* more than one host, and metrics */
+	char *backend;           /* "docker" or "swarm" */
+	bool swarm;              /* backend is "swarm" */
+	char *swarm_constraints; /* ';'-separated placement constraints */
+	unsigned swarm_queue_timeout_s;
+	char *metrics_token; /* "": loopback peers only */
+
 	char **dotenv_; /* private: KEY=VALUE pairs read from the .env file */
 };
 

@@ -369,6 +369,7 @@ void http_server_set_stats(struct http_server *hs, struct stats *s)
 {
 	static const char *const labels[] = {"route", "status", NULL};
 
+	hs->stats = s;
 	hs->m_requests =
 	    stats_counter(s, "mcpsd_http_requests_total",
 	                  "HTTP requests by route and status", labels);

@@ -94,7 +94,8 @@ struct stats;
 
 /*
  * Counts every finished request in s (by the path of its route, "none"
- * for unmatched, and its status). Before traffic arrives.
+ * for unmatched, and its status) and serves s at GET /metrics. Before
+ * traffic arrives; s outlives the server.
  */
 void http_server_set_stats(struct http_server *hs, struct stats *s);
 

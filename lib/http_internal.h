@@ -60,7 +60,8 @@ struct http_server {
 	} health[HTTP_MAX_HEALTH_HOOKS];
 	size_t n_health;
 	struct auth_hook auth;
-	struct stats_metric *m_requests;           /* by route and status */
+	struct stats *stats;             /* for /metrics; NULL: none */
+	struct stats_metric *m_requests; /* by route and status */
 	struct http_route routes[HTTP_MAX_ROUTES]; /* added, matched first */
 	size_t n_routes;
 
@@ -155,5 +156,10 @@ bool http_mcp_head(void *data, struct http_request *rq);
 
 void http_files_handle(void *data, struct http_request *rq);
 void http_health_handle(void *data, struct http_request *rq);
+
+/* ---- http_metrics.c ---- */
+
+/* GET /metrics: the stats' text exposition, for METRICS_TOKEN or loopback. */
+void http_metrics_handle(void *data, struct http_request *rq);
 
 #endif

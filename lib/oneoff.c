@@ -23,6 +23,9 @@
 #include "util/mono.h"
 
 #define ONEOFF_WAIT_SLICE_MS 1000
+/* stdin as a file of the code directory, for backends without a stream. */
+#define ONEOFF_STDIN_NAME ".stdin"
+#define ONEOFF_STDIN_PATH "/sandbox/" ONEOFF_STDIN_NAME
 
 /* A one-off run's code directory, as we and the engine's host see it. */
 struct oneoff_dir {
@@ -176,6 +179,49 @@ fail:
 	if (dfd >= 0)
 		close(dfd);
 	return rc ? rc : -EIO;
+}
+
+/*
+ * For backends that cannot stream stdin: writes it as the file
+ * ONEOFF_STDIN_NAME of the code directory (read-only at /sandbox).
+ */
+static int oneoff_stdin_file(struct oneoff_dir *b, const char *data, size_t len,
+                             char *err, size_t errlen)
+{
+	int dfd, fd = -1, rc = 0;
+	size_t off = 0;
+
+	dfd = open(b->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd >= 0)
+		fd = openat(
+		    dfd, ONEOFF_STDIN_NAME,
+		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0 || fchmod(fd, 0644) < 0)
+		goto fail;
+	while (off < len) {
+		ssize_t w = write(fd, data + off, len - off);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			goto fail;
+		off += (size_t)w;
+	}
+	if (close(fd) < 0) {
+		fd = -1;
+		goto fail;
+	}
+	close(dfd);
+	return 0;
+fail:
+	rc = errno ? -errno : -EIO;
+	snprintf(err, errlen, "cannot write the stdin file in %.200s: %s",
+	         b->dir, strerror(-rc));
+	if (fd >= 0)
+		close(fd);
+	if (dfd >= 0)
+		close(dfd);
+	return rc;
 }
 
 static void oneoff_dir_release(struct oneoff_dir *d)
@@ -381,8 +427,10 @@ oneoff_drive(const struct oneoff_env *r, const struct runner_request *req,
 	int rc;
 
 	memset(&x, 0, sizeof(x));
-	x.in = req->stdin_data;
-	x.in_len = req->stdin_data ? req->stdin_len : 0;
+	if (backend_has(r->be, BACKEND_STDIN)) {
+		x.in = req->stdin_data;
+		x.in_len = req->stdin_data ? req->stdin_len : 0;
+	}
 	x.deadline = t_start + (long long)res->timeout_s * 1000;
 	x.cancel_fd = runner_cancel_fd(req->cancel);
 	x.max_total = r->cfg->output_max_bytes;
@@ -477,6 +525,14 @@ int oneoff_run(const struct oneoff_env *r, const struct runner_request *req,
 		snprintf(res->message, sizeof(res->message), "%s", msg);
 		goto out;
 	}
+	if (!backend_has(r->be, BACKEND_STDIN) && req->stdin_data) {
+		rc = oneoff_stdin_file(&dir, req->stdin_data, req->stdin_len,
+		                       msg, sizeof(msg));
+		if (rc < 0) {
+			snprintf(res->message, sizeof(res->message), "%s", msg);
+			goto out;
+		}
+	}
 	if (req->tenant)
 		log_fingerprint(req->tenant, strlen(req->tenant), tenant_fp);
 	spec.image = img;
@@ -505,6 +561,9 @@ int oneoff_run(const struct oneoff_env *r, const struct runner_request *req,
 	}
 	have_spec = true;
 	bs.name = name;
+	if (!backend_has(r->be, BACKEND_STDIN) && req->stdin_data)
+		bs.stdin_path = ONEOFF_STDIN_PATH;
+	bs.exclusive = req->workspace_name;
 
 	ph[0] = mono_ms();
 	rc = box_create(r->be, &bs, &box, msg, sizeof(msg));
@@ -526,6 +585,20 @@ int oneoff_run(const struct oneoff_env *r, const struct runner_request *req,
 	if (rc == 0) {
 		ph[2] = mono_ms();
 		rc = box_start(box, msg, sizeof(msg));
+	}
+	if (rc == 0) {
+		/* A cluster may queue the box: the time limit starts after. */
+		long long t_wait = mono_ms();
+
+		rc = box_wait_running(box, runner_cancel_fd(req->cancel), msg,
+		                      sizeof(msg));
+		res->queue_ms += mono_ms() - t_wait;
+	}
+	if (rc == -ECANCELED) {
+		res->status = RUNNER_CANCELLED;
+		snprintf(res->message, sizeof(res->message),
+		         "cancelled while waiting for a sandbox");
+		goto out;
 	}
 	if (rc < 0) {
 		snprintf(res->message, sizeof(res->message), "%s", msg);

@@ -34,6 +34,7 @@
 #include "runargs.h"
 #include "slots.h"
 #include "stats.h"
+#include "swarm/backend_swarm.h"
 #include "util/errmsg.h"
 #include "util/hex.h"
 #include "util/mono.h"
@@ -609,9 +610,17 @@ int runner_create(const struct config *cfg, struct runner **out, char *err,
 		rc = errmsg_fail(-ENOMEM, err, errlen, "out of memory");
 		goto fail;
 	}
-	rc = backend_docker_create(cfg, r->boot, &r->be, err, errlen);
+	if (cfg->swarm)
+		rc = backend_swarm_create(cfg, r->boot, &r->be, err, errlen);
+	else
+		rc = backend_docker_create(cfg, r->boot, &r->be, err, errlen);
 	r->oneoff.be = r->be;
-	if (rc == 0 && cfg->warm)
+	/* Warm sessions need boxes that stay attached: one host only. */
+	if (rc == 0 && cfg->warm && !backend_has(r->be, BACKEND_WARM))
+		log_info("SANDBOX_WARM: the %s backend has no warm sessions; "
+		         "every run is one-off",
+		         backend_name(r->be));
+	else if (rc == 0 && cfg->warm)
 		rc = warm_create(cfg, r->be, r->boot, &r->warm, err, errlen);
 	if (rc < 0)
 		goto fail;
@@ -675,6 +684,47 @@ static void runner_read_warm(void *arg, stats_emit_fn emit, void *ctx)
 	emit(ctx, pool, ws.pool);
 }
 
+/*
+ * The engine as the backend's health report has it: whether it answers,
+ * and for a Swarm how many sandbox nodes are eligible and passed the node
+ * check. Read at scrape time, so no second copy of the state is kept.
+ */
+static void runner_read_engine(void *arg, stats_emit_fn emit, void *ctx)
+{
+	struct runner *r = arg;
+	cJSON *h = cJSON_CreateObject();
+	const cJSON *d;
+
+	if (!h)
+		return;
+	(void)backend_health(r->be, h);
+	d = cJSON_GetObjectItemCaseSensitive(h, "docker");
+	emit(ctx, NULL,
+	     cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "reachable")));
+	cJSON_Delete(h);
+}
+
+static void runner_read_nodes(void *arg, stats_emit_fn emit, void *ctx)
+{
+	struct runner *r = arg;
+	cJSON *h = cJSON_CreateObject();
+	const cJSON *sw, *n;
+	const char *const eligible[] = {"eligible", NULL};
+	const char *const ok[] = {"ok", NULL};
+
+	if (!h)
+		return;
+	(void)backend_health(r->be, h);
+	sw = cJSON_GetObjectItemCaseSensitive(h, "swarm");
+	n = cJSON_GetObjectItemCaseSensitive(sw, "sandbox_nodes");
+	if (cJSON_IsNumber(n))
+		emit(ctx, eligible, n->valuedouble);
+	n = cJSON_GetObjectItemCaseSensitive(sw, "sandbox_nodes_ok");
+	if (cJSON_IsNumber(n))
+		emit(ctx, ok, n->valuedouble);
+	cJSON_Delete(h);
+}
+
 void runner_set_stats(struct runner *r, struct stats *s)
 {
 	static const char *const run_labels[] = {"status", "language", "tenant",
@@ -699,6 +749,14 @@ void runner_set_stats(struct runner *r, struct stats *s)
 	stats_gauge_fn(s, "mcpsd_warm_boxes",
 	               "Warm boxes: sessions busy, sessions idle, pool", state,
 	               runner_read_warm, r);
+	stats_gauge_fn(s, "mcpsd_engine_up",
+	               "Whether the engine (DOCKER_HOST) answered last time",
+	               NULL, runner_read_engine, r);
+	if (r->cfg->swarm)
+		stats_gauge_fn(s, "mcpsd_swarm_sandbox_nodes",
+		               "Swarm sandbox nodes: eligible by "
+		               "SWARM_CONSTRAINTS, and passing the node check",
+		               state, runner_read_nodes, r);
 }
 
 void runner_set_changed_cb(struct runner *r, runner_changed_fn fn, void *arg)

@@ -10,7 +10,7 @@
 #        tests/run.sh --test NAME [--test NAME...] [--name PATTERN]
 #        tests/run.sh --list
 # Layers: format docs build unit fuzz fuzzrun static conformance
-#         integration compose sanitize valgrind
+#         integration compose swarm sanitize valgrind
 # --test runs one test program or file, building what it needs first:
 #   unit/NAME        tests/unit/test_NAME.c (e.g. unit/rpc)
 #   docker/NAME      tests/integration/test_NAME.c against the engine
@@ -30,7 +30,7 @@ export ROOT
 # shellcheck source=deploy/common.sh
 . "$ROOT/deploy/common.sh"
 
-ALL_LAYERS=(format docs build unit fuzz fuzzrun static conformance integration compose sanitize valgrind)
+ALL_LAYERS=(format docs build unit fuzz fuzzrun static conformance integration compose swarm sanitize valgrind)
 ONLY=""
 SKIP=""
 TESTS=()
@@ -285,6 +285,79 @@ layer_compose() {
 		"$(echo "$line" | sed -nE 's/.* ([0-9]+) skipped.*/\1/p')"
 }
 
+# swarm_lab_unavailable: why this machine cannot run the swarm lab (on
+# stdout, status 0), or status 1 when it can.
+swarm_lab_unavailable() {
+	local probe="mcpsdlab-probe-$$" c
+	[ "$(id -u)" -eq 0 ] || { echo "the lab needs root (network namespaces, dockerd)"; return 0; }
+	for c in ip nsenter dockerd flock; do
+		command -v "$c" >/dev/null 2>&1 || { echo "no $c on this machine"; return 0; }
+	done
+	if ! ip netns add "$probe" 2>/dev/null; then
+		echo "this machine cannot make network namespaces (ip netns add failed)"
+		return 0
+	fi
+	ip netns del "$probe"
+	return 1
+}
+
+# swarm_stop: what an interrupted swarm layer leaves: this shell's
+# descendants (the node test and the daemons it started), leaves first, by
+# PID; then the lab.
+swarm_stop() {
+	local lab=$1 p
+	swarm_descendants() {
+		local c
+		for c in $(pgrep -P "$1"); do
+			swarm_descendants "$c"
+			echo "$c"
+		done
+	}
+	for p in $(swarm_descendants $$); do
+		kill -TERM "$p" 2>/dev/null
+	done
+	sleep 2
+	MCPSD_LAB_DIR=$lab "$ROOT/tests/swarm/lab.sh" down >/dev/null 2>&1
+}
+
+# A Docker Swarm of three engines in network namespaces on this machine
+# (tests/swarm/lab.sh) and the daemon's swarm backend run on it through
+# the SDK client (tests/swarm/swarm.test.mjs), about 2-3 minutes; the lab
+# is removed afterwards, also when a test fails or the run is interrupted.
+layer_swarm() {
+	[ -n "${BUILD_BROKEN:-}" ] && { record swarm 0 1; return; }
+	local why lab=/var/tmp/mcpsd-swarm-lab lock=/var/tmp/mcpsd-swarm-lab.lock
+	local img=mcp-sandboxd/runner-bash:latest
+	if why=$(swarm_lab_unavailable); then
+		echo "skipped: $why"
+		record swarm 0 0 1
+		return
+	fi
+	ensure_docker
+	ensure_apt prometheus # scrapes /metrics in the test
+	ensure_node_modules "$NODE_DIR"
+	docker image inspect "$img" >/dev/null 2>&1 || ensure_runner_images
+	meson_build "$BUILD" || { record swarm 0 1; return; }
+	exec {SWARM_LOCK}>"$lock"
+	if ! flock -n "$SWARM_LOCK"; then
+		echo "another run uses the swarm lab ($lock)"
+		record swarm 0 1
+		return
+	fi
+	# shellcheck disable=SC2064 # the path is fixed now
+	trap "swarm_stop '$lab'" EXIT
+	if MCPSD_LAB_DIR=$lab MCPSD_BIN="$BUILD/cmd/mcp-sandboxd" timeout 300 \
+		"$ROOT/tests/swarm/lab.sh" up --images "$img"; then
+		MCPSD_LAB_DIR=$lab INTEGRATION_TIMEOUT=360 run_integration swarm "" tests/swarm/swarm.test.mjs
+	else
+		echo "the swarm lab did not come up"
+		record swarm 0 1
+	fi
+	MCPSD_LAB_DIR=$lab "$ROOT/tests/swarm/lab.sh" down
+	trap - EXIT
+	exec {SWARM_LOCK}>&-
+}
+
 # The unit and integration suites again under AddressSanitizer and UBSan.
 # The daemon exits non-zero on a leak, which the integration tests check.
 layer_sanitize() {
@@ -402,7 +475,7 @@ run_integration() {
 	[ ${#files[@]} -gt 0 ] || files=(tests/integration/*.test.mjs)
 	out=$(cd "$ROOT" && MCPSD_BIN="$bin" MCPSD_FIXTURES_BIN="$fix" \
 		MCPSD_LOG_DIR="$LOG_DIR" MCPSD_SANITIZED="${MCPSD_BIN_OVERRIDE:+1}" \
-		timeout 1800 node --test --test-concurrency=1 \
+		timeout "${INTEGRATION_TIMEOUT:-1800}" node --test --test-concurrency=1 \
 		${pattern:+"--test-name-pattern=$pattern"} \
 		--test-reporter=./tests/integration/lib/reporter.mjs \
 		--test-reporter-destination=stdout \

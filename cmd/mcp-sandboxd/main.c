@@ -26,6 +26,7 @@
 #include "oauth.h"
 #include "oauth_http.h"
 #include "runner.h"
+#include "seccomp.h"
 #include "stats.h"
 #include "stdio_mcp.h"
 #include "store.h"
@@ -69,11 +70,26 @@ static void usage(FILE *out)
 	    "                    input and output (newline-delimited JSON-RPC)\n"
 	    "                    as the tenant STDIO_TENANT; exits when\n"
 	    "                    standard input ends. Logs go to stderr.\n"
+	    "  --print-seccomp-profile\n"
+	    "                    print the seccomp profile of every run (for\n"
+	    "                    the daemon.json of Swarm sandbox nodes)\n"
 	    "  --help            show this help\n"
 	    "  --version         print the version\n"
 	    "\n"
 	    "Settings:\n");
 	config_print_help(out);
+}
+
+/* The seccomp profile as a file for dockerd's "seccomp-profile". */
+static int print_seccomp(void)
+{
+	cJSON *p = seccomp_profile_build();
+	char *txt = p ? cJSON_Print(p) : NULL;
+	int rc = txt && puts(txt) >= 0 && fflush(stdout) == 0 ? 0 : 1;
+
+	cJSON_free(txt);
+	cJSON_Delete(p);
+	return rc;
 }
 
 int main(int argc, char **argv)
@@ -84,6 +100,7 @@ int main(int argc, char **argv)
 	    {"check-config", no_argument, NULL, 'c'},
 	    {"env-file", required_argument, NULL, 'e'},
 	    {"stdio", no_argument, NULL, 's'},
+	    {"print-seccomp-profile", no_argument, NULL, 'p'},
 	    {NULL, 0, NULL, 0},
 	};
 	const char *env_file = ".env";
@@ -119,6 +136,8 @@ int main(int argc, char **argv)
 		case 's':
 			use_stdio = true;
 			break;
+		case 'p':
+			return print_seccomp();
 		default:
 			usage(stderr);
 			return EXIT_CONFIG;

@@ -730,6 +730,7 @@ static void dk_destroy(struct backend *base)
 
 static const struct backend_impl dk_impl = {
     .name = "docker",
+    .features = BACKEND_STDIN | BACKEND_WARM,
     .destroy = dk_destroy,
     .images = dk_images,
     .reap = dk_reap,

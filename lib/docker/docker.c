@@ -1056,12 +1056,18 @@ static const char *docker_find_header(const char *head, const char *name)
 	return NULL;
 }
 
-int docker_container_attach(struct docker *d, const char *id,
-                            struct docker_attach **out, char *err,
-                            size_t errlen)
+/*
+ * Sends "<line> /v<version><path> <proto>" and the extra header lines on a
+ * connection of its own and reads the answer's head; on 101 or 200 the
+ * connection is handed out as a stream of the body (attach: hijacked; an
+ * HTTP/1.0 GET: the body until the engine closes, never chunked).
+ */
+static int docker_hijack(struct docker *d, const char *method, const char *path,
+                         const char *proto, const char *extra, const char *what,
+                         struct docker_attach **out, char *err, size_t errlen)
 {
 	struct docker_attach *a = NULL;
-	char req[512], head[DOCKER_ATTACH_HDR_MAX + 1], ver[16];
+	char req[1536], head[DOCKER_ATTACH_HDR_MAX + 1], ver[16];
 	char cerr[CURL_ERROR_SIZE] = "";
 	long long deadline = mono_ms() + d->timeout_ms;
 	size_t hlen = 0, body_off = 0;
@@ -1073,8 +1079,6 @@ int docker_container_attach(struct docker *d, const char *id,
 	int r, n;
 
 	*out = NULL;
-	if (!docker_id_ok(id))
-		return docker_bad_id("container id", err, errlen);
 	r = docker_api_version(d, ver, sizeof(ver), err, errlen);
 	if (r < 0)
 		return r;
@@ -1114,26 +1118,19 @@ int docker_container_attach(struct docker *d, const char *id,
 		goto out;
 	}
 	a->fd = (int)sock;
-	n = snprintf(req, sizeof(req),
-	             "POST /v%s/containers/%s/attach?stream=1&stdin=1&"
-	             "stdout=1&stderr=1 HTTP/1.1\r\n"
-	             "Host: docker\r\n"
-	             "Content-Type: text/plain\r\n"
-	             "Content-Length: 0\r\n"
-	             "Connection: Upgrade\r\n"
-	             "Upgrade: tcp\r\n\r\n",
-	             ver, id);
+	n = snprintf(req, sizeof(req), "%s /v%s%s %s\r\nHost: docker\r\n%s\r\n",
+	             method, ver, path, proto, extra);
 	if (n < 0 || (size_t)n >= sizeof(req)) {
-		snprintf(err, errlen, "attach request too long");
+		snprintf(err, errlen, "%s request too long", what);
 		r = -EINVAL;
 		goto out;
 	}
 	r = docker_attach_send(a->h, a->fd, req, (size_t)n, deadline);
 	if (r < 0) {
 		snprintf(err, errlen,
-		         "Docker engine at %s: sending the attach request "
+		         "Docker engine at %s: sending the %s request "
 		         "failed: %s",
-		         d->host, strerror(-r));
+		         d->host, what, strerror(-r));
 		docker_mark_down(d, err);
 		goto out;
 	}
@@ -1141,7 +1138,7 @@ int docker_container_attach(struct docker *d, const char *id,
 	while (!eoh) {
 		if (hlen == DOCKER_ATTACH_HDR_MAX) {
 			snprintf(err, errlen,
-			         "Docker attach response head too long");
+			         "Docker %s response head too long", what);
 			r = -EPROTO;
 			goto out;
 		}
@@ -1149,8 +1146,8 @@ int docker_container_attach(struct docker *d, const char *id,
 		if (r < 0) {
 			snprintf(err, errlen,
 			         "Docker engine at %s did not answer the "
-			         "attach request within %u ms",
-			         d->host, d->timeout_ms);
+			         "%s request within %u ms",
+			         d->host, what, d->timeout_ms);
 			docker_mark_down(d, err);
 			goto out;
 		}
@@ -1160,9 +1157,9 @@ int docker_container_attach(struct docker *d, const char *id,
 			continue;
 		if (got <= 0) {
 			snprintf(err, errlen,
-			         "Docker engine at %s closed the attach "
+			         "Docker engine at %s closed the %s "
 			         "connection",
-			         d->host);
+			         d->host, what);
 			docker_mark_down(d, err);
 			r = -ECONNREFUSED;
 			goto out;
@@ -1174,8 +1171,7 @@ int docker_container_attach(struct docker *d, const char *id,
 	body_off = (size_t)(eoh - head) + 4;
 	if (sscanf(head, "HTTP/1.%*1[01] %3ld", &status) != 1) {
 		snprintf(err, errlen,
-		         "Docker engine sent a malformed attach "
-		         "response");
+		         "Docker engine sent a malformed %s response", what);
 		r = -EPROTO;
 		goto out;
 	}
@@ -1208,9 +1204,8 @@ int docker_container_attach(struct docker *d, const char *id,
 		msg = cJSON_GetStringValue(
 		    cJSON_GetObjectItemCaseSensitive(j, "message"));
 		snprintf(err, errlen,
-		         "Docker engine refused to attach to %.12s: %s "
-		         "(HTTP %ld)",
-		         id, msg ? msg : "no message", status);
+		         "Docker engine refused the %s request: %s (HTTP %ld)",
+		         what, msg ? msg : "no message", status);
 		cJSON_Delete(j);
 		r = status == 404 ? -ENOENT : status == 409 ? -EBUSY : -EIO;
 		goto out;
@@ -1225,6 +1220,62 @@ int docker_container_attach(struct docker *d, const char *id,
 	return 0;
 out:
 	docker_attach_close(a);
+	return r;
+}
+
+int docker_container_attach(struct docker *d, const char *id,
+                            struct docker_attach **out, char *err,
+                            size_t errlen)
+{
+	char path[256];
+
+	*out = NULL;
+	if (!docker_id_ok(id))
+		return docker_bad_id("container id", err, errlen);
+	snprintf(path, sizeof(path),
+	         "/containers/%s/attach?stream=1&stdin=1&stdout=1&stderr=1",
+	         id);
+	return docker_hijack(d, "POST", path, "HTTP/1.1",
+	                     "Content-Type: text/plain\r\n"
+	                     "Content-Length: 0\r\n"
+	                     "Connection: Upgrade\r\n"
+	                     "Upgrade: tcp\r\n",
+	                     "attach", out, err, errlen);
+}
+
+int docker_stream_get(struct docker *d, const char *path,
+                      struct docker_attach **out, char *err, size_t errlen)
+{
+	*out = NULL;
+	if (path[0] != '/' || strpbrk(path, " \r\n")) {
+		snprintf(err, errlen, "invalid Docker request path");
+		return -EINVAL;
+	}
+	return docker_hijack(d, "GET", path, "HTTP/1.0", "", "stream", out, err,
+	                     errlen);
+}
+
+int docker_request(struct docker *d, const char *method, const char *path,
+                   const char *body, unsigned timeout_ms, cJSON **out,
+                   char *err, size_t errlen)
+{
+	struct docker_req rq = {.method = method,
+	                        .path = path,
+	                        .versioned = true,
+	                        .body = body,
+	                        .timeout_ms = timeout_ms};
+	int r;
+
+	if (out)
+		*out = NULL;
+	if (path[0] != '/' || strpbrk(path, " \r\n")) {
+		snprintf(err, errlen, "invalid Docker request path");
+		return -EINVAL;
+	}
+	r = docker_call(d, &rq, err, errlen);
+	if (r == 0 && out && rq.resp.len > 0)
+		r = docker_parse(&rq, out, err, errlen);
+	buf_finish(&rq.resp);
 	return r;
 }
 

@@ -235,6 +235,30 @@ __attribute__((warn_unused_result)) int
 docker_containers_list(struct docker *d, const char *label, cJSON **out,
                        char *err, size_t errlen);
 
+/* ---- any endpoint ------------------------------------------------------ */
+
+/*
+ * method path (after the version prefix, e.g. "/services/create") with an
+ * optional JSON body, for the endpoints this header has no function for
+ * (Swarm services, tasks, nodes). timeout_ms 0 means the client's default.
+ * When out is not NULL and the engine answered a body, *out is it parsed
+ * (caller owns; NULL for an empty answer). Errors as above.
+ */
+__attribute__((warn_unused_result)) int
+docker_request(struct docker *d, const char *method, const char *path,
+               const char *body, unsigned timeout_ms, cJSON **out, char *err,
+               size_t errlen);
+
+/*
+ * GET path as HTTP/1.0 on a connection of its own, handed out as a
+ * stream of the answer's body (no chunking: it ends when the engine
+ * closes), e.g. /services/{id}/logs?follow=1. Read it with the
+ * docker_attach_* functions below; caller owns *out.
+ */
+__attribute__((warn_unused_result)) int
+docker_stream_get(struct docker *d, const char *path,
+                  struct docker_attach **out, char *err, size_t errlen);
+
 /* ---- attach ----------------------------------------------------------- */
 
 /*

@@ -412,3 +412,35 @@ describe('what OAuth-capable clients show a person', () => {
     }
   }
 });
+
+describe('/metrics without METRICS_TOKEN: loopback peers only', () => {
+  let m;
+  let port;
+  before(async () => {
+    const { freePort } = await import('./lib/daemon.mjs');
+    port = await freePort();
+    m = await startDaemon({ name: 'metrics', port, env: { MCP_HTTP_ADDR: `0.0.0.0:${port}`, MCP_ALLOWED_HOSTS: '' } });
+  });
+  after(async () => {
+    await m?.stop();
+  });
+
+  test('a loopback peer reads the Prometheus text', async () => {
+    const r = await fetch(`http://127.0.0.1:${port}/metrics`);
+    assert.equal(r.status, 200);
+    assert.match(r.headers.get('content-type'), /^text\/plain; version=0\.0\.4/);
+    const text = await r.text();
+    assert.match(text, /^# TYPE mcpsd_http_requests_total counter$/m);
+    assert.match(text, /^mcpsd_engine_up [01]$/m);
+  });
+
+  test('another peer is refused with what to do', async (t) => {
+    const addr = Object.values(os.networkInterfaces())
+      .flat()
+      .find((i) => i.family === 'IPv4' && !i.internal)?.address;
+    if (!addr) return t.skip('no non-loopback IPv4 address on this machine');
+    const r = await fetch(`http://${addr}:${port}/metrics`);
+    assert.equal(r.status, 403);
+    assert.match(await r.text(), /loopback peers only.*METRICS_TOKEN/);
+  });
+});
