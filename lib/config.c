@@ -1080,6 +1080,9 @@ static int derive_oauth(struct config *cfg, char *err, size_t errlen)
 	if (set_str(&cfg->oauth_issuer, u) < 0)
 		return -ENOMEM;
 	cfg->oauth = true;
+	return 0;
+}
+
 /* The backend, the Swarm's settings and the metrics token. */
 static int derive_cluster(struct config *cfg, char *err, size_t errlen)
 {
