@@ -134,8 +134,8 @@ static void *writer_main(void *arg)
 
 	buf_init(&acc, EVENT_MAX);
 	while (chunk) {
-		ssize_t n = mcp_stream_read(t->stream, chunk, READ_CHUNK,
-		                            WAIT_MS);
+		ssize_t n =
+		    mcp_stream_read(t->stream, chunk, READ_CHUNK, WAIT_MS);
 		long long dl = atomic_load(&t->writer_deadline_ms);
 
 		if (n < 0)
@@ -146,15 +146,16 @@ static void *writer_main(void *arg)
 			continue;
 		}
 		if (buf_append(&acc, chunk, (size_t)n) < 0) {
-			log_warnx("stdio: an event over %u bytes; the session's "
-			          "stream is abandoned",
-			          EVENT_MAX);
+			log_warnx(
+			    "stdio: an event over %u bytes; the session's "
+			    "stream is abandoned",
+			    EVENT_MAX);
 			break;
 		}
 		for (;;) {
-			char *sep = acc.len ? memmem(acc.data, acc.len, "\n\n",
-			                             2)
-			                    : NULL;
+			char *sep = acc.len
+			                ? memmem(acc.data, acc.len, "\n\n", 2)
+			                : NULL;
 			size_t ev;
 
 			if (!sep)
@@ -224,7 +225,8 @@ static void *reader_main(void *arg)
 		}
 		for (char *p0 = chunk, *end = chunk + n; p0 < end;) {
 			char *nl = memchr(p0, '\n', (size_t)(end - p0));
-			size_t len = nl ? (size_t)(nl - p0) : (size_t)(end - p0);
+			size_t len =
+			    nl ? (size_t)(nl - p0) : (size_t)(end - p0);
 
 			if (skipping) {
 				skipped += len;
@@ -239,11 +241,12 @@ static void *reader_main(void *arg)
 			if (skipping) {
 				char msg[200];
 
-				snprintf(msg, sizeof(msg),
-				         "a message of %zu bytes is over the "
-				         "limit of %zu (MCP_MAX_BODY_BYTES); it "
-				         "was not read",
-				         skipped, t->o.max_line);
+				snprintf(
+				    msg, sizeof(msg),
+				    "a message of %zu bytes is over the "
+				    "limit of %zu (MCP_MAX_BODY_BYTES); it "
+				    "was not read",
+				    skipped, t->o.max_line);
 				out_error(t, -32600, msg);
 				skipping = false;
 				skipped = 0;
