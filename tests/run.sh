@@ -212,11 +212,11 @@ layer_fuzz() {
 	fi
 }
 
-# Each libFuzzer target for a short budget (FUZZ_SECONDS, default 10) on a
+# Each libFuzzer target for a short budget (FUZZ_SECONDS, default 6) on a
 # copy of its corpus, with AddressSanitizer and UBSan. A crash fails.
 layer_fuzzrun() {
 	ensure_apt clang libclang-rt-14-dev
-	local dir="$ROOT/build/fuzz" secs=${FUZZ_SECONDS:-10} t out okc=0 nbad=0
+	local dir="$ROOT/build/fuzz" secs=${FUZZ_SECONDS:-6} t out okc=0 nbad=0
 	mkdir -p "$LOG_DIR"
 	if ! (CC=clang meson_build "$dir" -Dfuzzing=true -Db_sanitize=address,undefined \
 		-Db_lundef=false); then
@@ -370,7 +370,20 @@ layer_sanitize() {
 	export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:exitcode=24
 	meson_suite "$BUILD_ASAN" unit
 	meson_suite "$BUILD_ASAN" docker
-	MCPSD_BIN_OVERRIDE="$BUILD_ASAN/cmd/mcp-sandboxd" run_integration sanitize
+	# The daemon's own code paths under ASan and UBSan: both transports and
+	# the real clients, the HTTP front and its abuse, files and quotas,
+	# cancel, warm sessions and their engine faults, OAuth, stdio and the
+	# run options. Left to the integration layer (plain build): suites whose
+	# time goes to waiting on containers, clocks or other programs
+	# (faults, warm_limits, sandbox, saved_output, languages, browser,
+	# claude_code); their daemon paths are the ones exercised here.
+	local f sfiles=()
+	for f in transport clients http_routes abuse_http files cancel warm \
+		warm_faults oauth stdio run_options; do
+		[ -f "$ROOT/tests/integration/$f.test.mjs" ] &&
+			sfiles+=("tests/integration/$f.test.mjs")
+	done
+	MCPSD_BIN_OVERRIDE="$BUILD_ASAN/cmd/mcp-sandboxd" run_integration sanitize "" "${sfiles[@]}"
 	unset ASAN_OPTIONS UBSAN_OPTIONS
 }
 
