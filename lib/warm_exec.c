@@ -293,8 +293,15 @@ static void warm_take_d(struct warm_box *b, const struct warm_call *c,
 	const char *why = cJSON_GetStringValue(
 	    cJSON_GetObjectItemCaseSensitive(d, "kernel_reason"));
 	long long code = warm_num(d, "exit_code");
+	long long sig = warm_num(d, "signal");
 	long long ooms = warm_num(mem, "oom_kills");
 
+	/*
+	 * Killed by a signal (an abort(), a segfault): 128 + its number, as a
+	 * one-off run's box reports it and as a shell would.
+	 */
+	if (code < 0 && sig > 0 && sig < 128)
+		code = 128 + sig;
 	res->exit_code = code >= 0 && code < 256 ? (int)code : -1;
 	res->cpu_ms = warm_num(d, "cpu_ms");
 	res->session.memory_bytes = warm_num(mem, "usage");
