@@ -234,59 +234,129 @@ static void tools_run_append_text(cJSON *result, const char *more)
 	buf_finish(&b);
 }
 
-/*
- * Saves a stream's whole output, kept in fd, into the workspace when the
- * result only shows its head and tail. Adds "<name>_url".
- */
-static void tools_run_save_stream(cJSON *sc, struct buf *text,
-                                  struct workspace *ws, const char *name,
-                                  int fd, const struct runner_output *cap,
-                                  size_t max)
+/* One cut stream's whole output, mapped from its file for the save. */
+struct saved_stream {
+	void *map;
+	size_t len;
+};
+
+/* Maps the first max bytes of fd when the result shows only head and tail. */
+static void saved_stream_map(struct saved_stream *m, int fd,
+                             const struct runner_output *cap, size_t max)
 {
 	off_t size;
-	void *map;
-	const char *data;
-	char *rel = NULL, *url = NULL;
-	size_t got;
-	char key[32];
-	int r = 0;
 
+	m->map = NULL;
+	m->len = 0;
 	if (fd < 0 || !cap->truncated)
 		return;
 	size = lseek(fd, 0, SEEK_END);
 	if (size <= 0)
 		return;
-	if ((size_t)size > max)
-		size = (off_t)max;
+	m->len = (size_t)size > max ? max : (size_t)size;
 	/*
 	 * Mapped, not copied: up to SANDBOX_OUTPUT_MAX_BYTES per stream would
 	 * otherwise pass through the heap for every long output.
 	 */
-	got = (size_t)size;
-	map = mmap(NULL, got, PROT_READ, MAP_PRIVATE, fd, 0);
-	if (map == MAP_FAILED)
-		return;
-	data = map;
-	if (workspace_save_output(ws, name, data, got, &rel, &url) < 0) {
+	m->map = mmap(NULL, m->len, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (m->map == MAP_FAILED) {
+		m->map = NULL;
+		m->len = 0;
+	}
+}
+
+/* Says in the result what workspace_save_outputs did with each stream. */
+static int tools_run_describe_saved(cJSON *sc, struct buf *text,
+                                    const struct workspace_output *v, size_t n,
+                                    struct workspace_pruned *pr)
+{
+	char key[32];
+	int r = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (v[i].rel) {
+			snprintf(key, sizeof(key), "%s_url", v[i].stream);
+			cJSON_AddStringToObject(sc, key, v[i].url);
+			r |= buf_printf(text,
+			                "\nThe whole %s (%zu bytes) is saved "
+			                "as /data/%s: %s",
+			                v[i].stream, v[i].len, v[i].rel,
+			                v[i].url);
+		} else {
+			r |=
+			    buf_printf(text,
+			               "\nThe whole %s (%zu bytes) was not "
+			               "saved (%s); only its head and tail are "
+			               "shown",
+			               v[i].stream, v[i].len,
+			               v[i].err[0] ? v[i].err : "no room");
+		}
+	}
+	if (pr->n) {
+		const cJSON *p;
+
 		r |= buf_printf(text,
-		                "\nThe whole %s (%zu bytes) could not be saved "
-		                "to /data (it is full or .mcp is not a "
-		                "directory); only its head and tail are shown",
-		                name, got);
-	} else {
-		snprintf(key, sizeof(key), "%s_url", name);
-		cJSON_AddStringToObject(sc, key, url);
-		r |= buf_printf(text,
-		                "\nThe whole %s (%zu bytes) is saved as "
-		                "/data/%s: %s",
-		                name, got, rel, url);
+		                "\n%zu older saved output%s deleted to stay "
+		                "within the saved-output limits (%llu bytes; "
+		                "their links are gone):",
+		                pr->n, pr->n == 1 ? "" : "s", pr->bytes);
+		cJSON_ArrayForEach (p, pr->paths)
+			r |= buf_printf(text, " %s", p->valuestring);
+		if (pr->n > WORKSPACE_PRUNED_LIST)
+			r |= buf_printf(text, " and %zu more",
+			                pr->n - WORKSPACE_PRUNED_LIST);
+		if (pr->paths) {
+			cJSON_AddItemToObject(sc, "saved_outputs_deleted",
+			                      pr->paths);
+			pr->paths = NULL;
+		}
+	}
+	return r;
+}
+
+/*
+ * Saves the whole output of the streams whose result shows only head and
+ * tail (kept in out_fd and err_fd) into the workspace, both in one call
+ * so that the oldest saved outputs make room for them together. Adds
+ * "<stream>_url" and "saved_outputs_deleted".
+ */
+static void tools_run_save_outputs(cJSON *sc, struct buf *text,
+                                   struct workspace *ws, int out_fd, int err_fd,
+                                   const struct runner_result *res, size_t max)
+{
+	struct saved_stream m[2];
+	struct workspace_output v[2];
+	struct workspace_pruned pr = {0};
+	size_t n = 0;
+	int r = 0;
+
+	saved_stream_map(&m[0], out_fd, &res->out, max);
+	saved_stream_map(&m[1], err_fd, &res->err, max);
+	memset(v, 0, sizeof(v));
+	for (int i = 0; i < 2; i++) {
+		if (!m[i].map)
+			continue;
+		v[n].stream = i ? "stderr" : "stdout";
+		v[n].data = m[i].map;
+		v[n].len = m[i].len;
+		n++;
+	}
+	if (n && workspace_save_outputs(ws, v, n, &pr) < 0) {
+		for (size_t i = 0; i < n; i++)
+			r |= buf_printf(text,
+			                "\nThe whole %s (%zu bytes) could not "
+			                "be saved; only its head and tail are "
+			                "shown",
+			                v[i].stream, v[i].len);
+	} else if (n) {
+		r |= tools_run_describe_saved(sc, text, v, n, &pr);
 	}
 	if (r < 0)
-		log_warnx("could not describe the saved %s in the result",
-		          name);
-	free(rel);
-	free(url);
-	munmap(map, got);
+		log_warnx("could not describe the saved output in the result");
+	workspace_outputs_finish(v, n, &pr);
+	for (int i = 0; i < 2; i++)
+		if (m[i].map)
+			munmap(m[i].map, m[i].len);
 }
 
 /*
@@ -360,10 +430,7 @@ static void tools_run_add_workspace(cJSON *result, struct workspace *ws,
 		cJSON_Delete(files);
 	}
 	/* After the changes, so saved output is not listed as a run's file. */
-	tools_run_save_stream(sc, &text, ws, "stdout", out_fd, &res->out,
-	                      max_out);
-	tools_run_save_stream(sc, &text, ws, "stderr", err_fd, &res->err,
-	                      max_out);
+	tools_run_save_outputs(sc, &text, ws, out_fd, err_fd, res, max_out);
 	if (workspace_usage(ws, &u) == 0) {
 		cJSON_AddItemToObject(sc, "workspace", tools_content_usage(&u));
 		if (u.over)

@@ -306,13 +306,4 @@ workspace_save_outputs(struct workspace *ws, struct workspace_output *v,
 void workspace_outputs_finish(struct workspace_output *v, size_t n,
                               struct workspace_pruned *pruned);
 
-/*
- * One stream through workspace_save_outputs: 0 with *rel and *url (caller
- * frees; either may be NULL if not wanted), or a negative errno (-EDQUOT
- * when it was not saved). What older saved outputs it deleted is not told.
- */
-__attribute__((warn_unused_result)) int
-workspace_save_output(struct workspace *ws, const char *stream,
-                      const void *data, size_t len, char **rel, char **url);
-
 #endif

@@ -769,33 +769,3 @@ void workspace_outputs_finish(struct workspace_output *v, size_t n,
 		memset(pruned, 0, sizeof(*pruned));
 	}
 }
-
-int workspace_save_output(struct workspace *ws, const char *stream,
-                          const void *data, size_t len, char **rel_out,
-                          char **url_out)
-{
-	struct workspace_output o = {
-	    .stream = stream, .data = data, .len = len};
-	struct workspace_pruned pruned;
-	int r;
-
-	if (rel_out)
-		*rel_out = NULL;
-	if (url_out)
-		*url_out = NULL;
-	r = workspace_save_outputs(ws, &o, 1, &pruned);
-	if (r == 0 && !o.rel)
-		r = -EDQUOT;
-	if (r == 0) {
-		if (rel_out) {
-			*rel_out = o.rel;
-			o.rel = NULL;
-		}
-		if (url_out) {
-			*url_out = o.url;
-			o.url = NULL;
-		}
-	}
-	workspace_outputs_finish(&o, 1, &pruned);
-	return r;
-}
