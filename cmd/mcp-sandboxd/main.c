@@ -23,6 +23,7 @@
 #include "mcp.h"
 #include "runner.h"
 #include "stats.h"
+#include "tasks.h"
 #include "tools_files.h"
 #include "tools_run.h"
 #include "workspace.h"
@@ -70,6 +71,7 @@ int main(int argc, char **argv)
 	struct config cfg;
 	char err[1024];
 	struct mcp_server *mcp = NULL;
+	struct tasks *tasks = NULL;
 	struct http_server *http = NULL;
 	struct workspace_mgr *wm = NULL;
 	struct runner *runner = NULL;
@@ -168,6 +170,14 @@ int main(int argc, char **argv)
 	         "conversationId on every call of one conversation: files "
 	         "written to /data persist between calls and come back "
 	         "as links.");
+	/* 2026-07-28 clients send it as a header: route by conversation. */
+	mcp_server_add_header_param(mcp, "conversationId", "Conversation-Id");
+	if (tasks_open(&cfg, &tasks, err, sizeof(err)) < 0) {
+		log_errorx("tasks: %s", err);
+		rc = 1;
+		goto out;
+	}
+	mcp_server_set_tasks(mcp, tasks);
 	if (workspace_mgr_create(&cfg, &wm, err, sizeof(err)) < 0) {
 		log_errorx("workspaces: %s", err);
 		rc = 1;
@@ -197,6 +207,8 @@ int main(int argc, char **argv)
 	    cron_add(cron, "warm", 1000, runner_job_warm, runner) < 0 ||
 	    cron_add(cron, "sessions", MCP_SWEEP_INTERVAL_MS, mcp_job_sweep,
 	             mcp) < 0 ||
+	    cron_add(cron, "tasks", TASKS_SWEEP_INTERVAL_MS, tasks_job_sweep,
+	             tasks) < 0 ||
 	    cron_start(cron) < 0) {
 		log_errorx("cannot start the housekeeping loop");
 		rc = 1;
@@ -249,6 +261,7 @@ out:
 	cron_destroy(cron);
 	http_server_destroy(http);
 	mcp_server_destroy(mcp);
+	tasks_close(tasks);
 	runner_destroy(runner);
 	workspace_mgr_destroy(wm);
 	stats_destroy(stats);
