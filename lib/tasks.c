@@ -185,9 +185,10 @@ static int mem_make_room(void *bd, const char *tenant, unsigned max)
 			if (strcmp(t->tenant, tenant) != 0)
 				continue;
 			n++;
+			/* Newest first: on a tie the later one is older. */
 			if (task_status_final(t->r.status) &&
 			    (!oldest ||
-			     t->r.updated_ms < (*oldest)->r.updated_ms))
+			     t->r.updated_ms <= (*oldest)->r.updated_ms))
 				oldest = pp;
 		}
 		if (n < max)
