@@ -94,7 +94,8 @@ int reqstate_open(const unsigned char key[REQSTATE_KEY_LEN], const char *text,
                   size_t len, long long now, cJSON **payload, char *err,
                   size_t errlen)
 {
-	unsigned char tag[TAG_LEN], want[TAG_LEN];
+	/* b64_decode() may write n / 4 * 3 bytes before it checks the end. */
+	unsigned char tag[TAG_B64 / 4 * 3], want[TAG_LEN];
 	unsigned char *json = NULL;
 	const char *dot;
 	size_t plen, jlen, tlen;
