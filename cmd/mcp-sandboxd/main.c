@@ -221,7 +221,7 @@ int main(int argc, char **argv)
 	          "build");
 #endif
 
-	if (http_server_create(&cfg, mcp, &http, err, sizeof(err)) < 0) {
+	if (http_server_bind(&cfg, mcp, &http, err, sizeof(err)) < 0) {
 		log_errorx("%s", err);
 		rc = 1;
 		goto out;
@@ -229,6 +229,12 @@ int main(int argc, char **argv)
 	http_server_set_files(http, files_http_get, wm);
 	http_server_add_health(http, runner_health, runner);
 	http_server_add_health(http, workspace_mgr_health, wm);
+	http_server_set_stats(http, stats);
+	if (http_server_start(http, err, sizeof(err)) < 0) {
+		log_errorx("%s", err);
+		rc = 1;
+		goto out;
+	}
 	log_info("mcp-sandboxd %s listening on %s:%u; MCP endpoint %s/mcp, "
 	         "%zu token(s) configured",
 	         MCPSD_VERSION, cfg.listen_host[0] ? cfg.listen_host : "*",
