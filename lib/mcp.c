@@ -387,7 +387,7 @@ static void post_stateless(struct mcp_server *srv,
 	struct session *s;
 	struct stream *st;
 	char *err;
-	int status;
+	int status, r;
 	bool json;
 
 	if (b->is_array) {
@@ -435,7 +435,8 @@ static void post_stateless(struct mcp_server *srv,
 		return;
 	}
 	st = NULL;
-	if (mcp_session_new_stateless(srv, req->tenant, &meta, &s) == 0) {
+	r = mcp_session_new_stateless(srv, req->tenant, &meta, &s);
+	if (r == 0) {
 		s->refs++;
 		st = post_stream(s);
 		if (!st) {
@@ -444,6 +445,14 @@ static void post_stateless(struct mcp_server *srv,
 		}
 	}
 	mcp_unlock(srv);
+	if (r == -EBUSY) {
+		resp_fail(resp, 429,
+		          rpc_errorf(m->id_raw, RPC_INTERNAL_ERROR,
+		                     "this token has too many requests in "
+		                     "flight; wait for some to finish"));
+		resp->retry_after = 5;
+		return;
+	}
 	if (!st) {
 		resp_oom(resp);
 		return;

@@ -452,7 +452,10 @@ struct mcp_meta;
  * Creates the stateless session of one 2026-07-28 request of tenant, with
  * meta's version, capabilities (copied) and log level, linked into
  * srv->stateless (not the table: it has no id and no idle expiry). *out is
- * borrowed as with mcp_session_new(). -ENOMEM.
+ * borrowed as with mcp_session_new(). -EBUSY when tenant already has as
+ * many requests in flight as its sessions could have
+ * (MCP_MAX_SESSIONS_PER_TENANT times MCP_MAX_INFLIGHT_PER_SESSION),
+ * -ENOMEM.
  */
 int mcp_session_new_stateless(struct mcp_server *srv, const char *tenant,
                               const struct mcp_meta *meta,

@@ -108,9 +108,18 @@ void mcp_session_free(struct session *s)
 int mcp_session_new_stateless(struct mcp_server *srv, const char *tenant,
                               const struct mcp_meta *meta, struct session **out)
 {
+	/* What a tenant could have in flight with sessions, at most. */
+	unsigned long long cap =
+	    (unsigned long long)srv->cfg->max_sessions_per_tenant *
+	    srv->cfg->max_inflight_per_session;
+	unsigned long long n = 0;
 	struct session *s;
 
 	*out = NULL;
+	for (s = srv->stateless; s; s = s->next)
+		n += strcmp(s->tenant, tenant) == 0;
+	if (n >= cap)
+		return -EBUSY;
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;

@@ -826,6 +826,57 @@ static void test_listen_and_logs(void)
 	free(out);
 }
 
+static void *bg_wait(void *arg)
+{
+	char *out;
+
+	(void)arg;
+	post("tools/call", "wait",
+	     "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\","
+	     "\"params\":{\"name\":\"wait\",\"arguments\":{\"ms\":600}," META_OK
+	     "}}",
+	     &out);
+	free(out);
+	return NULL;
+}
+
+/* A tenant has at most as many requests in flight as sessions allow. */
+static void test_tenant_cap(void)
+{
+	unsigned sessions = cfg.max_sessions_per_tenant;
+	unsigned inflight = cfg.max_inflight_per_session;
+	struct hdrs h = std_hdrs("tools/list", NULL);
+	pthread_t th;
+	char *out;
+	int st;
+
+	cfg.max_sessions_per_tenant = 1;
+	cfg.max_inflight_per_session = 1;
+	pthread_create(&th, NULL, bg_wait, NULL);
+	sleep_ms(200);
+	st = post("tools/list", NULL,
+	          "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\","
+	          "\"params\":{" META_OK "}}",
+	          &out);
+	is_int(st, 429, "over the tenant's requests in flight: 429");
+	free(out);
+	st = post_as("t2", V, &h,
+	             "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/"
+	             "list\",\"params\":{" META_OK "}}",
+	             &out);
+	is_int(st, 200, "another tenant is not held back");
+	free(out);
+	pthread_join(th, NULL);
+	st = post("tools/list", NULL,
+	          "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\","
+	          "\"params\":{" META_OK "}}",
+	          &out);
+	is_int(st, 200, "served again once the other ended");
+	free(out);
+	cfg.max_sessions_per_tenant = sessions;
+	cfg.max_inflight_per_session = inflight;
+}
+
 int main(void)
 {
 	char err[256];
@@ -853,6 +904,7 @@ int main(void)
 	test_mrtr();
 	test_tasks();
 	test_listen_and_logs();
+	test_tenant_cap();
 
 	mcp_server_close_sessions(srv);
 	mcp_server_destroy(srv);
