@@ -107,10 +107,11 @@ static bool check_version_header(const struct mcp_http_req *req,
 		return true;
 	resp_fail(resp, 400,
 	          rpc_errorf(NULL, RPC_INVALID_REQUEST,
-	                     "unsupported MCP-Protocol-Version '%.40s'; "
-	                     "supported: 2025-11-25, 2025-06-18, "
-	                     "2025-03-26, 2024-11-05",
-	                     req->protocol_version));
+	                     "unsupported MCP-Protocol-Version '%.40s' "
+	                     "for a session; sessions speak 2025-11-25, "
+	                     "2025-06-18, 2025-03-26 or 2024-11-05 (%s "
+	                     "requests carry no Mcp-Session-Id)",
+	                     req->protocol_version, MCP_MODERN_VERSION));
 	return false;
 }
 
