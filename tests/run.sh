@@ -7,8 +7,22 @@
 # Exit status is non-zero when anything failed.
 #
 # Usage: tests/run.sh [--only LAYER[,LAYER...]] [--skip LAYER[,LAYER...]]
+#        tests/run.sh --test NAME [--test NAME...] [--name PATTERN]
+#        tests/run.sh --list
 # Layers: format docs build unit fuzz fuzzrun static conformance
 #         integration compose sanitize valgrind
+# --test runs one test program or file, building what it needs first:
+#   unit/NAME        tests/unit/test_NAME.c (e.g. unit/rpc)
+#   docker/NAME      tests/integration/test_NAME.c against the engine
+#   fuzz/NAME        the fuzz_NAME corpus replay
+#   NAME             tests/integration/NAME.test.mjs (e.g. abuse_http), or
+#                    the one C test of that name if no file has it
+# --name PATTERN     with integration files: only the suites and tests
+#                    whose name matches (a regular expression; node's
+#                    --test-name-pattern); C programs always run whole
+# --list             prints every NAME that --test takes
+# A failure shows the failing test's path of names, its assertion's
+# message, expected and actual values, and where it is.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -19,17 +33,29 @@ export ROOT
 ALL_LAYERS=(format docs build unit fuzz fuzzrun static conformance integration compose sanitize valgrind)
 ONLY=""
 SKIP=""
+TESTS=()
+NAME_PATTERN=""
+LIST=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--only) ONLY=",$2,"; shift 2 ;;
 	--skip) SKIP=",$2,"; shift 2 ;;
+	--test) TESTS+=("${2:?--test needs a NAME (see --list)}"); shift 2 ;;
+	--name) NAME_PATTERN=${2:?--name needs a PATTERN}; shift 2 ;;
+	--list) LIST=1; shift ;;
 	-h | --help)
-		sed -n '3,10p' "$0" | sed 's/^# \{0,1\}//'
+		awk 'NR > 2 && /^#/ {sub(/^# ?/, ""); print; next} NR > 2 {exit}' "$0"
 		exit 0
 		;;
 	*) die "unknown option $1 (see --help)" ;;
 	esac
 done
+if [ -n "$NAME_PATTERN" ] && [ ${#TESTS[@]} -eq 0 ]; then
+	die "--name selects tests inside a --test file; add --test NAME"
+fi
+if [ ${#TESTS[@]} -gt 0 ] && { [ -n "$ONLY" ] || [ -n "$SKIP" ]; }; then
+	die "--test runs single tests; it does not combine with --only or --skip"
+fi
 
 PASSED=0
 FAILED=0
@@ -115,20 +141,59 @@ layer_build() {
 	[ "$nbad" -eq 0 ] || BUILD_BROKEN=1
 }
 
-# Counts meson test results from its summary.
+# meson_failures DIR [SETUP]: for each test of the last meson run in DIR
+# (with --setup SETUP) that did not pass, its name and result, then every
+# "not ok" line of its TAP output with the diagnostics that follow (file:line,
+# got and want); a program that died without one shows the end of its
+# output instead (a crash, a sanitizer's or valgrind's report).
+meson_failures() {
+	python3 - "$1/meson-logs/testlog${2:+-$2}.json" <<'EOF'
+import json, sys
+
+for line in open(sys.argv[1], encoding="utf-8", errors="replace"):
+    t = json.loads(line)
+    if t.get("result") in ("OK", "SKIP", "EXPECTEDFAIL"):
+        continue
+    print(f"    {t['name']}: {t.get('result')} (exit status {t.get('returncode')})")
+    out = (t.get("stdout") or "").splitlines()
+    shown, keep = [], False
+    for l in out:
+        if l.lstrip().startswith("not ok ") or l.startswith("Bail out!"):
+            keep = True
+        elif not l.lstrip().startswith("#"):
+            keep = False
+        if keep:
+            shown.append(l)
+    if not shown:
+        shown = (out + (t.get("stderr") or "").splitlines())[-40:]
+    for l in shown[:200]:
+        print("      " + l)
+EOF
+}
+
+# meson_suite DIR SUITE [TEST...]: runs a meson test suite (or some of its
+# tests) and counts the results from its summary; failures are shown by
+# meson_failures and the whole output is kept in $LOG_DIR.
 meson_suite() {
-	local dir=$1 suite=$2 out okc failc skipc
-	out=$(meson test -C "$dir" --suite "$suite" --print-errorlogs 2>&1)
-	echo "$out" | grep -E '^ *[0-9]+/[0-9]+ ' | sed 's/^/  /'
+	local dir=$1 suite=$2 out okc failc skipc to log
+	shift 2
+	mkdir -p "$LOG_DIR"
+	log="$LOG_DIR/meson-$suite-$(basename "$dir").log"
+	out=$(meson test -C "$dir" --suite "$suite" --print-errorlogs "$@" 2>&1)
+	printf '%s\n' "$out" >"$log"
+	echo "$out" | grep -E '^ *[0-9]+/[0-9]+ ' | awk '!seen[$0]++' | sed 's/^/  /'
 	okc=$(echo "$out" | awk '/^Ok:/ {print $2}')
 	failc=$(echo "$out" | awk '/^Fail:/ {print $2}')
 	skipc=$(echo "$out" | awk '/^Skipped:/ {print $2}')
-	local to
 	to=$(echo "$out" | awk '/^Timeout:/ {print $2}')
 	if [ -z "$okc" ]; then
 		echo "$out" | tail -20
 		record "$suite" 0 1
 		return
+	fi
+	if [ "$((failc + ${to:-0}))" -gt 0 ]; then
+		meson_failures "$dir"
+		echo "  full output: $log"
 	fi
 	record "$suite" "$okc" "$((failc + ${to:-0}))" "${skipc:-0}"
 }
@@ -250,8 +315,9 @@ layer_valgrind() {
 	out=$(meson test -C "$BUILD" --setup valgrind --print-errorlogs $names 2>&1)
 	okc=$(echo "$out" | awk '/^Ok:/ {print $2}')
 	failc=$(echo "$out" | awk '/^Fail:/ {print $2}')
-	echo "$out" | grep -E '^ *[0-9]+/[0-9]+ ' | sed 's/^/  /'
+	echo "$out" | grep -E '^ *[0-9]+/[0-9]+ ' | awk '!seen[$0]++' | sed 's/^/  /'
 	[ -n "$okc" ] || { echo "$out" | tail -20; record valgrind 0 1; return; }
+	[ "${failc:-0}" -eq 0 ] || meson_failures "$BUILD" valgrind
 	record valgrind "$okc" "$failc" "${#skip[@]}"
 }
 
@@ -318,33 +384,177 @@ layer_integration() {
 	run_integration integration
 }
 
-# run_integration NAME: the node suites against the daemon binaries
-# (MCPSD_BIN_OVERRIDE replaces both with one build, e.g. the sanitizer's).
+# run_integration NAME [PATTERN [FILE...]]: the node suites (all of them,
+# or the files given; only the tests matching PATTERN when not empty)
+# against the daemon binaries (MCPSD_BIN_OVERRIDE replaces both with one
+# build, e.g. the sanitizer's). Prints one line per top-level suite and a
+# block for every failing test at any depth (lib/reporter.mjs); the full
+# TAP output goes to $LOG_DIR/NAME.tap.
 run_integration() {
+	local name=$1 pattern=${2:-} files=("${@:3}")
 	ensure_node_modules "$NODE_DIR"
 	mkdir -p "$LOG_DIR"
 	local out pass fail skip bin fix
 	bin=${MCPSD_BIN_OVERRIDE:-$BUILD/cmd/mcp-sandboxd}
 	fix=${MCPSD_BIN_OVERRIDE:-$BUILD_FIX/cmd/mcp-sandboxd}
+	[ ${#files[@]} -gt 0 ] || files=(tests/integration/*.test.mjs)
 	out=$(cd "$ROOT" && MCPSD_BIN="$bin" MCPSD_FIXTURES_BIN="$fix" \
 		MCPSD_LOG_DIR="$LOG_DIR" MCPSD_SANITIZED="${MCPSD_BIN_OVERRIDE:+1}" \
-		timeout 1800 node --test --test-reporter=tap --test-concurrency=1 \
-		tests/integration/*.test.mjs 2>&1)
-	echo "$out" | grep -E '^(not ok|ok|# (pass|fail|skip|duration))' | sed 's/^/  /'
-	echo "$out" | grep -B2 -A30 '^not ok' | head -120
+		timeout 1800 node --test --test-concurrency=1 \
+		${pattern:+"--test-name-pattern=$pattern"} \
+		--test-reporter=./tests/integration/lib/reporter.mjs \
+		--test-reporter-destination=stdout \
+		--test-reporter=tap --test-reporter-destination="$LOG_DIR/$name.tap" \
+		"${files[@]}" 2>&1)
+	echo "$out" | grep -vE '^# (tests|suites|cancelled|todo) ' | sed 's/^/  /'
 	pass=$(echo "$out" | awk '/^# pass/ {print $3}')
 	fail=$(echo "$out" | awk '/^# fail/ {print $3}')
-	skip=$(echo "$out" | awk '/^# skip/ {print $3}')
+	skip=$(echo "$out" | awk '/^# skipped/ {print $3}')
 	if [ -z "$pass" ]; then
-		echo "$out" | tail -30
-		record "$1" 0 1
+		echo "  no summary from node --test; full TAP output: $LOG_DIR/$name.tap"
+		record "$name" 0 1
 		return
 	fi
-	record "$1" "$pass" "$fail" "$skip"
+	if [ "${fail:-0}" -gt 0 ]; then
+		echo "  full TAP output: $LOG_DIR/$name.tap"
+	fi
+	record "$name" "$pass" "$fail" "$skip"
 }
 
 # ---------------------------------------------------------------------
+# --test and --list
+
+unit_names() {
+	sed -n "s/^  '\([a-z_0-9]*\)',\$/\1/p" "$ROOT/tests/unit/meson.build"
+}
+
+docker_names() {
+	sed -n "s/^foreach t : \[\(.*\)\]/\1/p" "$ROOT/tests/integration/meson.build" |
+		tr -d "' " | tr ',' '\n' | sed 's/^test_//'
+}
+
+fuzz_names() {
+	sed -n "s/^  '\([a-z_0-9]*\)',\$/\1/p" "$ROOT/tests/fuzz/meson.build"
+}
+
+integration_names() {
+	local f
+	for f in "$ROOT"/tests/integration/*.test.mjs; do
+		f=${f##*/}
+		echo "${f%.test.mjs}"
+	done
+}
+
+list_tests() {
+	unit_names | sed 's|^|unit/|'
+	docker_names | sed 's|^|docker/|'
+	fuzz_names | sed 's|^|fuzz/|'
+	integration_names
+}
+
+# resolve_test NAME: prints "KIND NAME" (KIND: unit, docker, fuzz or
+# integration), or dies saying what names exist.
+resolve_test() {
+	local n=$1 hits=()
+	n=${n#tests/}
+	case $n in
+	unit/*) n=${n#unit/}; n=${n#test_}; n=${n%.c}
+		unit_names | grep -qxF "$n" && { echo "unit $n"; return; } ;;
+	docker/* | integration/test_*.c) n=${n#docker/}; n=${n#integration/}; n=${n#test_}; n=${n%.c}
+		docker_names | grep -qxF "$n" && { echo "docker $n"; return; } ;;
+	fuzz/*) n=${n#fuzz/}; n=${n#fuzz_}; n=${n%.c}
+		fuzz_names | grep -qxF "$n" && { echo "fuzz $n"; return; } ;;
+	integration/*) n=${n#integration/}; n=${n%.mjs}; n=${n%.test}
+		integration_names | grep -qxF "$n" && { echo "integration $n"; return; } ;;
+	*)
+		n=${n%.mjs}; n=${n%.test}
+		integration_names | grep -qxF "$n" && hits+=("integration $n")
+		unit_names | grep -qxF "$n" && hits+=("unit $n")
+		docker_names | grep -qxF "${n#test_}" && hits+=("docker ${n#test_}")
+		if [ ${#hits[@]} -eq 1 ]; then
+			echo "${hits[0]}"
+			return
+		fi
+		if [ ${#hits[@]} -gt 1 ]; then
+			die "'$1' names more than one test: $(printf '%s\n' "${hits[@]}" |
+				sed 's/ /\//' | paste -sd' '); say which"
+		fi
+		;;
+	esac
+	die "no test named '$1'; tests/run.sh --list shows them all"
+}
+
+# runner_images_present: whether every runners/<lang>/Dockerfile has its
+# image in the engine.
+runner_images_present() {
+	local d
+	for d in "$ROOT"/runners/*/Dockerfile; do
+		d=${d%/Dockerfile}
+		docker image inspect "mcp-sandboxd/runner-${d##*/}:latest" >/dev/null 2>&1 || return 1
+	done
+}
+
+# run_single: runs the --test selections, building what they need first.
+run_single() {
+	local t kind n need_docker=0 need_node=0 ints=() t0
+	local -a sel=()
+	for t in "${TESTS[@]}"; do
+		read -r kind n <<<"$(resolve_test "$t")" || exit 1
+		[ -n "$kind" ] || exit 1
+		sel+=("$kind $n")
+		case $kind in
+		docker) need_docker=1 ;;
+		integration) need_docker=1; need_node=1 ;;
+		*) [ -z "$NAME_PATTERN" ] || die "--name selects tests in integration files; $t is a C program and runs whole" ;;
+		esac
+	done
+	ensure_build_deps
+	if [ "$need_docker" -eq 1 ]; then
+		ensure_docker
+		ensure_apt socat chromium
+		# A single test does not wait for the images' smoke tests (about
+		# 20 s) when they are all there; the integration layer rebuilds.
+		if runner_images_present; then
+			msg "runner images present (runners/build.sh rebuilds them)"
+		else
+			ensure_runner_images
+		fi
+	fi
+	[ "$need_node" -eq 0 ] || ensure_node_modules "$NODE_DIR"
+	meson_build "$BUILD"
+	[ "$need_node" -eq 0 ] || meson_build "$BUILD_FIX" -Dfixtures=true
+	for t in "${sel[@]}"; do
+		read -r kind n <<<"$t"
+		t0=$(date +%s)
+		case $kind in
+		unit) printf '\n### unit/%s\n' "$n"; meson_suite "$BUILD" unit "$n" ;;
+		docker) printf '\n### docker/%s\n' "$n"; meson_suite "$BUILD" docker "test_$n" ;;
+		fuzz) printf '\n### fuzz/%s\n' "$n"; meson_suite "$BUILD" fuzz "fuzz_$n" ;;
+		integration) ints+=("tests/integration/$n.test.mjs"); continue ;;
+		esac
+		TIMES+=("$kind/$n $(($(date +%s) - t0))s")
+	done
+	if [ ${#ints[@]} -gt 0 ]; then
+		t0=$(date +%s)
+		printf '\n### %s%s\n' "${ints[*]}" "${NAME_PATTERN:+ (tests matching /$NAME_PATTERN/)}"
+		run_integration integration "$NAME_PATTERN" "${ints[@]}"
+		TIMES+=("integration $(($(date +%s) - t0))s")
+	fi
+}
+
+# ---------------------------------------------------------------------
+if [ "$LIST" -eq 1 ]; then
+	list_tests
+	exit 0
+fi
 T0=$(date +%s)
+if [ ${#TESTS[@]} -gt 0 ]; then
+	run_single
+	printf '\n### times: %s; total %ss\n' "${TIMES[*]}" "$(($(date +%s) - T0))"
+	echo "$PASSED passed, $FAILED failed, $SKIPPED skipped"
+	[ "$FAILED" -eq 0 ]
+	exit
+fi
 msg "installing what is missing"
 ensure_build_deps
 ensure_apt clang-format

@@ -18,6 +18,7 @@ import {
   initSession,
   mcpHeaders,
   procStatus,
+  settleConnections,
   sleep,
   startAbuseDaemon,
   stopAndCheck,
@@ -32,8 +33,8 @@ const BODY_TIMEOUT = 3; // MCP_BODY_TIMEOUT_SECONDS
 const CUT_SLACK_MS = 3000;
 
 const PING = (id) => `{"jsonrpc":"2.0","id":${id},"method":"ping"}`;
-const WWW_MISSING = 'Bearer realm="mcp"';
-const WWW_INVALID = 'Bearer realm="mcp", error="invalid_token"';
+const WWW_MISSING = /^Bearer realm="mcp"$/;
+const WWW_INVALID = /^Bearer realm="mcp", error="invalid_token", error_description="[^"\\]*MCP_API_TOKEN[^"\\]*"$/;
 
 /** POSTs a body (string or bytes) exactly as given. */
 async function postRaw(d, body, sid, headers = {}) {
@@ -144,7 +145,7 @@ describe('bearer tokens', () => {
         continue;
       }
       assert.equal(r.status, 401, `${name}: status`);
-      assert.equal(r.headers.get('www-authenticate'), expected === 'missing' ? WWW_MISSING : WWW_INVALID, `${name}: WWW-Authenticate`);
+      assert.match(r.headers.get('www-authenticate'), expected === 'missing' ? WWW_MISSING : WWW_INVALID, `${name}: WWW-Authenticate`);
       const j = JSON.parse(r.body);
       assert.equal(j.error.code, -32600, `${name}: JSON-RPC error`);
       assert.equal(j.id, null, `${name}: id null (the request was not read)`);
@@ -165,7 +166,7 @@ describe('bearer tokens', () => {
         if (auth) hdrs.push(['Authorization', auth]);
         const r = await rawRequest(d.port, head(method, path, hdrs));
         assert.equal(r.status, 401, `${method} ${path} ${auth ? 'wrong' : 'missing'}`);
-        assert.equal(r.headers.get('www-authenticate'), auth ? WWW_INVALID : WWW_MISSING);
+        assert.match(r.headers.get('www-authenticate'), auth ? WWW_INVALID : WWW_MISSING);
       }
     }
   });
@@ -719,22 +720,29 @@ describe('slow clients', () => {
     const conns = [];
     const req = head('GET', '/healthz', [['Host', d.hostHeader]]);
     try {
-      for (let i = 0; i < 300; i++) {
+      // Keep-alive works: a second request on a connection is answered.
+      // It is sent at once: a connection idle for the header timeout is
+      // closed, and opening the 290 others can take longer than that on a
+      // loaded machine.
+      for (let i = 0; i < 10; i++) {
+        const c = await connect(d.port);
+        conns.push({ c });
+        for (let k = 0; k < 2; k++) {
+          await c.write(req);
+          assert.equal((await c.response(3000)).status, 200, `request ${k + 1} on keep-alive connection ${i}`);
+        }
+      }
+      for (let i = 0; i < 290; i++) {
         const c = await connect(d.port);
         await c.write(req);
         conns.push({ c });
       }
-      for (const x of conns) {
+      for (const x of conns.slice(10)) {
         const r = await x.c.response(5000);
         assert.equal(r.status, 200);
-        x.t0 = Date.now();
       }
-      // Keep-alive works: a second request on a few of them is answered.
-      for (const x of conns.slice(0, 10)) {
-        await x.c.write(req);
-        assert.equal((await x.c.response(3000)).status, 200);
-        x.t0 = Date.now();
-      }
+      // Idle from the moment its last answer arrived.
+      for (const x of conns) x.t0 = x.c.receivedAt;
       const times = await closeTimes(conns, HEADER_TIMEOUT * 1000 + CUT_SLACK_MS + 1000);
       for (const t of times) assert.ok(t <= HEADER_TIMEOUT * 1000 + CUT_SLACK_MS, `idle for ${t} ms before the close`);
       // Closed by the server, so their threads are gone.
@@ -774,6 +782,9 @@ describe('connection limit', () => {
     });
     rss0 = procStatus(d.pid).rssKb;
     good = await wellBehaved(d);
+    // The well-behaved client's spare keep-alive connection is closed
+    // before the floods begin, so that only the holders free slots.
+    await settleConnections(d.port, (HEADER_TIMEOUT + 2) * 1000 + 500);
   });
   after(async () => {
     await good?.stop().catch(() => {});
@@ -789,18 +800,21 @@ describe('connection limit', () => {
       () => 0,
     );
 
-  /** Idle connections, more than the limit. */
-  async function flood() {
-    const holders = [];
-    for (let i = 0; i < LIMIT + 16; i++) holders.push(await connect(d.port));
-    return holders;
+  /**
+   * Idle connections, more than the limit, each with its connect time.
+   * Opened all at once: one after the other they can take longer than
+   * the header timeout on a loaded machine, and then the first are cut
+   * before the last connect, which frees slots the test counts as held.
+   */
+  function flood() {
+    return Promise.all(Array.from({ length: LIMIT + 16 }, () => connect(d.port).then((c) => ({ c, t0: Date.now() }))));
   }
 
   test('past the limit: extra connections are refused at once, no more threads, no spinning', async () => {
     const base = procStatus(d.pid).threads;
     const cpu0 = cpuSeconds(d.pid);
     const t0 = Date.now();
-    const holders = await flood();
+    const holders = (await flood()).map((h) => h.c);
     const probes = [];
     try {
       for (let i = 0; i < 10; i++) {
@@ -834,31 +848,42 @@ describe('connection limit', () => {
     assert.ok(Date.now() - t1 < 3000, `served again after ${Date.now() - t1} ms`);
   });
 
-  test('holders that never speak are cut, and new connections are then served', async () => {
-    const t0 = Date.now();
+  test('holders that never speak are cut, and new connections are then served', async (t) => {
     const holders = await flood();
+    let times;
     try {
-      let refused = 0;
-      let status = 0;
-      const deadline = t0 + HEADER_TIMEOUT * 1000 + CUT_SLACK_MS + 1000;
-      while (status !== 200 && Date.now() < deadline) {
-        status = await tryHealthz();
-        if (status !== 200) {
-          refused++;
-          await sleep(250);
-        }
-      }
-      assert.ok(refused > 0, 'the limit was held for a while');
-      assert.equal(status, 200, `served ${Date.now() - t0} ms after the flood began`);
-      assert.ok(Date.now() - t0 >= HEADER_TIMEOUT * 1000 - 100, 'not before the holders were cut');
-      const times = await closeTimes(
-        holders.map((c) => ({ c, t0 })),
-        HEADER_TIMEOUT * 1000 + CUT_SLACK_MS + 1000,
-      );
-      for (const t of times) assert.ok(Number.isFinite(t), 'every holder is closed by the server');
+      // Time each holder from its own connect to the server's close: those
+      // past the limit are closed at once, those within it when the
+      // watchdog cuts them for silence. Any other connection closing frees
+      // a slot too, so the first probe served says nothing about the
+      // holders; their own close times do.
+      times = await closeTimes(holders, HEADER_TIMEOUT * 1000 + CUT_SLACK_MS + 1000);
     } finally {
-      for (const c of holders) c.destroy();
+      for (const { c } of holders) c.destroy();
     }
+    for (const ms of times) assert.ok(Number.isFinite(ms), 'every holder is closed by the server');
+    const early = HEADER_TIMEOUT * 1000 - 100;
+    const refused = times.filter((ms) => ms < early);
+    const cut = times.filter((ms) => ms >= early);
+    t.diagnostic(`${refused.length} holders refused (slowest ${Math.max(...refused)} ms), ${cut.length} cut after ${Math.min(...cut)} to ${Math.max(...cut)} ms`);
+    // The well-behaved client holds two slots (its POST connection and
+    // its GET stream), so the first LIMIT - 2 holders are always let in
+    // and must keep their slot until the header timeout; the rest are
+    // refused at once (the previous test's subject), or let in late if
+    // a slot was freed meanwhile. More refusals than that, or fewer
+    // holders cut, means silent connections were dropped early.
+    assert.ok(cut.length >= LIMIT - 4, `${cut.length} holders held a slot until the header timeout (limit ${LIMIT})`);
+    assert.ok(refused.length <= 16 + 4, `${refused.length} holders were closed before the header timeout (16 past the limit)`);
+    for (const ms of cut) {
+      assert.ok(ms <= HEADER_TIMEOUT * 1000 + CUT_SLACK_MS, `a silent holder was cut ${ms} ms after it connected (header timeout ${HEADER_TIMEOUT} s)`);
+    }
+    // With the holders gone, a new connection is served.
+    let status = 0;
+    for (let i = 0; i < 30 && status !== 200; i++) {
+      status = await tryHealthz();
+      if (status !== 200) await sleep(100);
+    }
+    assert.equal(status, 200, 'a new connection is served once the holders were cut');
   });
 
   test('the already connected client was answered throughout, and a new one is too', async (t) => {
@@ -886,11 +911,14 @@ describe('many connections', () => {
   const nofile = Number(/^Max open files\s+(\d+)/m.exec(readFileSync('/proc/self/limits', 'utf8'))?.[1] ?? 0);
 
   test('connections on descriptors past FD_SETSIZE (1024) are served', { skip: nofile < 2400 && `open files limited to ${nofile}` }, async (t) => {
-    d = await startAbuseDaemon('fdsetsize', { MCP_MAX_CONNECTIONS: '1200' });
+    // Silent connections are cut after the header timeout (10 s by
+    // default), and opening 1100 can take longer on a loaded machine:
+    // this test is about descriptors, so the timeout is out of its way.
+    d = await startAbuseDaemon('fdsetsize', { MCP_MAX_CONNECTIONS: '1200', MCP_HEADER_TIMEOUT_SECONDS: '600' });
     const rss0 = procStatus(d.pid).rssKb;
     const conns = [];
     try {
-      for (let i = 0; i < 1100; i++) conns.push(await connect(d.port));
+      for (let i = 0; i < 1100; i += 100) conns.push(...(await Promise.all(Array.from({ length: 100 }, () => connect(d.port)))));
       const r = await rawRequest(d.port, head('GET', '/healthz', [['Host', d.hostHeader]]));
       assert.equal(r.status, 200, 'the 1101st connection is served');
       await sleep(200);

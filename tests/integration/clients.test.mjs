@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Real clients users run, against the real daemon and a real run: the MCP
-// Inspector CLI (with a bearer header; 401 without it; its tool-schema
-// portability check) and mcp-remote, the stdio bridge Claude Desktop uses.
+// Inspector CLI (with a bearer header; 401 without it or with a wrong one;
+// its tool-schema portability check) and mcp-remote, the stdio bridge
+// Claude Desktop uses.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -76,10 +77,26 @@ describe('MCP Inspector CLI', () => {
     assert.equal(res.structuredContent.stdout, '42\n');
   });
 
-  test('exits non-zero without the token', async () => {
-    const r = await inspector(['--method', 'tools/list'], false);
-    assert.notEqual(r.code, 0);
-  });
+  // The Inspector exits 3 with error code auth_required when the server
+  // answers 401, and with other codes for other failures (4, unreachable,
+  // when nothing listens), so this fails on anything but a 401.
+  for (const [what, header] of [
+    ['without the token', null],
+    ['with a wrong token', 'Authorization: Bearer not-the-token'],
+  ]) {
+    test(`is refused with 401 ${what} (exit 3, auth_required)`, async () => {
+      const r = await inspector(['--method', 'tools/list', ...(header ? ['--header', header] : [])], false);
+      assert.equal(r.code, 3, `exit ${r.code}; stderr: ${r.stderr}`);
+      let err;
+      try {
+        err = JSON.parse(r.stderr.trim().split('\n').pop()).error;
+      } catch {
+        assert.fail(`no JSON error on stderr: ${r.stderr}`);
+      }
+      assert.equal(err?.code, 'auth_required', `stderr: ${r.stderr}`);
+      assert.equal(r.stdout, '', 'no tools listed');
+    });
+  }
 });
 
 describe('mcp-remote (stdio bridge)', () => {

@@ -114,6 +114,57 @@ export async function wellBehaved(d, { intervalMs = 200, maxCalls = 1000 } = {})
   };
 }
 
+/**
+ * The client ends of the established TCP connections to 127.0.0.1:port, as
+ * the kernel lists them (/proc/net/tcp), by local port: the connections
+ * every process here holds to the daemon.
+ */
+export function connectionsTo(port) {
+  const ports = [];
+  for (const f of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    let text;
+    try {
+      text = readFileSync(f, 'utf8');
+    } catch {
+      continue;
+    }
+    for (const line of text.split('\n').slice(1)) {
+      const [, local, remote, state] = line.trim().split(/\s+/);
+      // State 01 is ESTABLISHED; addresses are ADDR:PORT in hex.
+      if (state === '01' && remote && parseInt(remote.split(':')[1], 16) === port) {
+        ports.push(parseInt(local.split(':')[1], 16));
+      }
+    }
+  }
+  return ports.sort((a, b) => a - b);
+}
+
+/**
+ * Waits until the set of connections to the daemon has stayed the same for
+ * quietMs (at most maxMs), and returns it. An SDK client opens a spare
+ * keep-alive connection when two of its requests overlap, as they do while
+ * it connects (the initialized notification, the GET stream, the first
+ * call); the spare then sits idle until the daemon closes it, after
+ * MCP_HEADER_TIMEOUT_SECONDS and up to two watchdog ticks more. A test that
+ * counts the daemon's free connection slots starts after that close, or a
+ * slot frees at a moment it does not control.
+ */
+export async function settleConnections(port, quietMs, maxMs = 20000) {
+  const t0 = Date.now();
+  let last = connectionsTo(port).join();
+  let since = Date.now();
+  while (Date.now() - since < quietMs) {
+    assert.ok(Date.now() - t0 < maxMs, `connections to port ${port} still changing after ${maxMs} ms: ${last}`);
+    await sleep(100);
+    const now = connectionsTo(port).join();
+    if (now !== last) {
+      last = now;
+      since = Date.now();
+    }
+  }
+  return last ? last.split(',').map(Number) : [];
+}
+
 /** The answers of a well-behaved client were all right and prompt. */
 export function assertServed(stats, t, maxMs = 2000) {
   t?.diagnostic(`well-behaved client: ${stats.calls} calls, slowest ${stats.maxMs} ms, ${stats.failures.length} failures`);

@@ -68,6 +68,7 @@ export function connect(port, opts = {}) {
     const sock = net.connect({ host: '127.0.0.1', port });
     let buf = Buffer.alloc(0);
     let closedAt = null;
+    let receivedAt = null;
     let error = null;
     const waiters = new Set();
     const poke = () => {
@@ -77,6 +78,7 @@ export function connect(port, opts = {}) {
     sock.on('data', (d) => {
       // Keep only a bounded amount: tests never need megabytes back.
       if (buf.length < (opts.maxRead ?? 1 << 20)) buf = Buffer.concat([buf, d]);
+      receivedAt = Date.now();
       poke();
     });
     sock.on('error', (e) => {
@@ -124,6 +126,10 @@ export function connect(port, opts = {}) {
       },
       get received() {
         return buf;
+      },
+      /** When the last bytes arrived (Date.now()), or null. */
+      get receivedAt() {
+        return receivedAt;
       },
       /** Writes, resolving false (not throwing) once the peer has gone. */
       write(data) {

@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: MIT
+// Cancellation end to end: the official SDK client over Streamable HTTP
+// aborts a run_code (an AbortSignal on callTool, which sends
+// notifications/cancelled), and the real daemon removes the run's
+// container from the real engine within 2 s. Containers are found only by
+// the unique instance label (sandbox.owner) of this test's daemon.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { sleep } from './lib/daemon.mjs';
+import { containersOf, describeRun, removeContainersOf, runCode, startSandboxDaemon } from './lib/sandbox.mjs';
+
+// The issue's bound. The sanitizer build is slower in everything it does,
+// the calls to the engine included.
+const GONE_WITHIN_MS = 2000 * (process.env.MCPSD_SANITIZED ? 3 : 1);
+
+const brief = (cs) => cs.map((c) => `${c.Id.slice(0, 12)} ${c.State} ${c.Labels?.['sandbox.run'] ?? ''}`).join('; ');
+
+describe('cancelling run_code through the SDK', () => {
+  let d;
+  before(async () => {
+    d = await startSandboxDaemon({ name: 'cancel', env: { WORKSPACE_QUOTA_MODE: 'none' } });
+  });
+  after(async () => {
+    if (d) await removeContainersOf(d.instance).catch(() => {});
+    await d?.client?.close().catch(() => {});
+    await d?.stopClean();
+  });
+
+  test('an aborted run_code has its container removed within 2 s', async (t) => {
+    const ac = new AbortController();
+    const call = runCode(d.client, { conversationId: 'cancel', language: 'bash', code: 'echo started; sleep 60' }, { request: { signal: ac.signal } });
+    // A rejection before the abort would be a failure of its own: keep it.
+    const settled = call.then(
+      (r) => ({ r }),
+      (e) => ({ e }),
+    );
+
+    // The run's container is up and running before the abort.
+    let running = [];
+    const t0 = Date.now();
+    while (Date.now() - t0 < 60_000) {
+      running = (await containersOf(d.instance, { all: true })).filter((c) => c.State === 'running');
+      if (running.length) break;
+      await sleep(100);
+    }
+    assert.equal(running.length, 1, `one running container of ${d.instance} before the abort: ${brief(running)}`);
+    assert.equal((await d.health()).calls_running, 1, 'the call is running');
+
+    const tAbort = Date.now();
+    ac.abort('the test cancels');
+    const out = await settled;
+    assert.ok(out.e, `callTool rejects once aborted (it resolved: ${out.r && describeRun({ sc: out.r.structuredContent, text: '', ms: 0 })})`);
+
+    let left = await containersOf(d.instance, { all: true });
+    while (left.length && Date.now() - tAbort < GONE_WITHIN_MS + 10_000) {
+      await sleep(50);
+      left = await containersOf(d.instance, { all: true });
+    }
+    const goneMs = Date.now() - tAbort;
+    t.diagnostic(`container ${running[0].Id.slice(0, 12)} gone ${goneMs} ms after the abort`);
+    assert.equal(brief(left), '', 'the container is removed');
+    assert.ok(goneMs <= GONE_WITHIN_MS, `the container was removed ${goneMs} ms after the abort (bound ${GONE_WITHIN_MS} ms)`);
+  });
+
+  test('the daemon is healthy afterwards and the next run works', async () => {
+    let h = await d.health();
+    for (let i = 0; i < 50 && h.calls_running; i++) {
+      await sleep(100);
+      h = await d.health();
+    }
+    assert.equal(h.status, 'ok', JSON.stringify(h));
+    assert.equal(h.calls_running, 0, 'the cancelled call has ended');
+    const r = await runCode(d.client, { conversationId: 'cancel', language: 'bash', code: 'echo after the cancel' });
+    assert.equal(r.sc?.status, 'completed', describeRun(r));
+    assert.equal(r.sc.stdout, 'after the cancel\n', describeRun(r));
+    assert.equal(d.exited, null, 'the daemon still runs');
+  });
+});
