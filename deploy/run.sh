@@ -132,8 +132,11 @@ mcp-sandboxd is serving.
   Bearer token:                   $TOKEN
   Health:                         $BASE/healthz
 
-Claude Code:
-  claude mcp add --transport http sandbox $URL --header "Authorization: Bearer $TOKEN"
+Claude Code (it reads no .env: the token is in the command; -s user: in
+every directory, without it only in the current one):
+  claude mcp add --transport http -s user sandbox $URL \\
+    --header "Authorization: Bearer $TOKEN"
+  claude mcp list
 
 Claude Desktop (claude_desktop_config.json), through mcp-remote:
   {
@@ -146,12 +149,16 @@ Claude Desktop (claude_desktop_config.json), through mcp-remote:
     }
   }
 
-n8n (MCP Client Tool): Endpoint $URL, Server Transport "HTTP Streamable",
+n8n ("MCP Client Tool" for an AI Agent, or "MCP Client" as a workflow step):
+  Endpoint $URL, Server Transport "HTTP Streamable",
   Authentication "Bearer Auth" with the token above.
 
 MCP Inspector (needs Node.js 22.19 or newer):
   npx @modelcontextprotocol/inspector --cli $URL --transport http \\
     --header "Authorization: Bearer $TOKEN" --method tools/list
+
+When a client does not connect, README.md ("Connecting a client") lists what
+each one prints for a wrong token, no token, a wrong URL or a stopped server.
 
 EOF
 }

@@ -170,6 +170,14 @@ static const struct setting settings[] = {
     {"SANDBOX_OUTPUT_MAX_BYTES", SET_BYTES, "16m", OFF(output_max_bytes), 1024,
      4096.0 * 1024 * 1024, "16m",
      "Output past which a run is stopped (status output_limit)"},
+    {"SANDBOX_OUTPUT_SAVED_FILES", SET_UINT, "10", OFF(output_saved_files), 0,
+     100000, "10",
+     "Whole outputs kept saved in a conversation's /data/.mcp; older ones "
+     "are deleted first (0: never save)"},
+    {"SANDBOX_OUTPUT_SAVED_BYTES", SET_BYTES, "32m", OFF(output_saved_bytes), 0,
+     4096.0 * 1024 * 1024, "32m",
+     "Bytes the saved whole outputs of a conversation may take (at most "
+     "half its quota); older ones are deleted to make room"},
 
     /* many runs */
     {"SANDBOX_MAX_CONCURRENT", SET_UINT, "0", OFF(max_concurrent), 0, 4096, "4",
@@ -183,7 +191,7 @@ static const struct setting settings[] = {
      "How often runner images are rediscovered"},
 
     /* warm sessions */
-    {"SANDBOX_WARM", SET_BOOL, "false", OFF(warm), 0, 0, "true",
+    {"SANDBOX_WARM", SET_BOOL, "true", OFF(warm), 0, 0, "true",
      "Keep a warm session (a running box; for Python a live interpreter) "
      "per conversation and language between runs"},
     {"SANDBOX_WARM_IDLE_SECONDS", SET_UINT, "600", OFF(warm_idle_s), 1, 604800,
@@ -237,6 +245,44 @@ static const struct setting settings[] = {
     {"INLINE_IMAGE_MAX_BYTES", SET_BYTES, "512k", OFF(inline_image_max_bytes),
      0, 64.0 * 1024 * 1024, "512k",
      "Largest image a run result shows inline (larger ones are linked)"},
+
+    /* OAuth and the durable store */
+    {"OAUTH_ENABLED", SET_STR, "auto", DERIVED, 0, 0, "true",
+     "OAuth 2.1 authorization server for claude.ai and other OAuth clients: "
+     "auto (on when PUBLIC_BASE_URL is https without a path), true or "
+     "false"},
+    {"OAUTH_REDIRECT_HOSTS", SET_STR, "claude.ai,claude.com,loopback", DERIVED,
+     0, 0, "claude.ai,claude.com,loopback,app.example.com",
+     "Hosts an OAuth client may send the browser back to (https); "
+     "'loopback' allows 127.0.0.1, [::1] and localhost on any port"},
+    {"OAUTH_ACCESS_TOKEN_TTL_SECONDS", SET_UINT, "3600",
+     OFF(oauth_access_ttl_s), 600, 86400, "3600",
+     "Lifetime of an OAuth access token (clients refresh up to 5 minutes "
+     "early, so at least 600)"},
+    {"OAUTH_REFRESH_TOKEN_TTL_DAYS", SET_UINT, "30",
+     OFF(oauth_refresh_ttl_days), 1, 3650, "30",
+     "An OAuth refresh token unused for this long expires (each use "
+     "replaces it with a new one)"},
+    {"OAUTH_CODE_TTL_SECONDS", SET_UINT, "60", OFF(oauth_code_ttl_s), 5, 600,
+     "60", "Lifetime of an OAuth authorization code"},
+    {"OAUTH_MAX_CLIENTS", SET_UINT, "10000", OFF(oauth_max_clients), 10,
+     10000000, "10000",
+     "Registered OAuth clients kept at most (unused ones are pruned "
+     "first)"},
+    {"OAUTH_CIMD", SET_BOOL, "false", OFF(oauth_cimd), 0, 0, "true",
+     "Accept Client ID Metadata Documents (client ids that are https URLs "
+     "the daemon fetches; needs outbound HTTPS)"},
+    {"OAUTH_CIMD_HOSTS", SET_STR, "claude.ai,claude.com", DERIVED, 0, 0,
+     "claude.ai,claude.com",
+     "Hosts client metadata documents may be fetched from ('*': any "
+     "public host)"},
+    {"OAUTH_CIMD_CA_FILE", SET_STR, "", OFF(oauth_cimd_ca_file), 0, 0,
+     "/etc/ssl/certs/ca-certificates.crt",
+     "CA bundle for fetching client metadata documents (default: the "
+     "system's)"},
+    {"STORE_PATH", SET_STR, "", DERIVED, 0, 0, "/var/lib/mcp-sandboxd/state.db",
+     "SQLite file of the daemon's durable state, e.g. OAuth clients and "
+     "grants (default: SANDBOX_ROOT/state.db)"},
 };
 
 #define N_SETTINGS (sizeof(settings) / sizeof(settings[0]))
@@ -652,6 +698,15 @@ static int list_add(char ***list, const char *item)
 	return 0;
 }
 
+static size_t strlen_list(char **v)
+{
+	size_t n = 0;
+
+	while (v[n])
+		n++;
+	return n;
+}
+
 static void free_list(char **v)
 {
 	for (char **p = v; p && *p; p++)
@@ -858,6 +913,150 @@ static int parse_secret(struct config *cfg, char *err, size_t errlen)
 		    "hex; use e.g. FILE_SECRET=$(openssl rand -hex 32)",
 		    CONFIG_SECRET_MAX);
 	}
+	return 0;
+}
+
+/* A host name for an allow-list: letters, digits, '.', '-', or [v6]. */
+static bool hostname_ok(const char *h)
+{
+	size_t n = strlen(h);
+
+	if (n == 0 || n > 253)
+		return false;
+	if (h[0] == '[')
+		return n > 2 && h[n - 1] == ']' &&
+		       strspn(h + 1, "0123456789abcdefABCDEF:.") == n - 2;
+	return strspn(h, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	                 "0123456789.-") == n;
+}
+
+/* The OAuth settings and the store's path, once the URLs are known. */
+static int derive_oauth(struct config *cfg, char *err, size_t errlen)
+{
+	const char *v;
+	const char *u = cfg->public_base_url;
+	bool https = strncmp(u, "https://", 8) == 0;
+	const char *hp = u + (https ? 8 : 7);
+	char host[300];
+	bool want = false;
+	size_t n = 0;
+
+	v = raw(cfg, "STORE_PATH");
+	if (*v) {
+		if (set_str(&cfg->store_path, v) < 0)
+			return -ENOMEM;
+	} else {
+		cfg->store_path =
+		    buf_asprintf("%s/state.db", cfg->sandbox_root);
+		if (!cfg->store_path)
+			return -ENOMEM;
+	}
+	if (cfg->store_path[0] != '/' || strlen(cfg->store_path) > 1000 ||
+	    cfg->store_path[strlen(cfg->store_path) - 1] == '/')
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "STORE_PATH='%s' must be the absolute path of a file, "
+		    "e.g. STORE_PATH=/var/lib/mcp-sandboxd/state.db",
+		    cfg->store_path);
+
+	if (split_list(raw(cfg, "OAUTH_REDIRECT_HOSTS"),
+	               &cfg->oauth_redirect_hosts) < 0)
+		return -ENOMEM;
+	for (char **p = cfg->oauth_redirect_hosts; *p;) {
+		if (strcasecmp(*p, "loopback") == 0) {
+			cfg->oauth_redirect_loopback = true;
+			free(*p);
+			memmove(p, p + 1,
+			        sizeof(*p) * (strlen_list(p + 1) + 1));
+			continue;
+		}
+		if (!hostname_ok(*p))
+			return errmsg_fail(
+			    -EINVAL, err, errlen,
+			    "OAUTH_REDIRECT_HOSTS: '%s' is not a host name "
+			    "(no scheme, port, path or wildcard), e.g. "
+			    "OAUTH_REDIRECT_HOSTS=claude.ai,claude.com,"
+			    "loopback",
+			    *p);
+		p++;
+	}
+	if (split_list(raw(cfg, "OAUTH_CIMD_HOSTS"), &cfg->oauth_cimd_hosts) <
+	    0)
+		return -ENOMEM;
+	for (char **p = cfg->oauth_cimd_hosts; *p; p++) {
+		if (strcmp(*p, "*") != 0 && !hostname_ok(*p))
+			return errmsg_fail(
+			    -EINVAL, err, errlen,
+			    "OAUTH_CIMD_HOSTS: '%s' is not a host name or '*', "
+			    "e.g. OAUTH_CIMD_HOSTS=claude.ai,claude.com",
+			    *p);
+	}
+	if (cfg->oauth_cimd_ca_file[0] &&
+	    access(cfg->oauth_cimd_ca_file, R_OK) < 0)
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "OAUTH_CIMD_CA_FILE='%s' cannot be read: %s; give a PEM "
+		    "file of CA certificates, e.g. "
+		    "OAUTH_CIMD_CA_FILE=/etc/ssl/certs/ca-certificates.crt",
+		    cfg->oauth_cimd_ca_file, strerror(errno));
+
+	v = raw(cfg, "OAUTH_ENABLED");
+	if (!*v || strcasecmp(v, "auto") == 0) {
+		/*
+		 * auto never refuses to start: a deployment that worked
+		 * before OAuth existed (MCP_AUTH=none, or a base URL with a
+		 * path behind a proxy) keeps working, without OAuth.
+		 */
+		want = https && !cfg->auth_none && !strchr(hp, '/');
+		cfg->oauth_why = want     ? "auto: PUBLIC_BASE_URL is https"
+		                 : !https ? "auto: PUBLIC_BASE_URL is not https"
+		                 : cfg->auth_none
+		                     ? "auto: MCP_AUTH=none"
+		                     : "auto: PUBLIC_BASE_URL has a path; "
+		                       "OAuth needs the root of a host name";
+	} else if (parse_bool(v, &want) < 0) {
+		return errmsg_fail(-EINVAL, err, errlen,
+		                   "OAUTH_ENABLED='%s' is not auto, true or "
+		                   "false, e.g. OAUTH_ENABLED=auto",
+		                   v);
+	} else {
+		cfg->oauth_why =
+		    want ? "OAUTH_ENABLED=true" : "OAUTH_ENABLED=false";
+	}
+	if (!want)
+		return 0;
+	if (cfg->auth_none)
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "OAUTH_ENABLED=true needs tenants to approve access, but "
+		    "MCP_AUTH=none; set MCP_AUTH=bearer with MCP_API_TOKEN, or "
+		    "OAUTH_ENABLED=false");
+	if (strchr(hp, '/'))
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "PUBLIC_BASE_URL='%s' has a path, but OAuth clients look "
+		    "for /.well-known/..., /authorize and /token at the root "
+		    "of the origin; serve the daemon at the root of its own "
+		    "host name (e.g. PUBLIC_BASE_URL=https://sandbox."
+		    "example.com) or set OAUTH_ENABLED=false",
+		    u);
+	if (hp[0] == '[') {
+		n = strcspn(hp + 1, "]");
+		snprintf(host, sizeof(host), "%.*s", (int)n, hp + 1);
+	} else {
+		snprintf(host, sizeof(host), "%.*s", (int)strcspn(hp, ":"), hp);
+	}
+	if (!https && !host_is_loopback(host))
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "OAuth over plain http is only for testing on loopback, "
+		    "and PUBLIC_BASE_URL='%s' is not; use an https URL (e.g. "
+		    "PUBLIC_BASE_URL=https://sandbox.example.com behind a "
+		    "TLS proxy or tunnel) or OAUTH_ENABLED=false",
+		    u);
+	if (set_str(&cfg->oauth_issuer, u) < 0)
+		return -ENOMEM;
+	cfg->oauth = true;
 	return 0;
 }
 
@@ -1162,7 +1361,10 @@ static int derive(struct config *cfg, char *err, size_t errlen)
 			    q);
 		cfg->workspace_quota_bytes = (size_t)u * 1024 * 1024;
 	}
-	return parse_secret(cfg, err, errlen);
+	r = parse_secret(cfg, err, errlen);
+	if (r < 0)
+		return r;
+	return derive_oauth(cfg, err, errlen);
 }
 
 int config_load(struct config *cfg, const char *dotenv_path, char *err,
@@ -1185,7 +1387,9 @@ int config_load(struct config *cfg, const char *dotenv_path, char *err,
 		if (!setting_find(name) &&
 		    (strncmp(name, "MCP_", 4) == 0 ||
 		     strncmp(name, "SANDBOX_", 8) == 0 ||
-		     strncmp(name, "WORKSPACE_", 10) == 0))
+		     strncmp(name, "WORKSPACE_", 10) == 0 ||
+		     strncmp(name, "OAUTH_", 6) == 0 ||
+		     strncmp(name, "STORE_", 6) == 0))
 			log_warnx("%s sets %s, which is not a setting of this "
 			          "version; see --help",
 			          dotenv_path, name);
@@ -1220,6 +1424,10 @@ void config_finish(struct config *cfg)
 	free_list(cfg->allowed_origins);
 	free_list(cfg->allowed_hosts);
 	free_list(cfg->pool_languages);
+	free(cfg->oauth_issuer);
+	free_list(cfg->oauth_redirect_hosts);
+	free_list(cfg->oauth_cimd_hosts);
+	free(cfg->store_path);
 	for (size_t i = 0; i < cfg->n_tokens; i++)
 		free(cfg->tokens[i].tenant);
 	free(cfg->tokens);
@@ -1327,11 +1535,32 @@ void config_print(const struct config *cfg, FILE *out)
 			        cfg->file_secret_ephemeral ? "ephemeral"
 			                                   : "set",
 			        fp);
+		} else if (strcmp(name, "OAUTH_ENABLED") == 0) {
+			fprintf(out, "%s=%s\n# (%s)\n", name,
+			        cfg->oauth ? "true" : "false",
+			        cfg->oauth_why ? cfg->oauth_why : "");
+		} else if (strcmp(name, "OAUTH_REDIRECT_HOSTS") == 0) {
+			print_list(out, name, cfg->oauth_redirect_hosts);
+			if (cfg->oauth_redirect_loopback)
+				fprintf(out, "# OAuth redirects to loopback "
+				             "(any port) are allowed\n");
+		} else if (strcmp(name, "OAUTH_CIMD_HOSTS") == 0) {
+			print_list(out, name, cfg->oauth_cimd_hosts);
+		} else if (strcmp(name, "STORE_PATH") == 0) {
+			fprintf(out, "%s=%s\n", name, cfg->store_path);
 		} else if (strcmp(name, "WORKSPACE_QUOTA_MB") == 0) {
 			fprintf(out, "%s=%zu\n", name,
 			        cfg->workspace_quota_bytes / (1024 * 1024));
 		}
 	}
+	if (cfg->oauth)
+		fprintf(out,
+		        "# OAuth: issuer %s, protected resource %s/mcp, "
+		        "metadata %s/.well-known/oauth-authorization-server\n",
+		        cfg->oauth_issuer, cfg->public_base_url,
+		        cfg->oauth_issuer);
+	else
+		fprintf(out, "# OAuth: off (static bearer tokens only)\n");
 	fprintf(out, "# listening on %s:%u%s\n",
 	        cfg->listen_host[0] ? cfg->listen_host : "*", cfg->listen_port,
 	        cfg->listen_loopback ? " (loopback only)" : "");

@@ -78,6 +78,8 @@ struct config {
 	size_t env_max_bytes;
 	size_t output_inline_bytes;
 	size_t output_max_bytes;
+	unsigned output_saved_files;
+	size_t output_saved_bytes;
 
 	/* many runs */
 	unsigned max_concurrent;
@@ -109,6 +111,21 @@ struct config {
 	unsigned retention_hours;
 	size_t upload_max_bytes;
 	size_t inline_image_max_bytes;
+
+	/* OAuth authorization server and the durable store */
+	bool oauth;                   /* OAUTH_ENABLED resolved */
+	const char *oauth_why;        /* static: how auto decided */
+	char *oauth_issuer;           /* the origin of PUBLIC_BASE_URL */
+	char **oauth_redirect_hosts;  /* https hosts; NULL-terminated */
+	bool oauth_redirect_loopback; /* 'loopback' was listed */
+	unsigned oauth_access_ttl_s;
+	unsigned oauth_refresh_ttl_days;
+	unsigned oauth_code_ttl_s;
+	unsigned oauth_max_clients;
+	bool oauth_cimd;          /* Client ID Metadata Documents */
+	char **oauth_cimd_hosts;  /* hosts documents may come from; "*" */
+	char *oauth_cimd_ca_file; /* "" = the system's CAs */
+	char *store_path;
 
 	char **dotenv_; /* private: KEY=VALUE pairs read from the .env file */
 };

@@ -242,8 +242,9 @@ const char *http_request_peer(const struct http_request *rq);
 /*
  * Answers: one per request, the first one wins (-EALREADY after). body is
  * copied; content_type is a static string. Headers every answer gets
- * (nosniff, Referrer-Policy, CORS per the route, Cache-Control: no-store
- * unless the handler sets its own) are added by the server. 0 or -ENOMEM.
+ * (nosniff, CORS per the route, and Referrer-Policy: no-referrer and
+ * Cache-Control: no-store unless the handler sets its own) are added by the
+ * server. 0 or -ENOMEM.
  * Not warn_unused_result, on purpose: a handler need not check, since a
  * request left without an answer is answered 500 by the server.
  */

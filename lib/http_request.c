@@ -279,7 +279,8 @@ enum MHD_Result http_send(struct http_request *rq)
 	if (!MHD_get_response_header(r, "Cache-Control"))
 		MHD_add_response_header(r, "Cache-Control", "no-store");
 	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
-	MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+	if (!MHD_get_response_header(r, "Referrer-Policy"))
+		MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
 	MHD_add_response_header(r, "Server", "mcp-sandboxd");
 	add_cors(rq, r);
 	/* Its body is not going to be read: say so, and close after. */

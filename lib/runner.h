@@ -207,7 +207,9 @@ __attribute__((warn_unused_result)) int runner_create(const struct config *cfg,
 
 /*
  * Stops the threads, removes containers still queued for removal and frees
- * the runner. Runs must have ended (see runner_drain). NULL-safe.
+ * the runner. Runs must have ended (see runner_drain). Warm sessions hold
+ * their workspaces open: destroy the runner before the workspace manager.
+ * NULL-safe.
  */
 void runner_destroy(struct runner *r);
 

@@ -135,9 +135,24 @@ int tools_run_describe_runners(struct buf *b, const struct catalog *cat)
 	return r;
 }
 
+/* A duration for a person: "90 seconds", "10 minutes", "2 hours". */
+static void tools_run_span(char out[32], unsigned s)
+{
+	if (s % 3600 == 0)
+		snprintf(out, 32, "%u hour%s", s / 3600, s == 3600 ? "" : "s");
+	else if (s % 60 == 0)
+		snprintf(out, 32, "%u minute%s", s / 60, s == 60 ? "" : "s");
+	else
+		snprintf(out, 32, "%u second%s", s, s == 1 ? "" : "s");
+}
+
 /* The opening of run_code's description with warm sessions on. */
 static int tools_run_describe_warm(struct buf *b, const struct config *cfg)
 {
+	char idle[32], life[32];
+
+	tools_run_span(idle, cfg->warm_idle_s);
+	tools_run_span(life, cfg->warm_max_s);
 	return buf_printf(
 	    b,
 	    "Run code in an isolated Linux sandbox and return its exit "
@@ -148,24 +163,24 @@ static int tools_run_describe_warm(struct buf *b, const struct config *cfg)
 	    "conversation, and the value of a final expression is shown like "
 	    "a notebook cell; open matplotlib figures are saved as PNG files "
 	    "and shown. Other languages run as a fresh process in the same "
-	    "sandbox. A session ends after %u minutes without a run and at "
-	    "most %u hours after it started; a timeout that the code does not "
-	    "stop for, running out of memory, or exit() also end it. Every "
+	    "sandbox. A session ends after %s without a run and at most %s "
+	    "after it started; a timeout that the code does not stop for, "
+	    "running out of memory, or exit() also end it. Every "
 	    "result says whether the state was kept (session.state: new, "
 	    "continued, restarted with a reason): after a restart, run your "
 	    "setup code (imports, loading data) again. Pass session: \"new\" "
 	    "to "
-	    "start with a fresh interpreter. Background processes and threads' "
-	    "processes are stopped at the end of every run. /data, the working "
+	    "start with a fresh interpreter. Processes a run starts in the "
+	    "background are stopped when it ends. /data, the working "
 	    "directory, belongs to the conversation: files written there stay "
 	    "and come back as links. Limits per run: %u MB memory (the "
 	    "session's, shared by its runs), %g CPU, %u s (timeout_seconds up "
 	    "to %u), %u processes, %u MB in /tmp, output beyond %zu bytes "
 	    "stops the run. %s Print results to stdout; save charts and files "
 	    "to /data.",
-	    cfg->warm_idle_s / 60, cfg->warm_max_s / 3600, cfg->memory_mb,
-	    cfg->cpus, cfg->timeout_s, cfg->max_timeout_s, cfg->pids_limit,
-	    cfg->tmp_mb, cfg->output_max_bytes,
+	    idle, life, cfg->memory_mb, cfg->cpus, cfg->timeout_s,
+	    cfg->max_timeout_s, cfg->pids_limit, cfg->tmp_mb,
+	    cfg->output_max_bytes,
 	    cfg->allow_network ? "No network unless network is true (such "
 	                         "runs use a one-off sandbox, without the "
 	                         "session's state)."
@@ -365,6 +380,9 @@ static const char *tools_run_why(const char *reason)
 	                 "channel"},
 	    {"unresponsive", "the sandbox stopped responding and was "
 	                     "killed"},
+	    {"sandbox_lost", "the sandbox was stopped or lost its connection "
+	                     "to the server (the Docker engine restarted, "
+	                     "say)"},
 	    {"idle_expired", "it was not used for too long"},
 	    {"max_lifetime", "it reached its maximum lifetime"},
 	    {"evicted", "the server needed room for other conversations"},
@@ -475,11 +493,13 @@ static int tools_run_session_line(struct buf *b, const struct runner_session *s,
 		r = buf_printf(b, "; memory %.1f MB of %.0f MB",
 		               (double)s->memory_bytes / (1024 * 1024),
 		               (double)s->memory_limit_bytes / (1024 * 1024));
-	if (r == 0 && !s->lost)
-		r = buf_printf(b, "; %s ends after %u min without a run",
-		               s->stateful ? "state kept, it" : "it",
-		               cfg->warm_idle_s / 60 ? cfg->warm_idle_s / 60
-		                                     : 1);
+	if (r == 0 && !s->lost) {
+		char idle[32];
+
+		tools_run_span(idle, cfg->warm_idle_s);
+		r = buf_printf(b, "; %s ends after %s without a run",
+		               s->stateful ? "state kept, it" : "it", idle);
+	}
 	return r;
 }
 

@@ -56,6 +56,9 @@ struct warm {
 	unsigned n_notes;
 	unsigned long long started, reused, evicted, expired;
 	bool stopping;
+	/* the housekeeping thread's own */
+	unsigned pool_failures;  /* pool starts failed in a row */
+	long long pool_retry_ms; /* mono_ms before which none is tried */
 };
 
 /* ---- notes: why state was lost ----------------------------------------- */
@@ -246,12 +249,14 @@ static void warm_end(struct warm *w, struct warm_box *b, const char *reason)
 }
 
 /*
- * Makes room for one more warm box: evicts idle sessions (least recently
- * used first) while the count or the memory budget would be passed, or
- * the host is short of memory. 0 with a slot reserved (n_starting), or
- * -EAGAIN with why in reason. Takes the lock.
+ * Makes room for one more warm box: evicts pool boxes, then idle sessions
+ * (least recently used first) while the count or the
+ * memory budget would be passed, or the host is short of memory, when
+ * evict is true (a box for a conversation; the pool never pushes a
+ * session out). 0 with a slot reserved (n_starting), or -EAGAIN with why
+ * in reason. Takes the lock.
  */
-static int warm_reserve(struct warm *w, unsigned mem_mb,
+static int warm_reserve(struct warm *w, unsigned mem_mb, bool evict,
                         char reason[WARM_REASON_LEN])
 {
 	const struct config *cfg = w->cfg;
@@ -273,15 +278,14 @@ static int warm_reserve(struct warm *w, unsigned mem_mb,
 			pthread_mutex_unlock(&w->lock);
 			return 0;
 		}
-		victim = warm_lru_idle(w);
-		if (!victim && w->pool) {
-			victim = w->pool; /* a pool box before nothing */
-		}
+		/* A pool box costs a future first run its speed; an idle
+		 * session costs its conversation the state: pool first. */
+		victim = !evict ? NULL : w->pool ? w->pool : warm_lru_idle(w);
 		if (!victim) {
-			pthread_mutex_unlock(&w->lock);
 			snprintf(reason, WARM_REASON_LEN, "%s",
 			         warm_count(w) >= cfg->warm_max ? "capacity"
 			                                        : "memory");
+			pthread_mutex_unlock(&w->lock);
 			return -EAGAIN;
 		}
 		warm_unlink(w, victim);
@@ -308,7 +312,7 @@ static struct warm_box *warm_pool_take(struct warm *w,
 	struct warm_box **pp, *b;
 
 	for (pp = &w->pool; (b = *pp); pp = &b->next)
-		if (strcmp(b->image_id, img->image_id) == 0) {
+		if (b->ready && strcmp(b->image_id, img->image_id) == 0) {
 			*pp = b->next;
 			w->n_pool--;
 			return b;
@@ -409,7 +413,8 @@ static struct warm_box *warm_new(struct warm *w,
 		}
 	}
 	if (!b) {
-		rc = warm_reserve(w, w->cfg->memory_mb, res->session.reason);
+		rc = warm_reserve(w, w->cfg->memory_mb, true,
+		                  res->session.reason);
 		if (rc < 0)
 			return NULL;
 		rc = warm_box_start(&w->env, img, req, key, &b, msg,
@@ -566,6 +571,46 @@ static struct warm_box *warm_expired(struct warm *w, const char **why)
 	return NULL;
 }
 
+/*
+ * Takes out the first idle session or pool box whose stream ended or broke
+ * since it was last used, or NULL. Only reads what the boxes sent (no
+ * engine call, no wait), so it runs under the lock; a box that died with
+ * the engine's connection, or whose agent ended, then neither holds a
+ * place until its idle expiry nor is handed to a run. Lock held.
+ */
+static struct warm_box *warm_dead_idle(struct warm *w, int *rc)
+{
+	struct warm_box *lists[2] = {w->sessions, w->pool};
+
+	for (size_t i = 0; i < 2; i++)
+		for (struct warm_box *b = lists[i]; b; b = b->next) {
+			bool was_ready = b->ready;
+
+			if (b->busy)
+				continue;
+			*rc = warm_box_poll(b);
+			if (*rc == 0 && !b->key[0] && !was_ready && b->ready) {
+				b->ready_ms = mono_ms() - b->started_ms;
+				log_debug(
+				    "warm pool: %s box %s ready in %lld ms",
+				    b->lang, b->box->id, b->ready_ms);
+			}
+			if (*rc == 0 && !b->key[0] && !b->ready &&
+			    mono_ms() >= b->ready_by) {
+				log_warnx("warm pool: %s box %s was not ready "
+				          "in %lld s; replacing it",
+				          b->lang, b->box->id,
+				          (mono_ms() - b->started_ms) / 1000);
+				*rc = -ETIMEDOUT;
+			}
+			if (*rc == 0)
+				continue;
+			warm_unlink(w, b);
+			return b;
+		}
+	return NULL;
+}
+
 /* Whether SANDBOX_POOL_LANGUAGES names lang. */
 static bool warm_pooled(const struct warm *w, const char *lang)
 {
@@ -573,6 +618,24 @@ static bool warm_pooled(const struct warm *w, const char *lang)
 		if (strcmp(*p, "*") == 0 || strcmp(*p, lang) == 0)
 			return true;
 	return false;
+}
+
+/*
+ * Takes out a pool box whose image is no longer the catalog's for its
+ * language (the runner image was rebuilt), or NULL. Lock held.
+ */
+static struct warm_box *warm_pool_stale(struct warm *w,
+                                        const struct catalog *cat)
+{
+	for (struct warm_box *b = w->pool; b; b = b->next) {
+		const struct catalog_image *img = catalog_find(cat, b->lang);
+
+		if (!img || strcmp(img->image_id, b->image_id) != 0) {
+			warm_unlink(w, b);
+			return b;
+		}
+	}
+	return NULL;
 }
 
 /* The language of cat the pool is short of, or NULL. Lock held. */
@@ -609,29 +672,66 @@ void warm_tick(struct warm *w, const struct catalog *cat)
 			break;
 		warm_end(w, b, why);
 	}
+	for (;;) {
+		int rc = 0;
+
+		pthread_mutex_lock(&w->lock);
+		b = warm_dead_idle(w, &rc);
+		pthread_mutex_unlock(&w->lock);
+		if (!b)
+			break;
+		if (rc != -ETIMEDOUT) {
+			warm_box_ended(b, rc);
+			log_info("warm box %s (%s) died while idle (%s)",
+			         b->box->id, b->key[0] ? "session" : "pool",
+			         b->dead_reason);
+		}
+		warm_end(w, b, b->key[0] ? b->dead_reason : NULL);
+	}
 	if (!w->pool_enabled || !w->cfg->pool_size || !cat)
 		return;
-	/* One pool box per tick: a start takes a while and a core. */
+	for (;;) {
+		pthread_mutex_lock(&w->lock);
+		b = warm_pool_stale(w, cat);
+		pthread_mutex_unlock(&w->lock);
+		if (!b)
+			break;
+		log_info("warm pool: a %s box of an older image is replaced",
+		         b->lang);
+		warm_end(w, b, NULL);
+	}
+	/*
+	 * One pool box per tick: a start takes a while and a core. After a
+	 * failed start (the engine away, a broken image) the next waits
+	 * longer, up to a minute, so an outage is not retried every second.
+	 */
+	if (mono_ms() < w->pool_retry_ms)
+		return;
 	pthread_mutex_lock(&w->lock);
 	img = w->stopping ? NULL : warm_pool_short(w, cat);
 	pthread_mutex_unlock(&w->lock);
-	if (!img || warm_reserve(w, w->cfg->memory_mb, reason) < 0)
+	if (!img || warm_reserve(w, w->cfg->memory_mb, false, reason) < 0)
 		return;
 	if (warm_box_start(&w->env, img, NULL, NULL, &b, msg, sizeof(msg)) <
 	    0) {
+		unsigned n = w->pool_failures < 6 ? w->pool_failures : 6;
+
 		warm_unreserve(w);
-		log_warnx("warm pool: starting a %s box: %s", img->language,
-		          msg);
+		w->pool_failures++;
+		w->pool_retry_ms = mono_ms() + (1000LL << n);
+		log_warnx("warm pool: starting a %s box: %s (next try in %lld "
+		          "s)",
+		          img->language, msg, (1000LL << n) / 1000);
 		return;
 	}
+	w->pool_failures = 0;
 	pthread_mutex_lock(&w->lock);
 	w->n_starting--;
 	b->next = w->pool;
 	w->pool = b;
 	w->n_pool++;
 	pthread_mutex_unlock(&w->lock);
-	log_debug("warm pool: %s box %s ready in %lld ms", img->language,
-	          b->box->id, b->ready_ms);
+	log_debug("warm pool: %s box %s started", img->language, b->box->id);
 }
 
 /* ---- create, destroy, stats -------------------------------------------- */
@@ -707,7 +807,10 @@ void warm_stats(struct warm *w, struct warm_stats *out)
 	pthread_mutex_lock(&w->lock);
 	out->sessions = w->n_sessions;
 	out->busy = w->n_busy;
-	out->pool = w->n_pool;
+	out->pool = 0;
+	for (const struct warm_box *b = w->pool; b; b = b->next)
+		out->pool += b->ready;
+	out->pool_starting = w->n_pool - out->pool;
 	out->max = w->cfg->warm_max;
 	out->memory_mb = (unsigned long long)warm_count(w) * w->cfg->memory_mb;
 	out->memory_budget_mb = w->cfg->warm_memory_mb;
@@ -730,6 +833,7 @@ bool warm_health(void *arg, cJSON *health)
 	cJSON_AddNumberToObject(o, "sessions", s.sessions);
 	cJSON_AddNumberToObject(o, "busy", s.busy);
 	cJSON_AddNumberToObject(o, "pool", s.pool);
+	cJSON_AddNumberToObject(o, "pool_starting", s.pool_starting);
 	cJSON_AddBoolToObject(o, "pool_enabled", s.pool_enabled);
 	cJSON_AddNumberToObject(o, "max", s.max);
 	cJSON_AddNumberToObject(o, "memory_mb", (double)s.memory_mb);

@@ -54,7 +54,10 @@ __attribute__((warn_unused_result)) int
 warm_create(const struct config *cfg, struct backend *be, const char *boot,
             struct warm **out, char *err, size_t errlen);
 
-/* Ends every session and pool box, then frees. NULL-safe. */
+/*
+ * Ends every session and pool box, then frees. Sessions hold workspace
+ * handles: call before the workspace manager is destroyed. NULL-safe.
+ */
 void warm_destroy(struct warm *w);
 
 /*
@@ -78,7 +81,8 @@ void warm_tick(struct warm *w, const struct catalog *cat);
 struct warm_stats {
 	unsigned sessions; /* claimed by a conversation */
 	unsigned busy;
-	unsigned pool; /* ready in the pool */
+	unsigned pool;          /* ready in the pool */
+	unsigned pool_starting; /* in the pool, not ready yet */
 	unsigned max;
 	unsigned long long memory_mb; /* limits of all warm boxes */
 	unsigned long long memory_budget_mb;

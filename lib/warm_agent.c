@@ -30,7 +30,7 @@
 #include "workspace.h"
 
 #define AGENT_MOUNT "/opt/mcp-sandboxd"
-#define WARM_PRELOAD_MS 90000 /* ... with the pool's imports */
+#define WARM_PRELOAD_MS 90000 /* a pool box's, with its imports */
 #define WARM_CLAIM_MS 10000   /* the agent's answer to a claim */
 
 /* ---- installing the agent ----------------------------------------------- */
@@ -331,16 +331,22 @@ int warm_box_start(const struct warm_env *env, const struct catalog_image *img,
 		rc = box_attach(b->box, &b->stream, err, errlen);
 	if (rc == 0)
 		rc = box_start(b->box, err, errlen);
+	b->started_ms = t0;
+	b->last_used_ms = t0;
+	if (rc == 0 && !req) {
+		/* A pool box gets ready in the background (warm_box_poll). */
+		b->ready_by = t0 + WARM_PRELOAD_MS;
+		*out = b;
+		return 0;
+	}
 	if (rc == 0)
-		rc = warm_wait_ready(
-		    b, t0 + (req ? WARM_IO_START_MS : WARM_PRELOAD_MS), err,
-		    errlen);
+		rc = warm_wait_ready(b, t0 + WARM_IO_START_MS, err, errlen);
 	if (rc < 0)
 		goto fail;
 	b->ready_ms = mono_ms() - t0;
 	b->last_used_ms = mono_ms();
-	log_debug("warm box %s (%s, %s) ready in %lld ms", b->box->id,
-	          img->language, req ? "session" : "pool", b->ready_ms);
+	log_debug("warm box %s (%s, session) ready in %lld ms", b->box->id,
+	          img->language, b->ready_ms);
 	*out = b;
 	return 0;
 fail:
@@ -386,26 +392,39 @@ int warm_box_claim(const struct warm_env *env, struct warm_box *b,
 	                   io.proto[0] ? ": " : "", io.proto);
 }
 
-bool warm_box_alive(const struct warm_env *env, struct warm_box *b)
+int warm_box_poll(struct warm_box *b)
 {
 	struct warm_io io = {.b = b};
-	bool oom;
 	int rc;
 
-	(void)env;
 	if (b->dead)
-		return false;
+		return -EPIPE;
 	rc = warm_io_pump(&io, mono_ms(), -1, warm_io_never, NULL);
 	warm_io_finish(&io);
-	if (rc == -EPIPE) {
+	return rc < 0 ? rc : 0;
+}
+
+void warm_box_ended(struct warm_box *b, int rc)
+{
+	bool oom;
+
+	if (b->dead)
+		return;
+	if (rc == -EPIPE)
 		warm_io_died(b, &oom);
-		return false;
-	}
-	if (rc < 0) {
+	else
 		warm_io_kill(b, "protocol");
-		return false;
-	}
-	return true;
+}
+
+bool warm_box_alive(const struct warm_env *env, struct warm_box *b)
+{
+	int rc = warm_box_poll(b);
+
+	(void)env;
+	if (rc == 0)
+		return true;
+	warm_box_ended(b, rc);
+	return false;
 }
 
 void warm_box_destroy(const struct warm_env *env, struct warm_box *b)

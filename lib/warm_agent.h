@@ -65,12 +65,15 @@ struct warm_box {
 	bool busy;               /* warm.c: a run has it */
 	bool dead;               /* it cannot run anything more */
 	char dead_reason[WARM_REASON_LEN];
+	char dead_detail[200];      /* what the engine said, or "" */
 	char lost[WARM_REASON_LEN]; /* state lost while idle (from R) */
 	unsigned calls;
 	long long oom_kills_seen; /* the cgroup's OOM kills at the last D */
 	uint64_t next_id;
 	long long last_used_ms; /* mono_ms */
 	long long ready_ms;     /* how long the start took */
+	long long started_ms;   /* mono_ms of the start */
+	long long ready_by;     /* a pool box's deadline for its R */
 	time_t expires_at;      /* wall clock: the maximum lifetime */
 };
 
@@ -95,11 +98,13 @@ __attribute__((warn_unused_result)) int
 warm_pool_prepare(struct warm_env *env, char *err, size_t errlen);
 
 /*
- * Starts a box of img running the agent and waits until it is ready. For a
- * conversation (req and key given) its workspace is /data and is held
- * open; for the pool (both NULL) /data is an empty pool directory and a
- * Python kernel preloads SANDBOX_POOL_PRELOAD. Caller owns *out
- * (warm_box_destroy).
+ * Starts a box of img running the agent. For a conversation (req and key
+ * given) its workspace is /data and is held open, and the call waits until
+ * the agent is ready. For the pool (both NULL) /data is an empty pool
+ * directory, a Python kernel preloads SANDBOX_POOL_PRELOAD, and the call
+ * returns once the box runs: b->ready turns true when a later
+ * warm_box_poll reads the agent's R, which must come by b->ready_by.
+ * Caller owns *out (warm_box_destroy).
  */
 __attribute__((warn_unused_result)) int
 warm_box_start(const struct warm_env *env, const struct catalog_image *img,
@@ -116,8 +121,22 @@ warm_box_claim(const struct warm_env *env, struct warm_box *b,
                size_t errlen);
 
 /*
- * Whether an idle box is still alive: reads what it sent while idle (a new
- * kernel's R, its end). Returns false and sets b->dead_reason when it died.
+ * Reads what an idle box sent (a new kernel's R, the end of its stream)
+ * without waiting and without asking the engine anything. 0 when it is
+ * alive, -EPIPE when its stream ended, another -errno when it broke the
+ * protocol. See warm_box_ended.
+ */
+__attribute__((warn_unused_result)) int warm_box_poll(struct warm_box *b);
+
+/*
+ * b's stream ended (rc -EPIPE: asks the engine why) or broke the protocol
+ * (any other rc): kills the box and marks it dead with the reason.
+ */
+void warm_box_ended(struct warm_box *b, int rc);
+
+/*
+ * Whether an idle box is still alive (warm_box_poll, then warm_box_ended
+ * when not). Returns false with b->dead_reason set when it died.
  */
 bool warm_box_alive(const struct warm_env *env, struct warm_box *b);
 

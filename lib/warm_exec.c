@@ -26,6 +26,18 @@
 
 /* ---- one call ----------------------------------------------------------- */
 
+/* Removes a file from the box's /sandbox directory. */
+static void warm_drop_file(const struct warm_box *b, const char *name)
+{
+	int dfd = open(b->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (dfd < 0)
+		return;
+	if (unlinkat(dfd, name, 0) < 0 && errno != ENOENT)
+		log_warn("removing %s/%s", b->dir, name);
+	close(dfd);
+}
+
 /* Writes a file into the box's /sandbox directory (replacing it). */
 static int warm_put_file(const struct warm_box *b, const char *name,
                          const char *p, size_t n)
@@ -77,7 +89,28 @@ static int warm_exec_records(const struct warm_box *b,
 	return rc;
 }
 
-/* Writes the code (and stdin) and sends the exec. 0 or -errno, message. */
+/*
+ * Writes the code (and stdin) on the host, for the box's /sandbox. 0 or
+ * -errno with a message (the host's disk full, say: the box is fine).
+ */
+static int warm_exec_files(struct warm_box *b, const struct runner_request *req,
+                           const struct catalog_image *img, char *err,
+                           size_t errlen)
+{
+	int rc = warm_put_file(b, img->filename, req->code, req->code_len);
+
+	if (rc == 0 && req->stdin_data)
+		rc = warm_put_file(b, "stdin", req->stdin_data, req->stdin_len);
+	if (rc < 0)
+		return errmsg_fail(
+		    rc, err, errlen,
+		    "cannot write the code for the sandbox on the "
+		    "server: %s",
+		    strerror(-rc));
+	return 0;
+}
+
+/* Sends the exec. 0 or -errno with a message: the agent is unreachable. */
 static int warm_exec_send(struct warm_box *b, const struct runner_request *req,
                           const struct catalog_image *img, uint64_t id,
                           char *err, size_t errlen)
@@ -88,15 +121,6 @@ static int warm_exec_send(struct warm_box *b, const struct runner_request *req,
 
 	if (!rec)
 		return errmsg_fail(-ENOMEM, err, errlen, "out of memory");
-	rc = warm_put_file(b, img->filename, req->code, req->code_len);
-	if (rc == 0 && req->stdin_data)
-		rc = warm_put_file(b, "stdin", req->stdin_data, req->stdin_len);
-	if (rc < 0) {
-		free(rec);
-		return errmsg_fail(rc, err, errlen,
-		                   "cannot write the code for the sandbox: %s",
-		                   strerror(-rc));
-	}
 	rc = warm_exec_records(b, req, img, id, rec, WARM_EXEC_MAX, &off);
 	if (rc == 0)
 		rc = warm_io_send(b, 'E', rec, off);
@@ -270,8 +294,15 @@ static void warm_take_d(struct warm_box *b, const struct warm_call *c,
 		/* Told again with the next run, which gets a new kernel. */
 		snprintf(b->lost, sizeof(b->lost), "%s", r);
 		b->ready = false;
-		if (strcmp(r, "oom") == 0)
+		if (strcmp(r, "oom") == 0) {
+			/*
+			 * What filled the memory may well outlive the
+			 * interpreter (files in /tmp and /dev/shm are memory):
+			 * the box goes, and the next run starts in a fresh one.
+			 */
 			res->oom_killed = true;
+			warm_io_kill(b, "oom");
+		}
 	} else {
 		b->ready = true;
 	}
@@ -301,8 +332,9 @@ static void warm_classify(const struct warm_box *b, const struct warm_call *c,
 		if (!res->message[0])
 			snprintf(res->message, sizeof(res->message),
 			         "the sandbox of this conversation stopped "
-			         "(%s); run again to get a fresh one",
-			         b->dead_reason);
+			         "(%s%s%s); run again to get a fresh one",
+			         b->dead_reason, b->dead_detail[0] ? ": " : "",
+			         b->dead_detail);
 	} else if (res->oom_killed || res->child_oom) {
 		res->oom_killed = true;
 		res->status = RUNNER_OOM_KILLED;
@@ -393,6 +425,12 @@ int warm_exec_run(const struct warm_env *env, struct warm_box *b,
 	c.io.out = &cap_out;
 	c.io.err = &cap_err;
 	c.io.max_total = cfg->output_max_bytes;
+	if (warm_exec_files(b, req, img, res->message, sizeof(res->message)) <
+	    0) {
+		/* Nothing ran and the box is fine: the session stays. */
+		res->status = RUNNER_ERROR;
+		goto out;
+	}
 	if (warm_exec_send(b, req, img, c.id, res->message,
 	                   sizeof(res->message)) < 0) {
 		/* Nothing ran: the caller may try a fresh box. */
@@ -416,6 +454,9 @@ classify_dead:
 	if (res->status != RUNNER_CANCELLED)
 		warm_classify(b, &c, res);
 out:
+	/* A run's stdin is its own: the next run of the box must not see it. */
+	if (req->stdin_data)
+		warm_drop_file(b, "stdin");
 	warm_io_finish(&c.io);
 	if (runner_output_fill(&cap_out, &res->out) < 0 ||
 	    runner_output_fill(&cap_err, &res->err) < 0) {

@@ -241,6 +241,7 @@ int warm_io_pump(struct warm_io *io, long long until_ms, int cancel_fd,
                  bool (*stop)(const struct warm_io *io), bool *cancelled)
 {
 	struct warm_box *b = io->b;
+	bool last = false;
 	char msg[256];
 
 	for (;;) {
@@ -257,9 +258,18 @@ int warm_io_pump(struct warm_io *io, long long until_ms, int cancel_fd,
 			io->tick = mono_ms();
 			io->req->on_tick(io->req->event_arg);
 		}
+		/*
+		 * Past the time, what is there is still read once (without
+		 * waiting): a frame that arrived just in time counts, and a
+		 * look at an idle box (until_ms now) sees its end or its R.
+		 */
 		left = until_ms - mono_ms();
-		if (left <= 0)
-			return 0;
+		if (left <= 0) {
+			if (last)
+				return 0;
+			last = true;
+			left = 0;
+		}
 		if (!box_stream_pending(b->stream)) {
 			rc = poll(pf, cancel_fd >= 0 ? 2 : 1,
 			          (int)(left > 1000 ? 1000 : left));
@@ -342,9 +352,15 @@ void warm_io_kill(struct warm_box *b, const char *reason)
 		log_debug("killing box %s: %s", b->box->id, err);
 }
 
-/* Why a box's stream ended: the engine's word on its main process. */
+/*
+ * Why a box's stream ended: the engine's word on its main process. The
+ * agent exits 0 only at the end of its input or on SIGTERM, so an exit 0
+ * (or no word at all, the engine being away) means the box was stopped or
+ * its connection cut from outside (the engine restarted), not a crash.
+ */
 void warm_io_died(struct warm_box *b, bool *oom)
 {
+	const char *why = "sandbox_lost";
 	struct box_state st;
 	char err[256];
 
@@ -352,7 +368,17 @@ void warm_io_died(struct warm_box *b, bool *oom)
 	box_stream_close(b->stream);
 	b->stream = NULL;
 	if (box_wait(b->box, 2000, err, sizeof(err)) == 0 &&
-	    box_inspect(b->box, &st, err, sizeof(err)) == 0)
+	    box_inspect(b->box, &st, err, sizeof(err)) == 0) {
 		*oom = st.oom_killed;
-	warm_io_kill(b, *oom ? "oom" : "crash");
+		if (st.oom_killed)
+			why = "oom";
+		else if (st.exit_code != 0)
+			why = "crash";
+	} else {
+		log_info("box %s: its stream ended and the engine does not "
+		         "say why: %s",
+		         b->box->id, err);
+		snprintf(b->dead_detail, sizeof(b->dead_detail), "%.199s", err);
+	}
+	warm_io_kill(b, why);
 }

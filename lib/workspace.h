@@ -252,13 +252,64 @@ workspace_changes(struct workspace *ws, const struct workspace_snapshot *before,
                   struct workspace_changes_info *info);
 
 /*
- * Saves a stream's full output as ".mcp/<stream>-<YYYYMMDDTHHMMSSZ>-
- * <6 hex>.txt" in the workspace, for output longer than the inline cap.
- * stream is "stdout" or "stderr". Returns 0 with *rel and *url (caller
- * frees both; either may be NULL if not wanted), or a negative errno
- * (-ENOSPC/-EDQUOT when the workspace is full). Call it after
+ * One stream's whole output for workspace_save_outputs. The call fills
+ * rel (".mcp/<stream>-<YYYYMMDDTHHMMSSZ>-<6 hex>.txt") and url when it
+ * saved the stream, err (why, for the model) when it did not;
+ * workspace_outputs_finish frees them.
+ */
+struct workspace_output {
+	const char *stream; /* "stdout" or "stderr" */
+	const void *data;   /* borrowed for the call */
+	size_t len;
+	char *rel;
+	char *url;
+	char err[256];
+};
+
+#define WORKSPACE_PRUNED_LIST 20 /* deleted saved outputs named in a result */
+
+/*
+ * The older saved outputs workspace_save_outputs deleted: how many, their
+ * sizes together, and the first WORKSPACE_PRUNED_LIST of them as an array
+ * of "/data/.mcp/..." strings, oldest first (NULL when none).
+ */
+struct workspace_pruned {
+	size_t n;
+	unsigned long long bytes;
+	cJSON *paths;
+};
+
+/*
+ * Saves the whole output of a run's streams (v[0..n), at most 2) as
+ * ".mcp/<stream>-<YYYYMMDDTHHMMSSZ>-<6 hex>.txt" in the workspace, for
+ * output longer than the inline cap. What is kept there is bounded: the
+ * newest SANDBOX_OUTPUT_SAVED_FILES saved outputs of the conversation, at
+ * most SANDBOX_OUTPUT_SAVED_BYTES (and half the workspace quota) together.
+ * To make room for these, the oldest saved outputs (files of that name
+ * pattern directly in .mcp, by modification time) are deleted first, also
+ * when the workspace itself has no room for them; what was deleted is
+ * told in *pruned. Files saved by this call are never deleted by it: a
+ * stream that does not fit the limits with the ones before it is not
+ * saved. Each v[i] says whether it was saved (rel and url) or why not (err:
+ * over the limits, saving off, the workspace full, .mcp not a directory).
+ * Returns 0 (whatever was saved), or a negative errno when it could not
+ * try (-EINVAL for an unknown stream or n > 2, -ENOMEM). Call it after
  * workspace_changes, so the saved output is not listed as a file the run
- * made. Caller holds the workspace lock.
+ * made; free with workspace_outputs_finish. Caller holds the workspace
+ * lock.
+ */
+__attribute__((warn_unused_result)) int
+workspace_save_outputs(struct workspace *ws, struct workspace_output *v,
+                       size_t n, struct workspace_pruned *pruned);
+
+/* Frees what workspace_save_outputs filled in. NULL-safe. */
+void workspace_outputs_finish(struct workspace_output *v, size_t n,
+                              struct workspace_pruned *pruned);
+
+/*
+ * One stream through workspace_save_outputs: 0 with *rel and *url (caller
+ * frees; either may be NULL if not wanted), or a negative errno (-EDQUOT
+ * when it was not saved). What older saved outputs it deleted is not told.
  */
 __attribute__((warn_unused_result)) int
 workspace_save_output(struct workspace *ws, const char *stream,

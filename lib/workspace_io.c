@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -528,43 +529,273 @@ out:
 	return r;
 }
 
+/* ---- saved output -------------------------------------------------------- */
+
+#define SAVED_DIR ".mcp"
+#define SAVED_NAME_LEN 34 /* "stdout-YYYYMMDDTHHMMSSZ-xxxxxx.txt" */
+
+struct saved_file {
+	char name[SAVED_NAME_LEN + 1];
+	unsigned long long size;
+	struct timespec mtime;
+};
+
+struct saved_list {
+	struct saved_file *v;
+	size_t n, cap;
+	unsigned long long bytes;
+};
+
+/* Whether name has the shape of a saved output's name. */
+static bool saved_name(const char *name)
+{
+	/* After the stream: D a digit, h a lowercase hex digit. */
+	static const char shape[] = "DDDDDDDDTDDDDDDZ-hhhhhh.txt";
+
+	if (strlen(name) != SAVED_NAME_LEN ||
+	    (strncmp(name, "stdout-", 7) != 0 &&
+	     strncmp(name, "stderr-", 7) != 0))
+		return false;
+	for (size_t i = 0; shape[i]; i++) {
+		char c = name[7 + i];
+
+		if (shape[i] == 'D' ? c < '0' || c > '9'
+		    : shape[i] == 'h'
+		        ? !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))
+		        : c != shape[i])
+			return false;
+	}
+	return true;
+}
+
+static int saved_visit(void *data, const struct fstree_entry *e)
+{
+	struct saved_list *l = data;
+	struct saved_file *f;
+
+	/* Breadth first: an entry deeper down means .mcp's own are done. */
+	if (e->name != e->rel + sizeof(SAVED_DIR))
+		return 1;
+	if (!S_ISREG(e->st->st_mode) || !saved_name(e->name))
+		return 0;
+	if (l->n == l->cap) {
+		size_t ncap = l->cap ? l->cap * 2 : 16;
+		struct saved_file *p = realloc(l->v, ncap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		l->v = p;
+		l->cap = ncap;
+	}
+	f = &l->v[l->n++];
+	snprintf(f->name, sizeof(f->name), "%s", e->name);
+	f->size = (unsigned long long)e->st->st_size;
+	f->mtime = e->st->st_mtim;
+	l->bytes += f->size;
+	return 0;
+}
+
+/* Oldest first; the name (which starts with the time) breaks ties. */
+static int saved_cmp(const void *a, const void *b)
+{
+	const struct saved_file *x = a, *y = b;
+
+	if (x->mtime.tv_sec != y->mtime.tv_sec)
+		return x->mtime.tv_sec < y->mtime.tv_sec ? -1 : 1;
+	if (x->mtime.tv_nsec != y->mtime.tv_nsec)
+		return x->mtime.tv_nsec < y->mtime.tv_nsec ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+/*
+ * Deletes the oldest saved outputs until need_files more fit cap_files,
+ * need_bytes more fit cap_bytes and, when deleting can achieve it, the
+ * free room of the workspace. Records what it deleted in pruned.
+ */
+static int saved_prune(struct workspace *ws, struct saved_list *l,
+                       size_t need_files, unsigned long long need_bytes,
+                       size_t cap_files, unsigned long long cap_bytes,
+                       struct workspace_pruned *pruned)
+{
+	unsigned long long room = ULLONG_MAX;
+	struct workspace_usage u;
+	size_t left = l->n;
+	int mfd;
+
+	if (workspace_usage(ws, &u) == 0)
+		room = u.quota_bytes > u.bytes ? u.quota_bytes - u.bytes : 0;
+	/*
+	 * When deleting every saved output would not make room, the save
+	 * fails whatever is deleted: keep them all.
+	 */
+	if (room < need_bytes && room + l->bytes < need_bytes)
+		return 0;
+	mfd = fstree_open(workspace_dirfd(ws), SAVED_DIR,
+	                  O_RDONLY | O_DIRECTORY, 0);
+	if (mfd < 0)
+		return mfd;
+	for (size_t i = 0; i < l->n; i++) {
+		const struct saved_file *f = &l->v[i];
+		char path[sizeof("/data/" SAVED_DIR "/") + SAVED_NAME_LEN];
+
+		if (left + need_files <= cap_files &&
+		    l->bytes + need_bytes <= cap_bytes && need_bytes <= room)
+			break;
+		/* Never follows a link: unlinkat removes the name itself. */
+		if (unlinkat(mfd, f->name, 0) < 0 && errno != ENOENT)
+			continue;
+		left--;
+		l->bytes -= f->size;
+		if (room != ULLONG_MAX)
+			room += f->size;
+		pruned->n++;
+		pruned->bytes += f->size;
+		if (pruned->n > WORKSPACE_PRUNED_LIST)
+			continue;
+		if (!pruned->paths && !(pruned->paths = cJSON_CreateArray()))
+			continue;
+		snprintf(path, sizeof(path), "/data/%s/%s", SAVED_DIR, f->name);
+		cJSON_AddItemToArray(pruned->paths, cJSON_CreateString(path));
+	}
+	close(mfd);
+	if (pruned->n)
+		log_info("workspace %.12s: deleted %zu older saved outputs "
+		         "(%llu bytes) to make room",
+		         workspace_name(ws), pruned->n, pruned->bytes);
+	return 0;
+}
+
+/* Writes one stream as a new saved output; fills o->rel/url or o->err. */
+static int saved_write(struct workspace *ws, struct workspace_output *o)
+{
+	char rel[sizeof(SAVED_DIR) + SAVED_NAME_LEN + 1], when[17];
+	unsigned char rnd[3];
+	time_t t = time(NULL);
+	struct tm tm;
+
+	if (!gmtime_r(&t, &tm) ||
+	    strftime(when, sizeof(when), "%Y%m%dT%H%M%SZ", &tm) != 16 ||
+	    RAND_bytes(rnd, sizeof(rnd)) != 1)
+		return -EIO;
+	snprintf(rel, sizeof(rel), "%s/%s-%s-%02x%02x%02x.txt", SAVED_DIR,
+	         o->stream, when, rnd[0], rnd[1], rnd[2]);
+	if (workspace_write_file(ws, rel, o->data, o->len, false, o->err,
+	                         sizeof(o->err)) < 0) {
+		log_warnx("workspace %.12s: cannot save %s: %s",
+		          workspace_name(ws), o->stream, o->err);
+		return 0;
+	}
+	o->rel = strdup(rel);
+	o->url = workspace_file_url(workspace_mgr_of(ws), ws, rel);
+	return o->rel && o->url ? 0 : -ENOMEM;
+}
+
+int workspace_save_outputs(struct workspace *ws, struct workspace_output *v,
+                           size_t n, struct workspace_pruned *pruned)
+{
+	const struct config *cfg = workspace_mgr_config(workspace_mgr_of(ws));
+	unsigned long long cap_bytes = cfg->output_saved_bytes, need_bytes = 0;
+	size_t cap_files = cfg->output_saved_files, need_files = 0;
+	struct saved_list l = {0};
+	bool want[2] = {false, false};
+	int r;
+
+	memset(pruned, 0, sizeof(*pruned));
+	if (n > 2)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		v[i].rel = v[i].url = NULL;
+		v[i].err[0] = '\0';
+		if (strcmp(v[i].stream, "stdout") != 0 &&
+		    strcmp(v[i].stream, "stderr") != 0)
+			return -EINVAL;
+	}
+	/* Saved output never takes more than half of what code may use. */
+	if (cap_bytes > cfg->workspace_quota_bytes / 2)
+		cap_bytes = cfg->workspace_quota_bytes / 2;
+	for (size_t i = 0; i < n; i++) {
+		if (cap_files == 0 || cap_bytes == 0) {
+			errmsg_set(v[i].err, sizeof(v[i].err),
+			           "this server does not save whole outputs");
+		} else if (need_files + 1 > cap_files ||
+		           need_bytes + v[i].len > cap_bytes) {
+			errmsg_set(v[i].err, sizeof(v[i].err),
+			           "saved outputs may take %llu bytes and %zu "
+			           "files in a conversation, and this one does "
+			           "not fit%s",
+			           cap_bytes, cap_files,
+			           need_files ? " beside the other stream's"
+			                      : "");
+		} else {
+			want[i] = true;
+			need_files++;
+			need_bytes += v[i].len;
+		}
+	}
+	if (need_files == 0)
+		return 0;
+	/*
+	 * A .mcp that is missing has nothing to delete; one that code made
+	 * a link or a file cannot be listed, and the writes below say why.
+	 */
+	r = fstree_walk(workspace_dirfd(ws), SAVED_DIR, walk_max(ws),
+	                saved_visit, &l, NULL);
+	if (r == 0 && l.n) {
+		qsort(l.v, l.n, sizeof(*l.v), saved_cmp);
+		r = saved_prune(ws, &l, need_files, need_bytes, cap_files,
+		                cap_bytes, pruned);
+	}
+	if (r == -ENOMEM)
+		goto out;
+	r = 0;
+	for (size_t i = 0; i < n && r == 0; i++)
+		if (want[i])
+			r = saved_write(ws, &v[i]);
+out:
+	free(l.v);
+	return r;
+}
+
+void workspace_outputs_finish(struct workspace_output *v, size_t n,
+                              struct workspace_pruned *pruned)
+{
+	for (size_t i = 0; v && i < n; i++) {
+		free(v[i].rel);
+		free(v[i].url);
+		v[i].rel = v[i].url = NULL;
+	}
+	if (pruned) {
+		cJSON_Delete(pruned->paths);
+		memset(pruned, 0, sizeof(*pruned));
+	}
+}
+
 int workspace_save_output(struct workspace *ws, const char *stream,
                           const void *data, size_t len, char **rel_out,
                           char **url_out)
 {
-	char rel[96], when[32], err[256];
-	unsigned char rnd[3];
-	time_t t = time(NULL);
-	struct tm tm;
+	struct workspace_output o = {
+	    .stream = stream, .data = data, .len = len};
+	struct workspace_pruned pruned;
 	int r;
 
 	if (rel_out)
 		*rel_out = NULL;
 	if (url_out)
 		*url_out = NULL;
-	if (strcmp(stream, "stdout") != 0 && strcmp(stream, "stderr") != 0)
-		return -EINVAL;
-	if (!gmtime_r(&t, &tm) ||
-	    strftime(when, sizeof(when), "%Y%m%dT%H%M%SZ", &tm) == 0 ||
-	    RAND_bytes(rnd, sizeof(rnd)) != 1)
-		return -EIO;
-	snprintf(rel, sizeof(rel), ".mcp/%s-%s-%02x%02x%02x.txt", stream, when,
-	         rnd[0], rnd[1], rnd[2]);
-	r = workspace_write_file(ws, rel, data, len, false, err, sizeof(err));
-	if (r < 0) {
-		log_warnx("workspace %.12s: cannot save %s: %s",
-		          workspace_name(ws), stream, err);
-		return r;
-	}
-	if (rel_out && !(*rel_out = strdup(rel)))
-		return -ENOMEM;
-	if (url_out &&
-	    !(*url_out = workspace_file_url(workspace_mgr_of(ws), ws, rel))) {
+	r = workspace_save_outputs(ws, &o, 1, &pruned);
+	if (r == 0 && !o.rel)
+		r = -EDQUOT;
+	if (r == 0) {
 		if (rel_out) {
-			free(*rel_out);
-			*rel_out = NULL;
+			*rel_out = o.rel;
+			o.rel = NULL;
 		}
-		return -ENOMEM;
+		if (url_out) {
+			*url_out = o.url;
+			o.url = NULL;
+		}
 	}
-	return 0;
+	workspace_outputs_finish(&o, 1, &pruned);
+	return r;
 }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Build the mcp-sandboxd runner images: mcp-sandboxd/runner-<lang>:latest for
-# every runners/<lang>/Dockerfile (python, typescript, bash).
+# every runners/<lang>/Dockerfile (bash, c, cpp, go, php, python, ruby, rust,
+# typescript), in that order: c before cpp and rust, whose first layer (GCC)
+# is the same and is then taken from the build cache.
 #
 # Offline by default: the base image mcp-sandboxd/base:bookworm is made locally
 # with debootstrap + docker import (no container registry needed). Those who can
@@ -61,6 +63,8 @@ Options:
   --refresh       fetch again what is cached: a new debootstrap of the local
                   base, the Bun binary (bun@\$BUN_VERSION) and node_modules
   --skip-tests    do not run the smoke tests (version detection still runs)
+  -j, --jobs N    build N images at a time (default 2, or RUNNER_BUILD_JOBS;
+                  -v builds one at a time)
   -v, --verbose   show docker build output (default: logged to $LOG_DIR)
   -h, --help      show this help
 
@@ -395,19 +399,78 @@ build_lang() {
 
   local size
   size="$(docker image inspect -f '{{.Size}}' "$tag")"
-  SUMMARY+=("$(printf '%-40s %-12s %6s MB  %-8s %s' "$tag" "${new:7:12}" \
-    $((size / 1000000)) "$(secs_since "$t0")" "$version")")
+  # A file, not a variable: with --jobs, this runs in a subshell.
+  printf '%-40s %-12s %6s MB  %-8s %s\n' "$tag" "${new:7:12}" \
+    $((size / 1000000)) "$(secs_since "$t0")" "$version" >"$SUMMARY_DIR/$lang"
+}
+
+# The slowest builds start first, so that parallel builds end together; the
+# rest follow in alphabetical order.
+readonly -a BUILD_FIRST=(python c go rust php)
+# lang -> the language whose image must be built first: cpp and rust begin
+# with the same layer as c (GCC), which they then take from the build cache
+# instead of building it again at the same time.
+declare -rA BUILD_AFTER=([cpp]=c [rust]=c)
+
+# Build LANGS with at most JOBS builds at a time (most of a build is dpkg and
+# apt, which use one core). After a failure no new build starts; the running
+# ones finish, and the script fails.
+build_all() {
+  local -a queue=() failed=() dropped=()
+  local -A status=() pid_lang=() # status: lang -> done | failed
+  local l dep pid rc
+  for l in "${BUILD_FIRST[@]}" "${LANGS[@]}"; do
+    if [[ " ${LANGS[*]} " == *" $l "* && " ${queue[*]} " != *" $l "* ]]; then
+      queue+=("$l")
+    fi
+  done
+  if ((JOBS == 1)); then
+    for l in "${queue[@]}"; do build_lang "$l"; done
+    return 0
+  fi
+  while ((${#queue[@]} > 0 || ${#pid_lang[@]} > 0)); do
+    local -a waiting=()
+    for l in "${queue[@]}"; do
+      dep="${BUILD_AFTER[$l]:-}"
+      [[ -n "$dep" && " ${LANGS[*]} " == *" $dep "* ]] || dep=""
+      if ((${#failed[@]} > 0)); then
+        dropped+=("$l")
+      elif [[ -n "$dep" && "${status[$dep]:-}" != "done" ]] || ((${#pid_lang[@]} >= JOBS)); then
+        waiting+=("$l")
+      else
+        build_lang "$l" &
+        pid_lang[$!]="$l"
+      fi
+    done
+    queue=("${waiting[@]}")
+    ((${#pid_lang[@]} > 0)) || break
+    rc=0
+    wait -n -p pid "${!pid_lang[@]}" || rc=$?
+    l="${pid_lang[$pid]}"
+    unset 'pid_lang[$pid]'
+    if ((rc == 0)); then
+      status[$l]="done"
+    else
+      status[$l]="failed"
+      failed+=("$l")
+    fi
+  done
+  ((${#failed[@]} == 0)) ||
+    die "failed: ${failed[*]}${dropped[*]:+; not built: ${dropped[*]}} (logs in $LOG_DIR)"
 }
 
 # -------------------------------------------------------------------- main
 
 ONLY="" BASE="${BASE_IMAGE:-$LOCAL_BASE}" NO_CACHE=0 REFRESH=0 SKIP_TESTS=0 VERBOSE=0
+JOBS="${RUNNER_BUILD_JOBS:-2}"
 while (($#)); do
   case "$1" in
     --only) ONLY="${2:?--only needs a list}" && shift ;;
     --only=*) ONLY="${1#*=}" ;;
     --base) BASE="${2:?--base needs an image}" && shift ;;
     --base=*) BASE="${1#*=}" ;;
+    -j | --jobs) JOBS="${2:?--jobs needs a number}" && shift ;;
+    --jobs=*) JOBS="${1#*=}" ;;
     --no-cache) NO_CACHE=1 ;;
     --refresh) REFRESH=1 ;;
     --skip-tests) SKIP_TESTS=1 ;;
@@ -432,6 +495,9 @@ else
   LANGS=("${ALL_LANGS[@]}")
 fi
 ((${#LANGS[@]})) || die "nothing to build"
+[[ "$JOBS" =~ ^[1-9][0-9]?$ ]] || die "--jobs wants a number from 1 to 99, not '$JOBS'"
+# Interleaved docker build output would be unreadable.
+((VERBOSE)) && JOBS=1
 
 command -v docker >/dev/null 2>&1 || die "docker CLI not found"
 docker info >/dev/null 2>&1 ||
@@ -443,14 +509,14 @@ if command -v flock >/dev/null 2>&1; then
 fi
 
 T_START=$(now_ms)
-SUMMARY=()
+SUMMARY_DIR="$(mktemp -d "${TMPDIR:-/tmp}/mcp-sandboxd-build.XXXXXX")"
+readonly SUMMARY_DIR
+trap 'rm -rf "$SUMMARY_DIR"' EXIT
 ensure_base
-for l in "${LANGS[@]}"; do
-  build_lang "$l"
-done
+build_all
 
 log "built on $BASE in $(secs_since "$T_START"):"
 printf '    %-40s %-12s %9s  %-8s %s\n' IMAGE ID SIZE TIME VERSION
-for s in "${SUMMARY[@]}"; do
-  printf '    %s\n' "$s"
+for l in "${LANGS[@]}"; do
+  printf '    %s\n' "$(cat "$SUMMARY_DIR/$l")"
 done

@@ -416,6 +416,8 @@ layer_integration() {
 # TAP output goes to $LOG_DIR/NAME.tap.
 run_integration() {
 	local name=$1 pattern=${2:-} files=("${@:3}")
+	# sqlite3: the OAuth tests read the daemon's store to check it.
+	ensure_apt sqlite3
 	ensure_node_modules "$NODE_DIR"
 	mkdir -p "$LOG_DIR"
 	local out pass fail skip bin fix

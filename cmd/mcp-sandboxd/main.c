@@ -21,8 +21,11 @@
 #include "http.h"
 #include "log.h"
 #include "mcp.h"
+#include "oauth.h"
+#include "oauth_http.h"
 #include "runner.h"
 #include "stats.h"
+#include "store.h"
 #include "tasks.h"
 #include "tools_files.h"
 #include "tools_run.h"
@@ -77,6 +80,8 @@ int main(int argc, char **argv)
 	struct runner *runner = NULL;
 	struct cron *cron = NULL;
 	struct stats *stats = NULL;
+	struct store *store = NULL;
+	struct oauth *oauth = NULL;
 	sigset_t sigs;
 	int sig = 0, opt, rc = 0;
 
@@ -183,6 +188,18 @@ int main(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
+	/* After the workspaces: SANDBOX_ROOT, the store's home, exists. */
+	if (store_open(cfg.store_path, &store, err, sizeof(err)) < 0) {
+		log_errorx("store: %s", err);
+		rc = 1;
+		goto out;
+	}
+	if (cfg.oauth &&
+	    oauth_create(&cfg, store, &oauth, err, sizeof(err)) < 0) {
+		log_errorx("oauth: %s", err);
+		rc = 1;
+		goto out;
+	}
 	if (runner_create(&cfg, &runner, err, sizeof(err)) < 0) {
 		log_errorx("runner: %s", err);
 		rc = 1;
@@ -209,6 +226,8 @@ int main(int argc, char **argv)
 	             mcp) < 0 ||
 	    cron_add(cron, "tasks", TASKS_SWEEP_INTERVAL_MS, tasks_job_sweep,
 	             tasks) < 0 ||
+	    (oauth && cron_add(cron, "oauth", OAUTH_PURGE_MS, oauth_job_purge,
+	                       oauth) < 0) ||
 	    cron_start(cron) < 0) {
 		log_errorx("cannot start the housekeeping loop");
 		rc = 1;
@@ -221,7 +240,8 @@ int main(int argc, char **argv)
 	          "build");
 #endif
 
-	if (http_server_bind(&cfg, mcp, &http, err, sizeof(err)) < 0) {
+	if (http_server_bind(&cfg, mcp, &http, err, sizeof(err)) < 0 ||
+	    (oauth && oauth_http_register(oauth, http, err, sizeof(err)) < 0)) {
 		log_errorx("%s", err);
 		rc = 1;
 		goto out;
@@ -229,6 +249,7 @@ int main(int argc, char **argv)
 	http_server_set_files(http, files_http_get, wm);
 	http_server_add_health(http, runner_health, runner);
 	http_server_add_health(http, workspace_mgr_health, wm);
+	http_server_add_health(http, store_health, store);
 	http_server_set_stats(http, stats);
 	if (http_server_start(http, err, sizeof(err)) < 0) {
 		log_errorx("%s", err);
@@ -236,9 +257,10 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	log_info("mcp-sandboxd %s listening on %s:%u; MCP endpoint %s/mcp, "
-	         "%zu token(s) configured",
+	         "%zu token(s) configured, OAuth %s",
 	         MCPSD_VERSION, cfg.listen_host[0] ? cfg.listen_host : "*",
-	         http_server_port(http), cfg.public_base_url, cfg.n_tokens);
+	         http_server_port(http), cfg.public_base_url, cfg.n_tokens,
+	         oauth ? "on" : "off");
 
 	while (sigwait(&sigs, &sig) != 0)
 		;
@@ -269,6 +291,8 @@ out:
 	mcp_server_destroy(mcp);
 	tasks_close(tasks);
 	runner_destroy(runner);
+	oauth_destroy(oauth);
+	store_close(store);
 	workspace_mgr_destroy(wm);
 	stats_destroy(stats);
 	log_info("stopped");

@@ -562,6 +562,16 @@ def _preload(names):
     return records
 
 
+def _orphaned():
+    """A control descriptor is gone: the code closed, replaced or broke it.
+    The kernel cannot report anything more, so it waits to be killed: the
+    agent sees its pipe close and kills it within a second as a protocol
+    error, which is what it is (exiting would read as the code's exit())."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while True:
+        signal.pause()
+
+
 def main():
     signal.signal(signal.SIGINT, _on_sigint)
     os.set_inheritable(FROM_AGENT, False)
@@ -601,7 +611,9 @@ def main():
             continue  # SIGINT racing with the end of a call
         except EOFError:
             os._exit(0)
-        except (ValueError, KeyError, OSError):
+        except OSError:
+            _orphaned()
+        except (ValueError, KeyError):
             os._exit(70)
 
 

@@ -27,6 +27,7 @@ import { appendFileSync, chownSync, mkdirSync, readFileSync, readdirSync, readli
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { connectHttp } from '../integration/lib/daemon.mjs';
 // The SDK lives in tests/integration/node_modules (one install for both).
 import { ListToolsResultSchema } from '../integration/node_modules/@modelcontextprotocol/sdk/dist/esm/types.js';
@@ -35,8 +36,8 @@ const env = process.env;
 const SOCK = env.DOCKER_SOCK ?? '/var/run/docker.sock';
 // Labels this run's own containers (`docker run` and warm) for cleanup.
 const TAG = env.BENCH_TAG ?? `pid${process.pid}`;
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const wallMs = () => performance.timeOrigin + performance.now();
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+export const wallMs = () => performance.timeOrigin + performance.now();
 
 function parseArgs(argv) {
   const o = {};
@@ -50,21 +51,21 @@ function parseArgs(argv) {
 }
 const ints = (s) => String(s).split(',').filter(Boolean).map((x) => parseInt(x, 10));
 
-function record(obj) {
+export function record(obj) {
   const line = JSON.stringify({ t: new Date().toISOString(), ...obj });
   if (env.BENCH_RESULTS) appendFileSync(env.BENCH_RESULTS, line + '\n');
 }
 
 // ---- statistics ------------------------------------------------------------
-function pct(values, p) {
+export function pct(values, p) {
   if (!values.length) return NaN;
   const s = [...values].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))];
 }
-const median = (v) => pct(v, 50);
-const mean = (v) => v.reduce((a, b) => a + b, 0) / (v.length || 1);
-const r1 = (x) => (Number.isFinite(x) ? Number(x.toFixed(1)) : null);
-const r2 = (x) => (Number.isFinite(x) ? Number(x.toFixed(2)) : null);
+export const median = (v) => pct(v, 50);
+export const mean = (v) => v.reduce((a, b) => a + b, 0) / (v.length || 1);
+export const r1 = (x) => (Number.isFinite(x) ? Number(x.toFixed(1)) : null);
+export const r2 = (x) => (Number.isFinite(x) ? Number(x.toFixed(2)) : null);
 
 // The SDK's Streamable HTTP transport passes one shared AbortSignal to every
 // fetch and undici leaves a listener on it per request (released only by
@@ -78,7 +79,7 @@ process.on('warning', (w) => {
 });
 
 // ---- the machine -------------------------------------------------------------
-function loadavg() {
+export function loadavg() {
   return readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).map(Number);
 }
 function cpuTimes() {
@@ -110,7 +111,7 @@ function pidsByComm(names) {
   return out;
 }
 /** Samples machine and process CPU; end() returns the deltas. */
-function cpuMeter(daemonPid) {
+export function cpuMeter(daemonPid) {
   const engine = pidsByComm(['dockerd', 'containerd']);
   const c0 = cpuTimes();
   const d0 = procCpuMs(daemonPid);
@@ -132,7 +133,7 @@ function cpuMeter(daemonPid) {
     },
   };
 }
-function procStatus(pid) {
+export function procStatus(pid) {
   const s = readFileSync(`/proc/${pid}/status`, 'utf8');
   const kb = (k) => Number((s.match(new RegExp(`^${k}:\\s+(\\d+)`, 'm')) || [])[1]);
   let fds = NaN;
@@ -169,7 +170,7 @@ function dockerGet(p) {
   });
 }
 /** One Engine API call; resolves { status, body (Buffer) }. */
-function dockerApi(method, p, body) {
+export function dockerApi(method, p, body) {
   return new Promise((resolve, reject) => {
     const data = body ? JSON.stringify(body) : undefined;
     const rq = http.request(
@@ -285,7 +286,7 @@ function readEnvFile(p) {
  * same image, command, environment, user, limits, seccomp profile, tmpfs
  * and mounts. Returns { args, filename, unmapped }.
  */
-async function cliArgs(lang, ws, codeDir, work) {
+export async function cliArgs(lang, ws, codeDir, work) {
   const q = encodeURIComponent(JSON.stringify({ label: ['sandbox.runner=true'] }));
   const images = await dockerGet(`/images/json?filters=${q}`);
   const daemonEnv = env.BENCH_ENV_FILE ? readEnvFile(env.BENCH_ENV_FILE) : {};
@@ -355,7 +356,7 @@ async function cliArgs(lang, ws, codeDir, work) {
   return { args: a, filename, unmapped, body };
 }
 
-function runCli(args) {
+export function runCli(args) {
   return new Promise((resolve) => {
     const t0 = wallMs();
     const p = spawn('docker', args, { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -374,7 +375,7 @@ const HELLO = {
   bash: 'echo hello\n',
 };
 
-function daemon() {
+export function daemon() {
   if (!env.BENCH_URL || !env.BENCH_TOKEN) throw new Error('BENCH_URL and BENCH_TOKEN are required');
   return { url: env.BENCH_URL, base: env.BENCH_URL.replace(/\/mcp$/, ''), token: env.BENCH_TOKEN };
 }
@@ -392,7 +393,7 @@ async function runCode(client, conv, lang, timeoutMs = 120000) {
   return { t0, t1, ms: t1 - t0, ok, status: sc.status ?? 'no-structured-content', duration_ms: sc.duration_ms, queue_ms: sc.queue_ms, text: ok ? '' : JSON.stringify(r).slice(0, 400) };
 }
 
-async function health(d) {
+export async function health(d) {
   const r = await fetch(`${d.base}/healthz`);
   return r.json();
 }
@@ -840,12 +841,12 @@ async function sectionRss(o) {
 }
 
 // ---- table -------------------------------------------------------------------
-function table(rows, head) {
+export function table(rows, head) {
   const w = head.map((h, i) => Math.max(h.length, ...rows.map((r) => String(r[i] ?? '').length)));
   const line = (r) => r.map((x, i) => String(x ?? '').padStart(w[i])).join('  ');
   return [line(head), line(w.map((n) => '-'.repeat(n))), ...rows.map(line)].join('\n');
 }
-function mdTable(rows, head) {
+export function mdTable(rows, head) {
   return [`| ${head.join(' | ')} |`, `| ${head.map(() => '---').join(' | ')} |`, ...rows.map((r) => `| ${r.map((x) => x ?? '').join(' | ')} |`)].join('\n');
 }
 
@@ -879,6 +880,32 @@ function sectionTable(o) {
       ['runs', 'create', 'attach', 'start', 'output', 'exit', 'inspect'],
       [[lp.n, lp.create, lp.attach, lp.start, lp.output, lp.exit, lp.inspect]],
     );
+  const warm = lines.filter((l) => l.section === 'warm');
+  emit(
+    'Warm sessions (SANDBOX_WARM=true, the pool on), client call-to-result (ms), next to docker run --rm of the same runner and code (ratio = warm/CLI), interleaved; Must and Goal from issue 10',
+    ['measure', 'n', 'warm p50', 'warm p95', 'CLI p50', 'CLI p95', 'ratio p50', 'ratio p95', 'calls/s', 'fails / not completed', 'Must', 'Goal', 'load 1m'],
+    warm.map((l) => [
+      l.measure,
+      l.n,
+      l.mcp_p50,
+      l.mcp_p95,
+      l.cli_p50,
+      l.cli_p95,
+      l.ratio_p50,
+      l.ratio_p95,
+      l.calls_per_s ?? '',
+      l.calls ? `${l.calls - l.completed} (busy ${l.busy}) ${JSON.stringify(l.statuses)}` : `${l.fails ?? 0}${l.pool_misses ? `, ${l.pool_misses} not from the pool` : ''}`,
+      l.must,
+      l.goal,
+      l.load?.[0],
+    ]),
+  );
+  const wmem = lines.filter((l) => l.section === 'warm_memory');
+  emit(
+    'Idle warm boxes, host memory (MiB): the container\'s memory cgroup (usage = rss + page cache + kernel) and its containerd-shim (PSS, RSS)',
+    ['box', 'cgroup', 'cgroup usage', 'rss', 'cache', 'kernel', 'shim PSS', 'shim RSS', 'usage + shim PSS'],
+    wmem.map((l) => [l.box, l.cgroup, l.usage_mib, l.rss_mib, l.cache_mib, l.kernel_mib, l.shim_pss_mib, l.shim_rss_mib, l.host_mib]),
+  );
   const eng = lines.filter((l) => l.section === 'engine');
   emit(
     'A cold run on the engine alone (Engine API, medians, ms): the hardening flags cost nothing measurable',
@@ -963,28 +990,33 @@ function sectionRssPoint(o) {
 }
 
 // ---- main --------------------------------------------------------------------
-const [section, ...rest] = process.argv.slice(2);
-const opts = parseArgs(rest);
-const sections = {
-  latency: sectionLatency,
-  engine: sectionEngine,
-  throughput: sectionThroughput,
-  rss: sectionRss,
-  'rss-point': sectionRssPoint,
-  'wrk-parse': sectionWrkParse,
-  table: sectionTable,
-};
-if (!sections[section]) {
-  console.error(`usage: mcp_bench.mjs ${Object.keys(sections).join('|')} [--key value ...]`);
-  process.exit(2);
-}
-// Exits once stdout is flushed (a pipe is written asynchronously); the
-// explicit exit ends keep-alive sockets the SDK's fetch may still hold.
-const flushExit = (code) => process.stdout.write('', () => process.exit(code));
-try {
-  await sections[section](opts);
-  flushExit(0);
-} catch (e) {
-  console.error(`mcp_bench ${section}: ${e.stack ?? e}`);
-  flushExit(1);
+// Only when run as a script: warm_bench.mjs imports the helpers above.
+if (process.argv[1] && import.meta.url === pathToFileURL(path.resolve(process.argv[1])).href) await main();
+
+async function main() {
+  const [section, ...rest] = process.argv.slice(2);
+  const opts = parseArgs(rest);
+  const sections = {
+    latency: sectionLatency,
+    engine: sectionEngine,
+    throughput: sectionThroughput,
+    rss: sectionRss,
+    'rss-point': sectionRssPoint,
+    'wrk-parse': sectionWrkParse,
+    table: sectionTable,
+  };
+  if (!sections[section]) {
+    console.error(`usage: mcp_bench.mjs ${Object.keys(sections).join('|')} [--key value ...]`);
+    process.exit(2);
+  }
+  // Exits once stdout is flushed (a pipe is written asynchronously); the
+  // explicit exit ends keep-alive sockets the SDK's fetch may still hold.
+  const flushExit = (code) => process.stdout.write('', () => process.exit(code));
+  try {
+    await sections[section](opts);
+    flushExit(0);
+  } catch (e) {
+    console.error(`mcp_bench ${section}: ${e.stack ?? e}`);
+    flushExit(1);
+  }
 }

@@ -7,17 +7,22 @@
 #
 # Usage: tests/bench/run.sh [--quick] [--only SECTION[,SECTION...]]
 #                           [--runs N] [--markdown FILE] [--keep]
-# Sections: latency     run_code p50/p95 (Python, TypeScript, Bash) through
-#                       /mcp next to `docker run --rm`, interleaved
+# Sections: latency     one-off run_code p50/p95 (Python, TypeScript, Bash)
+#                       through /mcp next to `docker run --rm`, interleaved
+#           warm        warm sessions (tests/bench/warm_bench.mjs): warm
+#                       print(1), df.describe() after import pandas, a pool
+#                       hit, TypeScript and Bash, 16 x 20 calls at once,
+#                       idle box memory; next to `docker run --rm`
 #           engine      a cold run's create/start/wait/remove on the Engine
 #                       API, hardened create body vs bare ones
-#           throughput  Python hello world at 1, 4 and 16 concurrent calls
+#           throughput  one-off Python hello world at 1, 4 and 16 calls
 #           http        tools/list requests per second with wrk (1 and 64
 #                       connections)
 #           rss         daemon VmRSS idle, with 200 SSE streams, over
 #                       10,000 calls and 200 run_code calls
-# --quick     fewer runs (about 1.5 minutes instead of about 5)
-# --runs N    latency runs per language (default 30, quick 8)
+# --quick     fewer runs (about 3 minutes instead of about 8)
+# --runs N    latency runs per language and warm runs per measure
+#             (default 30, quick 8)
 # --rss-calls N, --rss-runs N   cheap calls and run_code calls of the rss
 #             section (default 10000 and 200; quick 2000 and 20)
 # --markdown  also write the tables as Markdown to FILE
@@ -30,7 +35,7 @@ export ROOT
 . "$ROOT/deploy/common.sh"
 
 ARGS="$*"
-ALL="latency,engine,throughput,http,rss"
+ALL="latency,warm,engine,throughput,http,rss"
 ONLY=$ALL
 QUICK=0
 RUNS=""
@@ -48,7 +53,7 @@ while [ $# -gt 0 ]; do
 	--markdown) MARKDOWN=$2; shift 2 ;;
 	--keep) KEEP=1; shift ;;
 	-h | --help)
-		sed -n '3,24p' "$0" | sed 's/^# \{0,1\}//'
+		sed -n '3,28p' "$0" | sed 's/^# \{0,1\}//'
 		exit 0
 		;;
 	*) die "unknown option $1 (see --help)" ;;
@@ -67,6 +72,8 @@ if [ "$QUICK" -eq 1 ]; then
 	RSS_CALLS=2000
 	RSS_RUNS=20
 	ENGINE_ROUNDS=4
+	POOL_RUNS=4
+	WARM_CONC_CALLS=5
 else
 	RUNS=${RUNS:-30}
 	WARMUP=2
@@ -75,6 +82,8 @@ else
 	RSS_CALLS=10000
 	RSS_RUNS=200
 	ENGINE_ROUNDS=10
+	POOL_RUNS=12
+	WARM_CONC_CALLS=20
 fi
 RSS_CALLS=${RSS_CALLS_OPT:-$RSS_CALLS}
 RSS_RUNS=${RSS_RUNS_OPT:-$RSS_RUNS}
@@ -84,6 +93,7 @@ T0=$(date +%s)
 BUILD="$ROOT/build/bench"
 NODE_DIR="$ROOT/tests/integration"
 BENCH_JS="$ROOT/tests/bench/mcp_bench.mjs"
+WARM_JS="$ROOT/tests/bench/warm_bench.mjs"
 
 msg "installing what is missing"
 ensure_build_deps
@@ -157,11 +167,13 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# start_daemon NAME LOG_LEVEL: a daemon on a free loopback port with fresh
-# secrets and its own SANDBOX_ROOT; sets BENCH_URL, BENCH_TOKEN, BENCH_PID,
-# BENCH_LOG, BENCH_INSTANCE, BENCH_ENV_FILE (exported for mcp_bench.mjs).
+# start_daemon NAME LOG_LEVEL [SETTING=VALUE...]: a daemon on a free
+# loopback port with fresh secrets and its own SANDBOX_ROOT; sets BENCH_URL,
+# BENCH_TOKEN, BENCH_PID, BENCH_LOG, BENCH_INSTANCE, BENCH_ENV_FILE
+# (exported for mcp_bench.mjs).
 start_daemon() {
 	local name=$1 level=$2 port envf
+	shift 2
 	port=$(free_port)
 	envf="$WORK/$name.env"
 	BENCH_TOKEN=$(random_secret)
@@ -176,6 +188,7 @@ SANDBOX_ROOT=$WORK/$name-root
 MCP_INSTANCE_NAME=$BENCH_INSTANCE
 MCP_LOG_LEVEL=$level
 EOF
+	printf '%s\n' "$@" >>"$envf"
 	env -i PATH="$PATH" HOME="${HOME:-/root}" "$BIN" --env-file "$envf" >"$BENCH_LOG" 2>&1 &
 	BENCH_PID=$!
 	PIDS+=("$BENCH_PID")
@@ -200,8 +213,10 @@ stop_daemon() {
 }
 
 bench() { (cd "$ROOT" && node "$BENCH_JS" "$@"); }
+warm_bench() { (cd "$ROOT" && node "$WARM_JS" "$@"); }
 
-# check_daemon NAME LEVEL: after a section, a daemon that died is a finding,
+# check_daemon NAME LEVEL [SETTING=VALUE...]: after a section, a daemon that
+# died is a finding,
 # not a reason to stop: say so with its log's tail and start a fresh one.
 check_daemon() {
 	local st keep
@@ -215,7 +230,7 @@ check_daemon() {
 	DIED+=("daemon $1 (pid $BENCH_PID) exited with status $st$([ "$st" -gt 128 ] && echo " (signal $((st - 128)))") during the bench; its log: ${keep#"$ROOT"/}")
 	warn "${DIED[-1]}; last lines:"
 	tail -5 "$BENCH_LOG" >&2
-	start_daemon "${1}2" "$2"
+	start_daemon "${1}2" "${@:2}"
 }
 
 # mcp_post SID BODY [CURL ARGS...]: one JSON-RPC POST to the daemon.
@@ -275,13 +290,16 @@ describe_machine | tee "$DESC"
 
 FAILED=0
 DIED=()
+# The one-off path (a fresh box per run) is measured with warm sessions off;
+# the warm section has daemons of its own.
+ONEOFF=SANDBOX_WARM=false
 if want latency || want engine || want throughput; then
-	msg "daemon A (debug log, for its phase timings)"
-	start_daemon A debug
+	msg "daemon A (debug log, for its phase timings; one-off runs)"
+	start_daemon A debug "$ONEOFF"
 	if want latency; then
 		msg "latency: $RUNS runs per language, interleaved with docker run --rm"
 		bench latency --runs "$RUNS" --warmup "$WARMUP" || FAILED=1
-		check_daemon A debug
+		check_daemon A debug "$ONEOFF"
 	fi
 	if want engine; then
 		msg "engine: create/start/wait/remove, hardened vs bare"
@@ -290,24 +308,37 @@ if want latency || want engine || want throughput; then
 	if want throughput; then
 		msg "throughput at 1, 4, 16 concurrent calls"
 		bench throughput --levels 1,4,16 --calls "$TP_CALLS" || FAILED=1
-		check_daemon A debug
+		check_daemon A debug "$ONEOFF"
 	fi
 	stop_daemon
 fi
+if want warm; then
+	msg "daemon W (warm sessions, the pool on)"
+	start_daemon W info SANDBOX_WARM=true
+	msg "warm: $RUNS runs per measure, $POOL_RUNS pool hits, 16 x $WARM_CONC_CALLS calls at once"
+	warm_bench warm --runs "$RUNS" --warmup "$WARMUP" --pool-runs "$POOL_RUNS" --conc 16 --calls "$WARM_CONC_CALLS" || FAILED=1
+	check_daemon W info SANDBOX_WARM=true
+	stop_daemon
+	msg "daemon M (warm sessions, no pool: boxes with nothing preloaded)"
+	start_daemon M info SANDBOX_WARM=true SANDBOX_POOL_SIZE=0
+	warm_bench warm-memory || FAILED=1
+	check_daemon M info SANDBOX_WARM=true SANDBOX_POOL_SIZE=0
+	stop_daemon
+fi
 if want rss || want http; then
-	msg "daemon B (info log)"
-	start_daemon B info
+	msg "daemon B (info log; one-off runs)"
+	start_daemon B info "$ONEOFF"
 	if want rss; then
 		msg "rss: idle, $RSS_SSE SSE streams, $RSS_CALLS calls, $RSS_RUNS run_code calls"
 		bench rss --sse "$RSS_SSE" --calls "$RSS_CALLS" --runs "$RSS_RUNS" || FAILED=1
-		check_daemon B info
+		check_daemon B info "$ONEOFF"
 	fi
 	if want http; then
 		msg "tools/list with wrk, ${WRK_SECONDS}s per level"
 		run_wrk 1 1 || FAILED=1
 		run_wrk 64 2 || FAILED=1
 		bench rss-point --label "after wrk" || FAILED=1
-		check_daemon B info
+		check_daemon B info "$ONEOFF"
 	fi
 	stop_daemon
 fi

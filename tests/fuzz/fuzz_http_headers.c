@@ -44,9 +44,8 @@ static void check_auth(const struct config *cfg, const char *s)
 
 static void check_route(const char *s)
 {
-	static const char *const paths[] = {"/mcp", "/files/",
-	                                    "/.well-known/oauth-protected-"
-	                                    "resource"};
+	static const char *const paths[] = {
+		"/mcp", "/files/", "/.well-known/oauth-protected-resource"};
 	const char *rest;
 	char text[80];
 

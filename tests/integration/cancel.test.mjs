@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: MIT
 // Cancellation end to end: the official SDK client over Streamable HTTP
 // aborts a run_code (an AbortSignal on callTool, which sends
-// notifications/cancelled), and the real daemon removes the run's
-// container from the real engine within 2 s. Containers are found only by
-// the unique instance label (sandbox.owner) of this test's daemon.
+// notifications/cancelled). A one-off run's container is removed from the
+// real engine within 2 s; a warm session's run is stopped within 2 s and
+// its box stays for the next run. Containers are found only by the unique
+// instance label (sandbox.owner) of this test's daemon.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { sleep } from './lib/daemon.mjs';
 import { containersOf, describeRun, removeContainersOf, runCode, startSandboxDaemon } from './lib/sandbox.mjs';
+import { SH_PROCS, expectSession, expectStatus, run, startWarm, stopWarm } from './lib/warm.mjs';
 
 // The issue's bound. The sanitizer build is slower in everything it does,
 // the calls to the engine included.
@@ -15,10 +17,10 @@ const GONE_WITHIN_MS = 2000 * (process.env.MCPSD_SANITIZED ? 3 : 1);
 
 const brief = (cs) => cs.map((c) => `${c.Id.slice(0, 12)} ${c.State} ${c.Labels?.['sandbox.run'] ?? ''}`).join('; ');
 
-describe('cancelling run_code through the SDK', () => {
+describe('cancelling a one-off run_code through the SDK', () => {
   let d;
   before(async () => {
-    d = await startSandboxDaemon({ name: 'cancel', env: { WORKSPACE_QUOTA_MODE: 'none' } });
+    d = await startSandboxDaemon({ name: 'cancel', env: { SANDBOX_WARM: 'false', WORKSPACE_QUOTA_MODE: 'none' } });
   });
   after(async () => {
     if (d) await removeContainersOf(d.instance).catch(() => {});
@@ -74,5 +76,48 @@ describe('cancelling run_code through the SDK', () => {
     assert.equal(r.sc?.status, 'completed', describeRun(r));
     assert.equal(r.sc.stdout, 'after the cancel\n', describeRun(r));
     assert.equal(d.exited, null, 'the daemon still runs');
+  });
+});
+
+describe('cancelling a warm run_code through the SDK', () => {
+  let d;
+  before(async () => {
+    d = await startWarm({ name: 'cancel-warm', env: { WORKSPACE_QUOTA_MODE: 'none' } });
+  });
+  after(() => stopWarm(d));
+
+  test('an aborted run_code in a warm session stops within 2 s; its box serves the next run', async (t) => {
+    const conv = 'cancel-warm';
+    expectSession(await run(d.client, conv, 'bash', 'echo warm'), 'new');
+    const boxes = (await containersOf(d.instance, { all: false })).map((c) => c.Id);
+    const ac = new AbortController();
+    let started;
+    const startedP = new Promise((r) => (started = r));
+    // SIGINT reaches the run's process group: the sleep ends, bash writes
+    // the time it saw the interrupt.
+    const code = "trap 'date +%s%N > /data/stopped-at; exit 130' INT\necho started\nsleep 60\necho never";
+    const settled = run(d.client, conv, 'bash', code, { timeout_seconds: 200 }, {
+      request: { signal: ac.signal, onprogress: (p) => String(p.message ?? '').includes('started') && started() },
+    }).then(
+      (r) => ({ r }),
+      (e) => ({ e }),
+    );
+    assert.equal(await Promise.race([startedP.then(() => null), settled]), null, 'the run started');
+    const tAbort = Date.now();
+    ac.abort('the test cancels');
+    const out = await settled;
+    assert.ok(out.e, 'callTool rejects once aborted');
+
+    // The next run of the conversation waits for the cancelled one to end.
+    const r = await run(d.client, conv, 'bash', 'cat /data/stopped-at\n' + SH_PROCS);
+    expectStatus(r, 'completed');
+    expectSession(r, 'continued');
+    const stoppedMs = Number(BigInt(r.sc.stdout.split('\n')[0]) / 1_000_000n) - tAbort;
+    t.diagnostic(`the run saw its interrupt ${stoppedMs} ms after the abort`);
+    assert.ok(stoppedMs <= GONE_WITHIN_MS, `the run stopped ${stoppedMs} ms after the abort (bound ${GONE_WITHIN_MS} ms)`);
+    assert.doesNotMatch(r.sc.stdout, /sleep/, 'nothing of the cancelled run is left');
+    const now = (await containersOf(d.instance, { all: false })).map((c) => c.Id);
+    assert.deepEqual(now, boxes, 'the same box, no new container');
+    assert.equal((await d.health()).calls_running, 0);
   });
 });

@@ -69,6 +69,9 @@ describe('the Docker engine stopped, hung and restarted', () => {
     d = await startSandboxDaemon({
       name: 'faults-engine',
       env: {
+        // One-off runs, a box per run (what these tests watch on the
+        // engine); warm_faults.test.mjs has the same faults with sessions.
+        SANDBOX_WARM: 'false',
         DOCKER_HOST: px.url,
         DOCKER_TIMEOUT_SECONDS: String(DOCKER_TIMEOUT_S),
         SANDBOX_DISCOVERY_INTERVAL_SECONDS: '2',
@@ -288,7 +291,10 @@ describe('a runner image removed or rebuilt between discovery and a run', () => 
     } finally {
       await d?.client?.close().catch(() => {});
       if (d && !d.exited) await d.stop();
-      else if (d) rmSync(d.root, { recursive: true, force: true });
+      else if (d) {
+        umountBelow(d.root);
+        rmSync(d.root, { recursive: true, force: true });
+      }
       if (d) await removeContainersOf(d.instance);
       await ip.stop();
       rmSync(dir, { recursive: true, force: true });
@@ -302,7 +308,9 @@ describe('the daemon killed with SIGKILL in the middle of a run', () => {
   before(() => {
     root = faultsDir('mcpsd-root-');
     instance = instanceName('faults-kill');
-    env = { FILE_SECRET: randomBytes(32).toString('hex'), MCP_API_TOKEN: randomBytes(24).toString('hex') };
+    // The orphan of a one-off run; warm_limits.test.mjs kills a daemon with
+    // warm sessions and its pool.
+    env = { SANDBOX_WARM: 'false', FILE_SECRET: randomBytes(32).toString('hex'), MCP_API_TOKEN: randomBytes(24).toString('hex') };
   });
   after(async () => {
     for (const d of [d2, d1]) {
@@ -427,7 +435,8 @@ describe('SIGTERM with runs in flight', () => {
             (e) => ({ e }),
           ),
         );
-        const up = await until(async () => (await containersOf(d.instance, { all: false })).length === 3, 8000);
+        // Warm sessions (on by default) keep boxes between runs: count runs.
+        const up = await until(async () => (await d.health()).runs?.running === 3, 8000);
         assert.ok(up, 'three runs are in flight');
         const exited = new Promise((res) => d.proc.once('exit', (code, signal) => res({ code, signal })));
         const t0 = Date.now();
@@ -456,7 +465,10 @@ describe('SIGTERM with runs in flight', () => {
       } finally {
         for (const c of clients) await c.close().catch(() => {});
         if (!d.exited) await d.stop('SIGKILL');
-        else rmSync(d.root, { recursive: true, force: true });
+        else {
+          umountBelow(d.root);
+          rmSync(d.root, { recursive: true, force: true });
+        }
         await removeContainersOf(d.instance);
       }
     });

@@ -360,30 +360,55 @@ describe('what OAuth-capable clients show a person', () => {
     ['no token', null],
   ];
 
-  for (const [what, auth] of cases) {
-    test(`mcp-remote with ${what}`, async () => {
-      const args = [MCP_REMOTE, d.url];
-      if (auth) args.push('--header', 'Authorization:${AUTH}');
-      const r = await run(process.execPath, args, {
-        AUTH: auth ?? '',
-        MCP_REMOTE_CONFIG_DIR: path.join(home, `mcp-remote-${auth ? 'wrong' : 'none'}`),
-        BROWSER: '/bin/false',
+  // Streamable HTTP (/mcp) and the legacy transport (/sse).
+  const transports = [
+    ['http', '/mcp', 'http-first'],
+    ['sse', '/sse', 'sse-only'],
+  ];
+
+  for (const [transport, p, strategy] of transports) {
+    for (const [what, auth] of cases) {
+      test(`mcp-remote over ${transport} with ${what}`, async () => {
+        const args = [MCP_REMOTE, `${d.base}${p}`, '--transport', strategy];
+        if (auth) args.push('--header', 'Authorization:${AUTH}');
+        const r = await run(process.execPath, args, {
+          AUTH: auth ?? '',
+          MCP_REMOTE_CONFIG_DIR: path.join(home, `mcp-remote-${transport}-${auth ? 'wrong' : 'none'}`),
+          BROWSER: '/bin/false',
+        });
+        assertTold(r, `mcp-remote over ${transport}, ${what}`, auth !== null);
       });
-      assertTold(r, `mcp-remote, ${what}`, auth !== null);
-    });
+    }
+  }
+
+  // Without a terminal (CI, scripts) the Inspector stops before any OAuth
+  // request: exit 3, auth_required, which the README explains.
+  for (const [transport, p] of transports) {
+    for (const [what, auth] of cases) {
+      test(`the MCP Inspector CLI without a terminal over ${transport} with ${what}`, async () => {
+        const args = [INSPECTOR, '--cli', `${d.base}${p}`, '--transport', transport, '--method', 'tools/list'];
+        if (auth) args.push('--header', `Authorization: ${auth}`);
+        const r = await run(NODE22, args, { BROWSER: '/bin/false', MCP_CATALOG_PATH: path.join(home, 'mcp.json') });
+        assert.equal(r.code, 3, `exit 3 (output: ${r.out.slice(-2000)})`);
+        assert.match(r.out, /"code":"auth_required"/);
+        assert.doesNotMatch(r.out, PARSER_ERROR, 'no parser error');
+      });
+    }
   }
 
   // The Inspector asks for interactive OAuth only with a person at a
   // terminal (without one it exits 3, auth_required: clients.test.mjs); a
   // pseudo-terminal from script(1) makes it behave as it does for them.
   const haveScript = spawnSync('script', ['--version']).status === 0;
-  for (const [what, auth] of cases) {
-    test(`the MCP Inspector CLI in a terminal with ${what}`, { skip: !haveScript && 'script(1) is not installed' }, async () => {
-      const argv = [NODE22, INSPECTOR, '--cli', d.url, '--transport', 'http', '--method', 'tools/list'];
-      if (auth) argv.push('--header', `Authorization: ${auth}`);
-      const quoted = argv.map((a) => `'${a}'`).join(' ');
-      const r = await run('script', ['-qefc', quoted, '/dev/null'], { BROWSER: '/bin/false', MCP_CATALOG_PATH: path.join(home, 'mcp.json') });
-      assertTold(r, `Inspector, ${what}`, false);
-    });
+  for (const [transport, p] of transports) {
+    for (const [what, auth] of cases) {
+      test(`the MCP Inspector CLI in a terminal over ${transport} with ${what}`, { skip: !haveScript && 'script(1) is not installed' }, async () => {
+        const argv = [NODE22, INSPECTOR, '--cli', `${d.base}${p}`, '--transport', transport, '--method', 'tools/list'];
+        if (auth) argv.push('--header', `Authorization: ${auth}`);
+        const quoted = argv.map((a) => `'${a}'`).join(' ');
+        const r = await run('script', ['-qefc', quoted, '/dev/null'], { BROWSER: '/bin/false', MCP_CATALOG_PATH: path.join(home, 'mcp.json') });
+        assertTold(r, `Inspector over ${transport}, ${what}`, false);
+      });
+    }
   }
 });

@@ -792,6 +792,8 @@ int main(int argc, char **argv)
 	setenv("SANDBOX_QUEUE_LENGTH", "2", 1);
 	setenv("MCP_LOG_LEVEL", "warn", 1);
 	setenv("MCP_AUTH", "none", 1);
+	/* One-off runs (a box per run) are what this file tests. */
+	setenv("SANDBOX_WARM", "false", 1);
 	log_set_level(LOG_LEVEL_WARN);
 	memset(&cfg, 0, sizeof(cfg));
 	rc = config_load(&cfg, NULL, err, sizeof(err));

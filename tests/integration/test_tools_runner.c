@@ -399,8 +399,9 @@ int main(void)
 	ok(mcp_server_drain(srv, 30000) == 0, "server drained");
 	ok(runner_drain(r, 30000) == 0, "runner drained");
 	mcp_server_destroy(srv);
-	workspace_mgr_destroy(wm);
+	/* Warm sessions hold workspaces open: the runner goes first. */
 	runner_destroy(r);
+	workspace_mgr_destroy(wm);
 	config_finish(&cfg);
 	{
 		char cmd[128];

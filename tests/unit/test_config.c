@@ -19,6 +19,13 @@ static const char *const vars[] = {"MCP_HTTP_ADDR",
                                    "MCP_ALLOWED_HOSTS",
                                    "SANDBOX_TIMEOUT_SECONDS",
                                    "DOCKER_HOST",
+                                   "OAUTH_ENABLED",
+                                   "OAUTH_REDIRECT_HOSTS",
+                                   "OAUTH_CIMD_HOSTS",
+                                   "OAUTH_CIMD_CA_FILE",
+                                   "OAUTH_ACCESS_TOKEN_TTL_SECONDS",
+                                   "STORE_PATH",
+                                   "SANDBOX_ROOT",
                                    NULL};
 
 static void clear_env(void)
@@ -139,6 +146,77 @@ int main(void)
 	is_int(c.memory_mb, 512, ".env value with inline comment");
 	config_finish(&c);
 	unlink(path);
+
+	/* OAuth and the store. */
+	clear_env();
+	setenv("MCP_API_TOKEN", "0123456789abcdef0123", 1);
+	setenv("FILE_SECRET", "0123456789abcdef0123456789abcdef", 1);
+	setenv("SANDBOX_ROOT", "/srv/sandbox", 1);
+	ok(load(&c, NULL, err, sizeof(err)) == 0 && !c.oauth &&
+	       strcmp(c.store_path, "/srv/sandbox/state.db") == 0,
+	   "http base URL: OAuth off; the store under SANDBOX_ROOT");
+	ok(c.oauth_redirect_loopback && c.oauth_redirect_hosts[0] &&
+	       strcmp(c.oauth_redirect_hosts[0], "claude.ai") == 0 &&
+	       strcmp(c.oauth_redirect_hosts[1], "claude.com") == 0 &&
+	       !c.oauth_redirect_hosts[2],
+	   "redirect hosts: claude.ai, claude.com and loopback");
+	config_finish(&c);
+	setenv("PUBLIC_BASE_URL", "https://sandbox.example.com/", 1);
+	ok(load(&c, NULL, err, sizeof(err)) == 0 && c.oauth &&
+	       strcmp(c.oauth_issuer, "https://sandbox.example.com") == 0,
+	   "https base URL: OAuth on, issuer without the slash");
+	config_finish(&c);
+	setenv("PUBLIC_BASE_URL", "https://example.com/sandbox", 1);
+	ok(load(&c, NULL, err, sizeof(err)) == 0 && !c.oauth &&
+	       strstr(c.oauth_why, "path"),
+	   "auto with a path: off, and says why");
+	config_finish(&c);
+	setenv("OAUTH_ENABLED", "true", 1);
+	ok(load(&c, NULL, err, sizeof(err)) < 0 && strstr(err, "has a path") &&
+	       strstr(err, "OAUTH_ENABLED=false"),
+	   "true with a path: refused with the way out");
+	config_finish(&c);
+	setenv("PUBLIC_BASE_URL", "http://sandbox.example.com", 1);
+	ok(load(&c, NULL, err, sizeof(err)) < 0 && strstr(err, "loopback"),
+	   "true over plain http off loopback: refused");
+	config_finish(&c);
+	setenv("PUBLIC_BASE_URL", "http://127.0.0.1:8080", 1);
+	ok(load(&c, NULL, err, sizeof(err)) == 0 && c.oauth,
+	   "true over plain http on loopback: on (tests)");
+	config_finish(&c);
+	setenv("OAUTH_REDIRECT_HOSTS", "app.example.com,*", 1);
+	ok(load(&c, NULL, err, sizeof(err)) < 0 &&
+	       strstr(err, "OAUTH_REDIRECT_HOSTS"),
+	   "a wildcard redirect host is refused");
+	config_finish(&c);
+	setenv("OAUTH_REDIRECT_HOSTS", "app.example.com", 1);
+	ok(load(&c, NULL, err, sizeof(err)) == 0 &&
+	       !c.oauth_redirect_loopback &&
+	       strcmp(c.oauth_redirect_hosts[0], "app.example.com") == 0,
+	   "without 'loopback' loopback redirects are off");
+	config_finish(&c);
+	setenv("OAUTH_ACCESS_TOKEN_TTL_SECONDS", "299", 1);
+	ok(load(&c, NULL, err, sizeof(err)) < 0 &&
+	       strstr(err, "OAUTH_ACCESS_TOKEN_TTL_SECONDS"),
+	   "access tokens shorter than 10 minutes are refused");
+	config_finish(&c);
+	unsetenv("OAUTH_ACCESS_TOKEN_TTL_SECONDS");
+	setenv("OAUTH_CIMD_CA_FILE", "/nonexistent/ca.pem", 1);
+	ok(load(&c, NULL, err, sizeof(err)) < 0 &&
+	       strstr(err, "OAUTH_CIMD_CA_FILE"),
+	   "an unreadable CA file is refused");
+	config_finish(&c);
+	unsetenv("OAUTH_CIMD_CA_FILE");
+	setenv("STORE_PATH", "relative.db", 1);
+	ok(load(&c, NULL, err, sizeof(err)) < 0 && strstr(err, "STORE_PATH"),
+	   "a relative STORE_PATH is refused");
+	config_finish(&c);
+	setenv("MCP_AUTH", "none", 1);
+	unsetenv("STORE_PATH");
+	ok(load(&c, NULL, err, sizeof(err)) < 0 && strstr(err, "MCP_AUTH=none"),
+	   "OAUTH_ENABLED=true with MCP_AUTH=none: refused");
+	config_finish(&c);
+	clear_env();
 
 	is_int(config_parse_bytes("16m", &sz), 0, "16m parses");
 	is_int(sz, 16 * 1024 * 1024, "16m is 16 MiB");

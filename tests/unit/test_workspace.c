@@ -46,6 +46,8 @@ static void cfg_init(struct config *c, char *mode, unsigned char secret_byte)
 	c->public_base_url = base_url;
 	c->sandbox_uid = 64321;
 	c->sandbox_gid = 64321;
+	c->output_saved_files = 10;
+	c->output_saved_bytes = 32 * 1024 * 1024;
 }
 
 static void age_marker(const char *name, long hours)
@@ -447,7 +449,7 @@ static void test_run_support(void)
 	struct workspace_snapshot *snap = NULL;
 	struct workspace_changes_info info;
 	cJSON *files = NULL, *content;
-	char err[600], name[65], p[600], *rel = NULL, *url = NULL;
+	char err[600], name[65], p[600];
 	int r;
 
 	cfg_init(&c, mode_none, 0x66);
@@ -537,21 +539,265 @@ static void test_run_support(void)
 	   "without a snapshot everything is new; bounded and truncated");
 	cJSON_Delete(files);
 
-	r = workspace_save_output(ws, "stdout", "line\n", 5, &rel, &url);
-	ok(r == 0 && rel && strncmp(rel, ".mcp/stdout-", 12) == 0 && url &&
-	       strstr(url, rel),
-	   "saved output %s", rel ? rel : "");
-	snprintf(p, sizeof(p), "%s/workspaces/%s/%s", root, name,
-	         rel ? rel : "");
+	{
+		struct workspace_output o = {
+		    .stream = "stdout", .data = "line\n", .len = 5};
+		struct workspace_pruned pr;
+		struct stat st;
+
+		r = workspace_save_outputs(ws, &o, 1, &pr);
+		ok(r == 0 && o.rel && strncmp(o.rel, ".mcp/stdout-", 12) == 0 &&
+		       o.url && strstr(o.url, o.rel) && pr.n == 0,
+		   "saved output %s", o.rel ? o.rel : o.err);
+		snprintf(p, sizeof(p), "%s/workspaces/%s/%s", root, name,
+		         o.rel ? o.rel : "");
+		ok(stat(p, &st) == 0 && st.st_size == 5, "saved file on disk");
+		workspace_outputs_finish(&o, 1, &pr);
+		o.stream = "other";
+		ok(workspace_save_outputs(ws, &o, 1, &pr) == -EINVAL,
+		   "unknown stream refused");
+	}
+	workspace_close(ws);
+	workspace_mgr_destroy(m);
+}
+
+/* ---- saved output -------------------------------------------------------- */
+
+static const char *saved_ws; /* the workspace name of the test below */
+
+/* The path on disk of rel in the workspace saved_ws. */
+static const char *ws_path(const char *rel)
+{
+	static char p[700];
+
+	snprintf(p, sizeof(p), "%s/workspaces/%s/%s", root, saved_ws, rel);
+	return p;
+}
+
+static void set_mtime(const char *rel, time_t t)
+{
+	struct timespec ts[2] = {{t, 0}, {t, 0}};
+
+	if (utimensat(AT_FDCWD, ws_path(rel), ts, AT_SYMLINK_NOFOLLOW) < 0)
+		perror("utimensat");
+}
+
+static bool ws_exists(const char *rel)
+{
+	struct stat st;
+
+	return lstat(ws_path(rel), &st) == 0;
+}
+
+/* Saved outputs in .mcp (by name), and their bytes together. */
+static size_t count_saved(unsigned long long *bytes)
+{
+	char pat[700];
+	size_t n = 0;
+	FILE *f;
+
+	*bytes = 0;
+	snprintf(
+	    pat, sizeof(pat),
+	    "find '%s' -maxdepth 1 -type f -regextype posix-extended "
+	    "-regex '.*/std(out|err)-[0-9]{8}T[0-9]{6}Z-[0-9a-f]{6}\\.txt' "
+	    "-printf '%%s\\n'",
+	    ws_path(".mcp"));
+	f = popen(pat, "r");
+	if (!f)
+		return 0;
+	for (unsigned long long sz; fscanf(f, "%llu", &sz) == 1; n++)
+		*bytes += sz;
+	pclose(f);
+	return n;
+}
+
+static const char *pruned_path(const struct workspace_pruned *pr, int i)
+{
+	const cJSON *x = cJSON_GetArrayItem(pr->paths, i);
+
+	return cJSON_IsString(x) ? x->valuestring : "";
+}
+
+/* Saves len bytes of stdout (and of stderr when len2) at time t. */
+static int save(struct workspace *ws, struct workspace_output *o,
+                struct workspace_pruned *pr, size_t len, size_t len2)
+{
+	static char data[1024 * 1024];
+	int r;
+
+	memset(data, 'x', sizeof(data));
+	memset(o, 0, 2 * sizeof(*o));
+	o[0].stream = "stdout";
+	o[0].data = data;
+	o[0].len = len;
+	o[1].stream = "stderr";
+	o[1].data = data;
+	o[1].len = len2;
+	r = workspace_save_outputs(ws, o, len2 ? 2 : 1, pr);
+	return r;
+}
+
+static void test_saved_outputs(void)
+{
+	struct config c;
+	struct workspace_mgr *m = NULL;
+	struct workspace *ws = NULL;
+	struct workspace_output o[2];
+	struct workspace_pruned pr;
+	struct workspace_usage u;
+	char err[600], name[65], first[64] = "", s2out[64] = "", s2err[64] = "",
+	                         kept[64] = "";
+	unsigned long long bytes;
+	time_t now = time(NULL);
+	int r;
+
+	cfg_init(&c, mode_none, 0x67);
+	c.output_saved_files = 3;
+	c.output_saved_bytes = 100;
+	ok(workspace_mgr_create(&c, &m, err, sizeof(err)) == 0, "manager");
+	ok(workspace_open(m, "t", "saved", true, &ws, err, sizeof(err)) == 0,
+	   "workspace");
+	workspace_name_for(m, "t", "saved", name);
+	saved_ws = name;
+
+	r = save(ws, o, &pr, 40, 0);
+	ok(r == 0 && o[0].rel && strlen(o[0].rel) == 39 && pr.n == 0 &&
+	       !pr.paths,
+	   "a first output saved, nothing deleted: %s",
+	   o[0].rel ? o[0].rel : o[0].err);
+	snprintf(first, sizeof(first), "%s", o[0].rel ? o[0].rel : "");
+	set_mtime(first, now - 100);
+	workspace_outputs_finish(o, 2, &pr);
+
+	/* What code leaves in .mcp under such names is not a saved output. */
+	r = workspace_write_file(ws, ".mcp/notes.txt", "n", 1, false, err,
+	                         sizeof(err));
+	r |= symlink("/etc/passwd",
+	             ws_path(".mcp/stdout-20000101T000000Z-aaaaaa.txt"));
+	r |= mkdir(ws_path(".mcp/stderr-20000101T000000Z-bbbbbb.txt"), 0755);
+	r |= workspace_write_file(
+	    ws,
+	    ".mcp/stderr-20000101T000000Z-bbbbbb.txt/stdout-20000101T"
+	    "000000Z-cccccc.txt",
+	    "y", 1, false, err, sizeof(err));
+	ok(r == 0, "a note, a link and a directory in .mcp");
+
+	/* 40 + 40 + 40 > 100 bytes: the oldest goes. */
+	r = save(ws, o, &pr, 40, 40);
+	ok(r == 0 && o[0].rel && o[1].rel && pr.n == 1 && pr.bytes == 40,
+	   "both streams saved, one older output deleted (%zu, %s)", pr.n,
+	   o[1].rel ? "" : o[1].err);
+	ok(strncmp(pruned_path(&pr, 0), "/data/", 6) == 0 &&
+	       strcmp(pruned_path(&pr, 0) + 6, first) == 0,
+	   "named as %s", pruned_path(&pr, 0));
+	ok(!ws_exists(first) && o[0].rel && ws_exists(o[0].rel) && o[1].rel &&
+	       ws_exists(o[1].rel),
+	   "deleted on disk; the new ones there");
+	ok(ws_exists(".mcp/notes.txt") &&
+	       ws_exists(".mcp/stdout-20000101T000000Z-aaaaaa.txt") &&
+	       ws_exists(".mcp/stderr-20000101T000000Z-bbbbbb.txt/stdout-"
+	                 "20000101T000000Z-cccccc.txt"),
+	   "other files, the link and the directory are left alone");
 	{
 		struct stat st;
 
-		ok(stat(p, &st) == 0 && st.st_size == 5, "saved file on disk");
+		ok(stat("/etc/passwd", &st) == 0 && st.st_size > 0,
+		   "the link was not followed");
 	}
-	ok(workspace_save_output(ws, "other", "x", 1, NULL, NULL) == -EINVAL,
-	   "unknown stream refused");
-	free(rel);
-	free(url);
+	snprintf(s2out, sizeof(s2out), "%s", o[0].rel ? o[0].rel : "");
+	snprintf(s2err, sizeof(s2err), "%s", o[1].rel ? o[1].rel : "");
+	/* The file times decide, not the names: stderr-... sorts first. */
+	set_mtime(s2out, now - 60);
+	set_mtime(s2err, now - 50);
+	workspace_outputs_finish(o, 2, &pr);
+
+	r = save(ws, o, &pr, 10, 0);
+	ok(r == 0 && o[0].rel && pr.n == 0,
+	   "three files of 90 bytes fit: nothing deleted");
+	snprintf(kept, sizeof(kept), "%s", o[0].rel ? o[0].rel : "");
+	set_mtime(kept, now - 40);
+	workspace_outputs_finish(o, 2, &pr);
+
+	r = save(ws, o, &pr, 10, 0);
+	ok(r == 0 && o[0].rel && pr.n == 1 &&
+	       strcmp(pruned_path(&pr, 0) + 6, s2out) == 0,
+	   "a fourth file: the oldest by time goes (%s)", pruned_path(&pr, 0));
+	ok(count_saved(&bytes) == 3 && bytes == 60,
+	   "3 saved outputs of 60 bytes left");
+	workspace_outputs_finish(o, 2, &pr);
+
+	r = save(ws, o, &pr, 101, 0);
+	ok(r == 0 && !o[0].rel && strstr(o[0].err, "100 bytes") && pr.n == 0,
+	   "over the cap alone: not saved, nothing deleted: %s", o[0].err);
+	workspace_outputs_finish(o, 2, &pr);
+
+	r = save(ws, o, &pr, 60, 60);
+	ok(r == 0 && o[0].rel && !o[1].rel && strstr(o[1].err, "beside") &&
+	       ws_exists(o[0].rel),
+	   "60 + 60: stdout saved and kept, stderr not: %s", o[1].err);
+	ok(count_saved(&bytes) == 3 && bytes == 80 && !ws_exists(s2err) &&
+	       ws_exists(kept),
+	   "within the limits again, the oldest gone (%llu bytes)", bytes);
+	workspace_outputs_finish(o, 2, &pr);
+
+	c.output_saved_files = 0;
+	r = save(ws, o, &pr, 10, 0);
+	ok(r == 0 && !o[0].rel && strstr(o[0].err, "does not save") &&
+	       pr.n == 0,
+	   "saving off: %s", o[0].err);
+	workspace_outputs_finish(o, 2, &pr);
+	o[0].stream = "stdout";
+	ok(workspace_save_outputs(ws, o, 3, &pr) == -EINVAL,
+	   "3 streams refused");
+	workspace_close(ws);
+	ws = NULL;
+
+	/*
+	 * The workspace's own room: older saved outputs make way for a new
+	 * one when that is enough, and stay when it is not.
+	 */
+	c.output_saved_files = 10;
+	c.output_saved_bytes = 512 * 1024;
+	ok(workspace_open(m, "t", "saved-room", true, &ws, err, sizeof(err)) ==
+	       0,
+	   "workspace");
+	workspace_name_for(m, "t", "saved-room", name);
+	for (int i = 0; i < 3; i++) {
+		r = save(ws, o, &pr, 100 * 1024, 0);
+		ok(r == 0 && o[0].rel, "100 KiB saved (%d)", i);
+		if (o[0].rel)
+			set_mtime(o[0].rel, now - 100 + i);
+		if (i == 0)
+			snprintf(first, sizeof(first), "%s", o[0].rel);
+		workspace_outputs_finish(o, 2, &pr);
+	}
+	r = workspace_usage(ws, &u);
+	ok(r == 0 && u.bytes < u.quota_bytes - 64 * 1024, "usage %llu",
+	   u.bytes);
+	{
+		static char fill[1024 * 1024];
+		size_t n = (size_t)(u.quota_bytes - u.bytes - 48 * 1024);
+
+		r = workspace_write_file(ws, "user.bin", fill, n, false, err,
+		                         sizeof(err));
+		ok(r == 0, "the user's file leaves about 40 KiB: %s", err);
+	}
+	r = save(ws, o, &pr, 100 * 1024, 0);
+	ok(r == 0 && o[0].rel && pr.n >= 1 && pr.n <= 2 &&
+	       strcmp(pruned_path(&pr, 0) + 6, first) == 0,
+	   "no room: the oldest saved output made way (%zu; %s)", pr.n,
+	   o[0].rel ? "" : o[0].err);
+	ok(ws_exists("user.bin"), "the user's file stays");
+	workspace_outputs_finish(o, 2, &pr);
+	count_saved(&bytes);
+	r = save(ws, o, &pr, (size_t)bytes + 200 * 1024, 0);
+	ok(r == 0 && !o[0].rel && pr.n == 0 && strstr(o[0].err, "do not fit") &&
+	       count_saved(&bytes) == 3,
+	   "deleting every saved output would not make room: none deleted: "
+	   "%s",
+	   o[0].err);
+	workspace_outputs_finish(o, 2, &pr);
 	workspace_close(ws);
 	workspace_mgr_destroy(m);
 }
@@ -852,6 +1098,7 @@ int main(void)
 	}
 	test_hostile_delete();
 	test_run_support();
+	test_saved_outputs();
 	test_loop_mode();
 	if (getenv("MCPSD_TEST_DOCKER_IMAGE"))
 		docker_test(getenv("MCPSD_TEST_DOCKER_IMAGE"));

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Starts and stops a real mcp-sandboxd for a test, on a free loopback port,
 // with fresh secrets and a private SANDBOX_ROOT. Connects real SDK clients.
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createWriteStream, mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
@@ -28,6 +28,23 @@ export function freePort() {
 }
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** Mount points below dir (the pool's shared mount, workspace images). */
+export function mountsBelow(dir) {
+  const r = spawnSync('findmnt', ['-rn', '-o', 'TARGET']);
+  return String(r.stdout)
+    .split('\n')
+    .filter((t) => t.startsWith(dir + '/'));
+}
+
+/**
+ * Unmounts everything below dir, deepest first: what a daemon stopped with
+ * SIGKILL leaves mounted (the warm pool's shared mount, workspaces bound
+ * into pool boxes, loop images) before its root can be removed.
+ */
+export function umountBelow(dir) {
+  for (const t of mountsBelow(dir).sort().reverse()) spawnSync('umount', ['-l', t]);
+}
 
 /**
  * Starts the daemon. opts.bin selects the binary, opts.env adds settings.
@@ -98,7 +115,10 @@ export async function startDaemon(opts = {}) {
         proc.kill(signal);
         await done;
       }
-      if (!opts.keepRoot) rmSync(root, { recursive: true, force: true, maxRetries: 3 });
+      if (!opts.keepRoot) {
+        umountBelow(root);
+        rmSync(root, { recursive: true, force: true, maxRetries: 3 });
+      }
       return exited;
     },
     /** Stops with SIGTERM and fails unless the exit was clean. */

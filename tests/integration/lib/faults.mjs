@@ -221,15 +221,5 @@ export function mountTmpfs(dir, sizeMb) {
   };
 }
 
-/** Loop mounts below dir (workspaces a killed daemon left mounted). */
-export function mountsBelow(dir) {
-  const r = spawnSync('findmnt', ['-rn', '-o', 'TARGET']);
-  return String(r.stdout)
-    .split('\n')
-    .filter((t) => t.startsWith(dir + '/'));
-}
-
-/** Unmounts everything below dir (cleanup after a test that failed). */
-export function umountBelow(dir) {
-  for (const t of mountsBelow(dir).sort().reverse()) spawnSync('umount', ['-l', t]);
-}
+// Mounts below a daemon's root (a killed daemon's workspaces and pool).
+export { mountsBelow, umountBelow } from './daemon.mjs';
