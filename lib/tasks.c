@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tasks: task records behind a backend interface, and the memory backend.
+ * tasks: task records behind a backend interface, and the memory backend
+ * (the store's is tasks_db.c).
  * The module owns ids (random, unguessable), the rules (per-tenant cap,
  * result size, retention, what a restart does to a running task) and the
  * mutex; a backend only stores and finds. Thread-safety: one mutex around
@@ -19,6 +20,7 @@
 
 #include "log.h"
 #include "tasks_backend.h"
+#include "tasks_db.h"
 #include "util/hex.h"
 
 #define POLL_MS 1000
@@ -261,8 +263,8 @@ static const struct tasks_backend mem_backend = {
 	"The server stopped (restarted or crashed) while this task was "       \
 	"running, so its result is lost; run it again."
 
-int tasks_open(const struct config *cfg, struct tasks **out, char *err,
-               size_t errlen)
+int tasks_open(const struct config *cfg, struct store *st, struct tasks **out,
+               char *err, size_t errlen)
 {
 	struct tasks *t;
 	struct task_record rec = {.status = TASK_FAILED};
@@ -276,12 +278,17 @@ int tasks_open(const struct config *cfg, struct tasks **out, char *err,
 	}
 	pthread_mutex_init(&t->lock, NULL);
 	t->cfg = cfg;
-	t->be = &mem_backend;
-	t->bd = calloc(1, sizeof(struct mem));
-	r = t->bd ? 0 : -ENOMEM;
-	if (r < 0)
-		snprintf(err, errlen, "out of memory");
+	if (st) {
+		t->be = &tasks_db_backend;
+		r = tasks_db_open(st, &t->bd);
+	} else {
+		t->be = &mem_backend;
+		t->bd = calloc(1, sizeof(struct mem));
+		r = t->bd ? 0 : -ENOMEM;
+	}
 	if (r < 0) {
+		snprintf(err, errlen, "out of memory");
+		free(t->bd);
 		pthread_mutex_destroy(&t->lock);
 		free(t);
 		return r;
@@ -385,9 +392,16 @@ int tasks_get(struct tasks *t, const char *tenant, const char *id,
 	pthread_mutex_lock(&t->lock);
 	r = t->be->get(t->bd, tenant, id, out);
 	pthread_mutex_unlock(&t->lock);
-	if (r == 0)
-		out->poll_ms = POLL_MS;
-	return r;
+	if (r < 0)
+		return r;
+	/* Past its retention, though the sweep has not deleted it yet. */
+	if (task_status_final(out->status) &&
+	    out->created_ms + out->ttl_ms < tasks_now_ms()) {
+		task_record_finish(out);
+		return -ENOENT;
+	}
+	out->poll_ms = POLL_MS;
+	return 0;
 }
 
 void tasks_job_sweep(void *arg)

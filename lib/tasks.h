@@ -9,9 +9,9 @@
  * keeps what lives only while a task runs (its call, the questions it
  * waits on) in memory.
  *
- * Storage goes through a small backend interface (struct tasks_backend in
- * tasks.c): in memory, where records die with the process, or in the
- * daemon's SQLite store, where a finished task's result survives a restart
+ * Storage goes through a small backend interface (tasks_backend.h): in
+ * memory, where records die with the process, or in the daemon's SQLite
+ * store (tasks_db.h), where a finished task's result survives a restart
  * until its retention ends. A record found still running when the records
  * are opened belonged to a daemon that stopped mid-run: it is marked failed
  * with that reason, never left running.
@@ -32,6 +32,7 @@
 
 #include "config.h"
 
+struct store;
 struct tasks;
 
 /* 32 hex digits: 128 random bits, an unguessable handle. */
@@ -68,12 +69,16 @@ const char *task_status_name(enum task_status s);
 bool task_status_final(enum task_status s);
 
 /*
- * Opens the records. Records of tasks still running (their daemon
- * stopped) are marked failed with the reason, and expired ones deleted.
- * cfg is borrowed. Caller owns *out; free with tasks_close. Errors:
- * -ENOMEM, -EIO, with err for the operator.
+ * Opens the records: in store st when it is not NULL (durable; st is
+ * borrowed and must outlive *out), else in memory. Records of tasks still
+ * running (their daemon stopped) are marked failed with the reason, and
+ * expired ones deleted. One daemon per store file: another daemon's
+ * running tasks would be marked failed too. cfg is borrowed. Caller owns
+ * *out; free with tasks_close. Errors: -ENOMEM, -EIO, -EBUSY, with err for
+ * the operator.
  */
 __attribute__((warn_unused_result)) int tasks_open(const struct config *cfg,
+                                                   struct store *st,
                                                    struct tasks **out,
                                                    char *err, size_t errlen);
 

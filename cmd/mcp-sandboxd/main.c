@@ -177,12 +177,6 @@ int main(int argc, char **argv)
 	         "as links.");
 	/* 2026-07-28 clients send it as a header: route by conversation. */
 	mcp_server_add_header_param(mcp, "conversationId", "Conversation-Id");
-	if (tasks_open(&cfg, &tasks, err, sizeof(err)) < 0) {
-		log_errorx("tasks: %s", err);
-		rc = 1;
-		goto out;
-	}
-	mcp_server_set_tasks(mcp, tasks);
 	if (workspace_mgr_create(&cfg, &wm, err, sizeof(err)) < 0) {
 		log_errorx("workspaces: %s", err);
 		rc = 1;
@@ -194,6 +188,13 @@ int main(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
+	/* Task records live in the store: results outlast a restart. */
+	if (tasks_open(&cfg, store, &tasks, err, sizeof(err)) < 0) {
+		log_errorx("tasks: %s", err);
+		rc = 1;
+		goto out;
+	}
+	mcp_server_set_tasks(mcp, tasks);
 	if (cfg.oauth &&
 	    oauth_create(&cfg, store, &oauth, err, sizeof(err)) < 0) {
 		log_errorx("oauth: %s", err);

@@ -890,7 +890,7 @@ int main(void)
 	cfg.task_result_max_bytes = 1 << 20;
 	cfg.task_max_per_tenant = 100;
 	srv = mcp_server_create(&cfg);
-	if (tasks_open(&cfg, &tasks, err, sizeof(err)) < 0)
+	if (tasks_open(&cfg, NULL, &tasks, err, sizeof(err)) < 0)
 		return 1;
 	mcp_server_set_tasks(srv, tasks);
 	mcp_server_add_header_param(srv, "conversationId", "Conversation-Id");

@@ -4,30 +4,36 @@
  * it ends once, with a result or an error that comes back as stored; a
  * result over the limit fails the task with a message; a tenant at its cap
  * makes room by dropping its oldest ended task and is refused when none has
- * ended; ids are unguessable and distinct; expired tasks are swept.
+ * ended; ids are unguessable and distinct; expired tasks are swept. The
+ * same contract holds for both backends: in memory and in the store
+ * (test_tasks_db covers what only the store does: restarts, crashes).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
+#include "store.h"
 #include "tap.h"
 #include "tasks.h"
 
 static struct config cfg;
 
-int main(void)
+static void contract(struct store *st)
 {
 	struct task_record a, b, c, g;
 	struct tasks *t;
 	char err[256];
 	char *big;
 
+	printf("# backend: %s\n", st ? "store" : "memory");
 	cfg.task_retention_s = 60;
 	cfg.task_result_max_bytes = 4096;
 	cfg.task_max_per_tenant = 2;
-	is_int(tasks_open(&cfg, &t, err, sizeof(err)), 0, "records open");
-	ok(!tasks_durable(t), "memory records are not durable");
+	is_int(tasks_open(&cfg, st, &t, err, sizeof(err)), 0, "records open");
+	ok(tasks_durable(t) == (st != NULL),
+	   "durable exactly when a store is behind them");
 
 	is_int(tasks_create(t, "alice", "slow", &a), 0, "task created");
 	is_int(strlen(a.id), TASK_ID_LEN, "id has 32 hex digits");
@@ -101,5 +107,27 @@ int main(void)
 	task_record_finish(&b);
 	task_record_finish(&c);
 	tasks_close(t);
+}
+
+int main(void)
+{
+	char dir[] = "/tmp/mcpsd-tasks-test-XXXXXX", p[64], cmd[96];
+	char err[512] = "";
+	struct store *st = NULL;
+
+	contract(NULL);
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	snprintf(p, sizeof(p), "%s/state.db", dir);
+	is_int(store_open(p, &st, err, sizeof(err)), 0, "store opens");
+	if (st)
+		contract(st);
+	else
+		printf("# %s\n", err);
+	store_close(st);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	(void)!system(cmd);
 	return tap_done();
 }
