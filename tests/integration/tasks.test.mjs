@@ -5,8 +5,11 @@
 // run's latest output on the way; a cancelled task's container is gone
 // within 2 s; a finished task's result is still readable after the daemon
 // restarts; a run still going when the daemon is killed is reported failed
-// with the reason after the restart; a client without the extension gets
-// its result in the request as before.
+// with the reason after the restart, both on the wire and through the
+// official tasks client (@modelcontextprotocol/ext-tasks over the v2 SDK
+// client), which resumes its serialized task references against the
+// restarted daemon; a client without the extension gets its result in the
+// request as before.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -14,7 +17,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { sleep } from './lib/daemon.mjs';
-import { TASK_CAPS, modernCall, waitTask } from './lib/modern.mjs';
+import { TaskFailedError } from '@modelcontextprotocol/ext-tasks/client';
+import { TASK_CAPS, modernCall, taskSession, waitTask } from './lib/modern.mjs';
 import {
   containersOf,
   instanceName,
@@ -141,6 +145,65 @@ describe('tasks across a restart', () => {
     assert.match(t3.statusMessage, /server stopped/);
     assert.equal(t3.error.code, -32603);
     assert.match(t3.error.message, /run it again/);
+    await d.stopClean();
+    d = undefined;
+  });
+
+  test('the SDK tasks client resumes its tasks after a restart: a result, and a run cut short', async () => {
+    const endpointId = 'mcpsd-tasks-restart';
+    const args = (code) => ({ conversationId: 'task-sdk-restart', language: 'python', code });
+    d = await start();
+    let s = await taskSession(d, endpointId);
+    const done = await s.session.callTool('run_code', args('print("kept by the store", 6 * 7)'), {
+      task: { preference: 'require' },
+      requestTimeoutMs: REQUEST_TIMEOUT_MS,
+    });
+    assert.equal(done.kind, 'task', 'the call ran as a task');
+    const ctl = s.session.task(done.handle.taskId);
+    const end = Date.now() + 60_000;
+    for (let v = await ctl.snapshot(); v.status !== 'completed'; v = await ctl.snapshot()) {
+      assert.ok(['working', 'completed'].includes(v.status), JSON.stringify(v.raw).slice(0, 400));
+      assert.ok(Date.now() < end, 'the first run finished');
+      await sleep(300);
+    }
+    let refDone, refCut;
+    await done.handoff((ref) => {
+      refDone = structuredClone(ref);
+    });
+    const cut = await s.session.callTool('run_code', args('import time\nprint("up", flush=True)\ntime.sleep(120)'), {
+      task: { preference: 'require' },
+    });
+    assert.equal(cut.kind, 'task');
+    while ((await containersOf(instance, { all: false })).length === 0) {
+      assert.ok(Date.now() < end, 'the second run started');
+      await sleep(100);
+    }
+    await cut.handoff((ref) => {
+      refCut = structuredClone(ref);
+    });
+    assert.equal(refDone.taskId, done.handle.taskId);
+    await s.close();
+    await d.stop('SIGKILL');
+    await removeContainersOf(instance);
+
+    d = await start();
+    s = await taskSession(d, endpointId);
+    try {
+      const again = await s.session.resumeTask(refDone, { requestTimeoutMs: REQUEST_TIMEOUT_MS });
+      const { outcome } = await again.settle();
+      assert.equal(outcome.status, 'completed', JSON.stringify(outcome).slice(0, 600));
+      assert.equal(outcome.result.structuredContent.stdout, 'kept by the store 42\n');
+
+      const lost = await s.session.resumeTask(refCut, { requestTimeoutMs: REQUEST_TIMEOUT_MS });
+      const settled = await lost.settle();
+      assert.equal(settled.outcome.status, 'failed', JSON.stringify(settled.outcome).slice(0, 600));
+      assert.ok(settled.outcome.error instanceof TaskFailedError);
+      assert.equal(settled.outcome.error.code, -32603);
+      assert.match(settled.outcome.error.message, /stopped[\s\S]*run it again/);
+      assert.match(settled.lastTask?.statusMessage ?? '', /server stopped/);
+    } finally {
+      await s.close();
+    }
     await d.stopClean();
     d = undefined;
   });
