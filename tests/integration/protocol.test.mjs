@@ -18,7 +18,9 @@ import { containersOf, removeContainersOf, startSandboxDaemon, waitNoContainers 
 let d;
 
 before(async () => {
-  d = await startSandboxDaemon({ name: 'protocol', connect: false });
+  // One-off runs: a run's container is the one the assertions watch (a
+  // warm session's box outlives its runs by design).
+  d = await startSandboxDaemon({ name: 'protocol', env: { SANDBOX_WARM: 'false' }, connect: false });
 });
 after(async () => {
   await removeContainersOf(d?.instance);

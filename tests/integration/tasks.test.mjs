@@ -28,6 +28,10 @@ import {
 } from './lib/sandbox.mjs';
 
 const REQUEST_TIMEOUT_MS = 30_000;
+// One-off runs: each run's container is the one the assertions watch (a
+// warm session's box outlives its runs by design; warm.test.mjs and
+// cancel.test.mjs cover those).
+const ONE_OFF = { SANDBOX_WARM: 'false' };
 
 /** A run_code call as a task; resolves the CreateTaskResult. */
 function startTask(d, conversationId, code, extra = {}) {
@@ -43,7 +47,7 @@ describe('run_code as a task', () => {
   let d;
 
   before(async () => {
-    d = await startSandboxDaemon({ name: 'tasks', connect: false });
+    d = await startSandboxDaemon({ name: 'tasks', env: ONE_OFF, connect: false });
   });
   after(async () => {
     await removeContainersOf(d?.instance);
@@ -110,6 +114,7 @@ describe('tasks across a restart', () => {
   const root = mkdtempSync(path.join(os.tmpdir(), 'mcpsd-tasks-root-'));
   const instance = instanceName('tasks-restart');
   const env = {
+    ...ONE_OFF,
     MCP_API_TOKEN: randomBytes(24).toString('hex'),
     FILE_SECRET: randomBytes(32).toString('hex'),
   };
