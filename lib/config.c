@@ -106,6 +106,16 @@ static const struct setting settings[] = {
      "Requests one session may have running at once"},
     {"MCP_KEEPALIVE_SECONDS", SET_UINT, "15", OFF(keepalive_s), 1, 300, "15",
      "Interval of ': keepalive' comments on quiet event streams"},
+    {"MCP_TASK_RETENTION_SECONDS", SET_UINT, "86400", OFF(task_retention_s), 60,
+     31536000, "86400",
+     "A finished task's result stays readable (tasks/get, across "
+     "restarts) for this long after the task ends"},
+    {"MCP_TASK_RESULT_MAX_BYTES", SET_BYTES, "8m", OFF(task_result_max_bytes),
+     4096, 256.0 * 1024 * 1024, "8m",
+     "Largest result a task keeps (a larger one fails the task)"},
+    {"MCP_TASK_MAX_PER_TENANT", SET_UINT, "1000", OFF(task_max_per_tenant), 1,
+     1000000, "1000",
+     "Tasks one token keeps at once (the oldest ended ones make room)"},
     {"MCP_INSTANCE_NAME", SET_STR, "", DERIVED, 0, 0, "sandbox-1",
      "Name of this daemon on the Docker engine; its containers carry it "
      "(default: the host name and a hash of SANDBOX_ROOT)"},

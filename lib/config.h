@@ -49,6 +49,9 @@ struct config {
 	unsigned max_sessions_per_tenant;
 	unsigned keepalive_s;
 	unsigned max_inflight_per_session;
+	unsigned task_retention_s;
+	size_t task_result_max_bytes;
+	unsigned task_max_per_tenant;
 	char *instance_name;
 	enum log_level log_level;
 	char *log_format;

@@ -400,11 +400,19 @@ static const struct tool_impl tools[] = {
                     "conformance testing (SEP-1613)",
      .input_schema =
          "{\"$schema\":\"https://json-schema.org/draft/2020-12/"
-         "schema\",\"type\":\"object\",\"$defs\":{\"address\":{\"type\":"
-         "\"object\",\"properties\":{\"street\":{\"type\":\"string\"},"
-         "\"city\":{\"type\":\"string\"}}}},\"properties\":{\"name\":"
-         "{\"type\":\"string\"},\"address\":{\"$ref\":\"#/$defs/"
-         "address\"}},\"additionalProperties\":false}",
+         "schema\",\"type\":\"object\",\"$defs\":{\"address\":{"
+         "\"$anchor\":\"addressDef\",\"type\":\"object\",\"properties\":"
+         "{\"street\":{\"type\":\"string\"},\"city\":{\"type\":"
+         "\"string\"}}}},\"properties\":{\"name\":{\"type\":\"string\"},"
+         "\"address\":{\"$ref\":\"#/$defs/address\"},\"contactMethod\":"
+         "{\"type\":\"string\",\"enum\":[\"phone\",\"email\"]},"
+         "\"phone\":{\"type\":\"string\"},\"email\":{\"type\":"
+         "\"string\"}},\"allOf\":[{\"anyOf\":[{\"required\":"
+         "[\"phone\"]},{\"required\":[\"email\"]}]}],\"if\":{"
+         "\"properties\":{\"contactMethod\":{\"const\":\"phone\"}},"
+         "\"required\":[\"contactMethod\"]},\"then\":{\"required\":"
+         "[\"phone\"]},\"else\":{\"required\":[\"email\"]},"
+         "\"additionalProperties\":false}",
      .read_only = true,
      .call = schema_2020_12},
 };
@@ -641,4 +649,5 @@ void fixtures_register(struct mcp_server *srv)
 	for (size_t i = 0; i < sizeof(prompts) / sizeof(prompts[0]); i++)
 		mcp_server_add_prompt(srv, &prompts[i]);
 	mcp_server_set_completion(srv, complete, NULL);
+	fixtures_register_modern(srv);
 }

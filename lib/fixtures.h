@@ -12,4 +12,10 @@
 /* Registers every fixture with the server. */
 void fixtures_register(struct mcp_server *srv);
 
+/*
+ * The 2026-07-28 and tasks-extension fixtures (fixtures_modern.c);
+ * fixtures_register() calls it.
+ */
+void fixtures_register_modern(struct mcp_server *srv);
+
 #endif

@@ -7,6 +7,7 @@
  * Runs on connection threads; the core is thread-safe.
  */
 #include <poll.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,11 +129,19 @@ static void reply_mcp(struct http_request *rq, struct mcp_http_resp *mr)
 	mcp_http_resp_finish(mr);
 }
 
+/* The core's view of the request's headers (mcp_http_req.header). */
+static const char *header_of(void *hctx, const char *name)
+{
+	return http_request_header(hctx, name);
+}
+
 static void fill_req(const struct http_request *rq, struct mcp_http_req *req)
 {
 	size_t len;
 
 	memset(req, 0, sizeof(*req));
+	req->header = header_of;
+	req->hctx = (void *)(uintptr_t)rq;
 	req->tenant = rq->auth.tenant;
 	req->body = http_request_body(rq, &len);
 	req->body_len = len;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "http_internal.h"
 #include "log.h"
@@ -188,9 +189,38 @@ int http_reply_header(struct http_request *rq, const char *name,
 	           : -ENOMEM;
 }
 
+/*
+ * The request headers a browser may send: the fixed ones, and the
+ * Mcp-Param-* ones (MCP 2026-07-28 mirrors tool arguments into them) it
+ * asks for in Access-Control-Request-Headers.
+ */
+static void allow_headers(struct http_request *rq, char *out, size_t len)
+{
+	const char *req =
+	    http_request_header(rq, "Access-Control-Request-Headers");
+	size_t n = (size_t)snprintf(out, len,
+	                            "Authorization, Content-Type, Accept, "
+	                            "Mcp-Session-Id, MCP-Protocol-Version, "
+	                            "Last-Event-ID, Mcp-Method, Mcp-Name");
+
+	while (req && *req && n < len) {
+		size_t tok = strcspn(req, ", \t");
+
+		if (tok > 10 && tok < 80 &&
+		    strncasecmp(req, "mcp-param-", 10) == 0 &&
+		    strspn(req,
+		           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTU"
+		           "VWXYZ0123456789-") >= tok)
+			n += (size_t)snprintf(out + n, len - n, ", %.*s",
+			                      (int)tok, req);
+		req += tok;
+		req += strspn(req, ", \t");
+	}
+}
+
 int http_reply_preflight(struct http_request *rq)
 {
-	char methods[80];
+	char methods[80], headers[1024];
 	int r = http_reply(rq, MHD_HTTP_NO_CONTENT, NULL, "", 0);
 
 	if (r < 0)
@@ -199,10 +229,9 @@ int http_reply_preflight(struct http_request *rq)
 	                  sizeof(methods));
 	MHD_add_response_header(rq->resp, "Access-Control-Allow-Methods",
 	                        methods);
+	allow_headers(rq, headers, sizeof(headers));
 	MHD_add_response_header(rq->resp, "Access-Control-Allow-Headers",
-	                        "Authorization, Content-Type, Accept, "
-	                        "Mcp-Session-Id, MCP-Protocol-Version, "
-	                        "Last-Event-ID");
+	                        headers);
 	MHD_add_response_header(rq->resp, "Access-Control-Max-Age", "600");
 	return 0;
 }

@@ -9,7 +9,9 @@
  * request, or the keep-alive interval passing first) the POST is answered
  * as SSE and drained from the stream. Streams keep their events, numbered,
  * so a client can resume with Last-Event-ID. Legacy HTTP+SSE sessions have
- * one stream that carries everything. The lock lives in mcp_lock.c,
+ * one stream that carries everything. A 2026-07-28 request gets a
+ * stateless session for itself (see mcp_internal.h), checked and shaped by
+ * mcp_rev.c; otherwise it goes the same way. The lock lives in mcp_lock.c,
  * streams in mcp_stream.c, sessions in mcp_session.c, calls in mcp_call.c
  * and the method handlers in mcp_methods.c. Locking: one mutex (srv->lock)
  * guards every session, stream, call and pending request, and is held only
@@ -29,6 +31,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "reqstate.h"
 #include "util/num.h"
 
 /* ------------------------------------------------------------------ */
@@ -104,10 +107,11 @@ static bool check_version_header(const struct mcp_http_req *req,
 		return true;
 	resp_fail(resp, 400,
 	          rpc_errorf(NULL, RPC_INVALID_REQUEST,
-	                     "unsupported MCP-Protocol-Version '%.40s'; "
-	                     "supported: 2025-11-25, 2025-06-18, "
-	                     "2025-03-26, 2024-11-05",
-	                     req->protocol_version));
+	                     "unsupported MCP-Protocol-Version '%.40s' "
+	                     "for a session; sessions speak 2025-11-25, "
+	                     "2025-06-18, 2025-03-26 or 2024-11-05 (%s "
+	                     "requests carry no Mcp-Session-Id)",
+	                     req->protocol_version, MCP_MODERN_VERSION));
 	return false;
 }
 
@@ -129,6 +133,7 @@ static size_t count_answers(const struct rpc_batch *b)
 struct json_answer {
 	struct mcp_msg *msgs[RPC_MAX_BATCH];
 	size_t n;
+	int status;
 };
 
 /*
@@ -158,6 +163,10 @@ static bool answer_post(struct mcp_server *srv, struct session *s,
 				break;
 		}
 		mcp_events_end(st);
+		/* 2026-07-28 errors have HTTP statuses of their own. */
+		ja->status = s->stateless && ja->n
+		                 ? mcp_rev_status(ja->msgs[0]->code)
+		                 : 200;
 		return true;
 	}
 	st->sse = true;
@@ -200,7 +209,7 @@ static void json_answer_finish(struct mcp_http_resp *resp,
 		if (batch)
 			body[off++] = ']';
 		body[off] = '\0';
-		resp->status = 200;
+		resp->status = ja->status ? ja->status : 200;
 		resp->body = body;
 	} else {
 		resp_oom(resp);
@@ -363,6 +372,106 @@ static bool post_finish(struct mcp_server *srv, struct session *s,
 	return json;
 }
 
+/*
+ * A 2026-07-28 POST: one request (or notification) checked by mcp_rev.c,
+ * then served like any other in a stateless session of its own, which ends
+ * with the answer: at once for a JSON answer, or when the transport lets go
+ * of the SSE stream (mcp_stream_release).
+ */
+static void post_stateless(struct mcp_server *srv,
+                           const struct mcp_http_req *req, struct rpc_batch *b,
+                           struct mcp_http_resp *resp)
+{
+	struct json_answer ja = {.n = 0};
+	const struct rpc_msg *m = &b->msgs[0];
+	struct mcp_meta meta;
+	struct session *s;
+	struct stream *st;
+	char *err;
+	int status, r;
+	bool json;
+
+	if (b->is_array) {
+		resp_fail(resp, 400,
+		          rpc_errorf(NULL, RPC_INVALID_REQUEST,
+		                     "protocol %s takes one message per "
+		                     "request, not a batch",
+		                     MCP_MODERN_VERSION));
+		return;
+	}
+	if (m->kind == RPC_KIND_INVALID) {
+		resp_fail(resp, 400,
+		          rpc_error(m->id_raw, m->invalid_code, m->invalid_msg,
+		                    NULL));
+		return;
+	}
+	if (m->kind == RPC_KIND_RESPONSE) {
+		resp_fail(resp, 400,
+		          rpc_errorf(m->id_raw, RPC_INVALID_REQUEST,
+		                     "protocol %s has no server-to-client "
+		                     "requests to respond to",
+		                     MCP_MODERN_VERSION));
+		return;
+	}
+	/*
+	 * Over HTTP no client notification means anything: cancelling is
+	 * closing the request's stream. Accepted and ignored.
+	 */
+	if (m->kind == RPC_KIND_NOTIFICATION) {
+		resp->status = 202;
+		return;
+	}
+	if (mcp_rev_check(srv, req, m, &meta, &err, &status) < 0) {
+		resp_fail(resp, status, err);
+		return;
+	}
+	mcp_lock(srv);
+	if (srv->stopping) {
+		mcp_unlock(srv);
+		resp_fail(resp, 503,
+		          rpc_errorf(m->id_raw, RPC_INTERNAL_ERROR,
+		                     "the server is shutting down; retry in a "
+		                     "minute"));
+		resp->retry_after = 30;
+		return;
+	}
+	st = NULL;
+	r = mcp_session_new_stateless(srv, req->tenant, &meta, &s);
+	if (r == 0) {
+		s->refs++;
+		st = post_stream(s);
+		if (!st) {
+			mcp_session_end(srv, s);
+			mcp_session_unref(srv, s);
+		}
+	}
+	mcp_unlock(srv);
+	if (r == -EBUSY) {
+		resp_fail(resp, 429,
+		          rpc_errorf(m->id_raw, RPC_INTERNAL_ERROR,
+		                     "this token has too many requests in "
+		                     "flight; wait for some to finish"));
+		resp->retry_after = 5;
+		return;
+	}
+	if (!st) {
+		resp_oom(resp);
+		return;
+	}
+
+	mcp_process_batch(srv, s, st, b);
+
+	mcp_lock(srv);
+	json = post_finish(srv, s, st, false, resp, &ja);
+	/* Answered in full: the request, and its session, are over. */
+	if (json)
+		mcp_session_end(srv, s);
+	mcp_session_unref(srv, s);
+	mcp_unlock(srv);
+	if (json)
+		json_answer_finish(resp, &ja, false);
+}
+
 void mcp_http_post(struct mcp_server *srv, const struct mcp_http_req *req,
                    struct mcp_http_resp *resp)
 {
@@ -373,8 +482,6 @@ void mcp_http_post(struct mcp_server *srv, const struct mcp_http_req *req,
 	bool json = false;
 
 	resp_init(resp);
-	if (!check_version_header(req, resp))
-		return;
 	b = malloc(sizeof(*b));
 	if (!b) {
 		resp_oom(resp);
@@ -384,7 +491,11 @@ void mcp_http_post(struct mcp_server *srv, const struct mcp_http_req *req,
 		free(b);
 		return;
 	}
-	if (!check_post(req, b, resp))
+	if (mcp_rev_is_modern(req, b)) {
+		post_stateless(srv, req, b, resp);
+		goto out;
+	}
+	if (!check_version_header(req, resp) || !check_post(req, b, resp))
 		goto out;
 	mcp_lock(srv);
 	s = post_session(srv, req, b, resp);
@@ -635,18 +746,25 @@ struct mcp_server *mcp_server_create(const struct config *cfg)
 	if (!srv)
 		return NULL;
 	srv->cfg = cfg;
+	reqstate_key(cfg->file_secret, cfg->file_secret_len, srv->state_key);
 	pthread_mutex_init(&srv->lock, NULL);
 	mono_cond_init(&srv->drain_cond);
 	mono_cond_init(&srv->hook_cond);
 	return srv;
 }
 
-/* Ends every session; their calls' cancel hooks run on this thread. */
+/*
+ * Ends every session and every task; the cancel hooks of their calls run on
+ * this thread.
+ */
 static void end_all_sessions(struct mcp_server *srv)
 {
 	mcp_lock(srv);
 	while (srv->sessions)
 		mcp_session_end(srv, srv->sessions);
+	while (srv->stateless)
+		mcp_session_end(srv, srv->stateless);
+	mcp_task_cancel_all(srv);
 	mcp_unlock(srv);
 }
 
@@ -726,6 +844,23 @@ void mcp_server_set_instructions(struct mcp_server *srv, const char *text)
 	srv->instructions = text;
 }
 
+void mcp_server_add_header_param(struct mcp_server *srv, const char *property,
+                                 const char *header)
+{
+	if (srv->n_params >= MAX_HEADER_PARAMS) {
+		log_errorx("too many header parameters; '%s' not mirrored",
+		           property);
+		return;
+	}
+	srv->param_prop[srv->n_params] = property;
+	srv->param_header[srv->n_params++] = header;
+}
+
+void mcp_server_set_tasks(struct mcp_server *srv, struct tasks *t)
+{
+	srv->tasks = t;
+}
+
 /*
  * Tells every initialized session with a standalone stream. The message is
  * serialized once, before the lock, and shared by every stream it goes to.
@@ -744,6 +879,12 @@ void mcp_server_tools_changed(struct mcp_server *srv)
 	}
 	mcp_unlock(srv);
 	mcp_msg_unref(m);
+	mcp_listen_broadcast(srv, LISTEN_TOOLS);
+}
+
+void mcp_server_prompts_changed(struct mcp_server *srv)
+{
+	mcp_listen_broadcast(srv, LISTEN_PROMPTS);
 }
 
 unsigned mcp_server_drain(struct mcp_server *srv, unsigned timeout_ms)

@@ -32,6 +32,20 @@ struct mcp_stream;
 /* ---- what tools, resources and prompts provide -------------------- */
 
 /*
+ * Whether a tool's calls may run as tasks (the io.modelcontextprotocol/tasks
+ * extension of protocol 2026-07-28): a task answers the request at once with
+ * a task id and keeps running on its thread after the HTTP request is over;
+ * the client polls tasks/get for its state and result.
+ */
+enum mcp_task_support {
+	MCP_TASK_NEVER = 0, /* always answered in the request */
+	/* A task when the request's client declares the extension. */
+	MCP_TASK_OPTIONAL,
+	/* Only as a task: a client without the extension gets -32021. */
+	MCP_TASK_REQUIRED,
+};
+
+/*
  * One tool. All strings are static or live as long as the server. The
  * handler returns a CallToolResult object (caller takes ownership). A failure
  * the model can act on (bad argument values, a failed run) is a result with
@@ -53,6 +67,13 @@ struct tool_impl {
 	void (*describe)(void *data, char **description, cJSON **input_schema);
 	cJSON *(*call)(void *data, struct mcp_call *call, const cJSON *args);
 	void *data;
+	enum mcp_task_support tasks;
+	/*
+	 * With tasks: the core does not make the call a task before the
+	 * handler runs; the handler calls mcp_call_become_task() once it has
+	 * what it needs (e.g. after asking the client for input).
+	 */
+	bool task_deferred;
 };
 
 /*
@@ -123,8 +144,37 @@ void mcp_server_set_completion(struct mcp_server *srv, mcp_complete_fn fn,
 /* Text for InitializeResult.instructions (borrowed). */
 void mcp_server_set_instructions(struct mcp_server *srv, const char *text);
 
-/* Tells every session that tools/list changed (discovery found a runner). */
+/*
+ * Mirrors the tool argument named property into the request header
+ * Mcp-Param-<header> (2026-07-28, SEP-2243): every tool whose input schema
+ * has a top-level string, integer or boolean property of that name lists it
+ * with "x-mcp-header": header to 2026-07-28 clients, which then send the
+ * value as a header too, and the server refuses a call whose header and
+ * argument disagree. A load balancer can then route by that argument (e.g.
+ * conversationId) without reading bodies. Both strings are borrowed and must
+ * outlive the server; header must be an HTTP token. At most 4.
+ */
+void mcp_server_add_header_param(struct mcp_server *srv, const char *property,
+                                 const char *header);
+
+struct tasks;
+
+/*
+ * Offers the tasks extension to 2026-07-28 clients, with t (borrowed; it
+ * must outlive the server) keeping the tasks' state and results. Without
+ * it, no call becomes a task.
+ */
+void mcp_server_set_tasks(struct mcp_server *srv, struct tasks *t);
+
+/*
+ * Tells every client listening for it that tools/list changed (discovery
+ * found a runner): sessions' standalone streams, and subscriptions/listen
+ * streams that asked for toolsListChanged.
+ */
 void mcp_server_tools_changed(struct mcp_server *srv);
+
+/* The same for prompts/list (promptsListChanged). */
+void mcp_server_prompts_changed(struct mcp_server *srv);
 
 /*
  * Starts draining: new tools/call requests get an error result saying the
@@ -157,6 +207,16 @@ struct mcp_http_req {
 	const char *last_event_id;    /* Last-Event-ID or NULL */
 	const char *body;
 	size_t body_len;
+	/*
+	 * Any other request header by name (compared without regard to
+	 * case), or NULL when absent: the 2026-07-28 revision mirrors body
+	 * fields into Mcp-Method, Mcp-Name and Mcp-Param-* headers, which the
+	 * core checks against the body. Called during mcp_http_post() only,
+	 * with hctx; the value is borrowed until the call returns. A
+	 * transport without one (NULL) has every such header absent.
+	 */
+	const char *(*header)(void *hctx, const char *name);
+	void *hctx;
 };
 
 struct mcp_http_resp {
@@ -184,6 +244,16 @@ void mcp_http_sse_open(struct mcp_server *srv, const struct mcp_http_req *req,
                        const char *endpoint_path, struct mcp_http_resp *resp);
 void mcp_http_sse_post(struct mcp_server *srv, const struct mcp_http_req *req,
                        struct mcp_http_resp *resp);
+
+/*
+ * How a POST is served is decided per request by the revision it names:
+ * one that carries the 2026-07-28 per-request metadata (the
+ * io.modelcontextprotocol/protocolVersion key of params._meta, or an
+ * MCP-Protocol-Version header naming no earlier revision, without an
+ * Mcp-Session-Id) is served statelessly under 2026-07-28 rules; anything
+ * else goes to the session it names, or starts one with initialize, under
+ * the rules of the revision that session negotiated.
+ */
 
 /* Frees what a response holds (body, stream reference). */
 void mcp_http_resp_finish(struct mcp_http_resp *resp);
@@ -215,9 +285,15 @@ enum mcp_log_level {
 
 /* The authenticated tenant (borrowed, valid during the call). */
 const char *mcp_call_tenant(const struct mcp_call *call);
-/* The negotiated protocol version (borrowed, valid during the call). */
+/*
+ * The protocol version of the request: the one its session negotiated, or
+ * the one it named itself (2026-07-28). Borrowed, valid during the call.
+ */
 const char *mcp_call_protocol_version(const struct mcp_call *call);
-/* The client's declared capabilities object (borrowed; may be NULL). */
+/*
+ * The client's declared capabilities object (borrowed; may be NULL): the
+ * session's, or the request's own under 2026-07-28.
+ */
 const cJSON *mcp_call_client_capabilities(const struct mcp_call *call);
 
 /* Whether the client cancelled this request (notifications/cancelled). */
@@ -254,12 +330,17 @@ bool mcp_call_cancelled(const struct mcp_call *call);
 void mcp_call_on_cancel(struct mcp_call *call, void (*fn)(void *arg),
                         void *arg);
 
-/* Whether the request carried a progress token. */
+/*
+ * Whether progress reaches anyone: the request carried a progress token,
+ * or the call runs as a task (whose status message is the latest progress
+ * message).
+ */
 bool mcp_call_has_progress(const struct mcp_call *call);
 
 /*
- * Sends notifications/progress (nothing without a progress token).
- * total < 0 omits it; message may be NULL. progress must increase.
+ * Sends notifications/progress (nothing without a progress token); for a
+ * task, makes message its status message instead. total < 0 omits it;
+ * message may be NULL. progress must increase.
  */
 int mcp_call_progress(struct mcp_call *call, double progress, double total,
                       const char *message);
@@ -272,16 +353,74 @@ int mcp_call_log(struct mcp_call *call, enum mcp_log_level level,
                  const char *logger, cJSON *data);
 
 /*
- * Sends a request to the client (sampling/createMessage,
- * elicitation/create, roots/list, ...) on this request's stream and waits
- * up to timeout_ms for its answer. Takes ownership of params. Returns 0 with
+ * Input from the client (elicitation/create, sampling/createMessage,
+ * roots/list): what to ask, and the answer. How it travels depends on the
+ * request's revision, and the handler need not know:
+ *  - a session (2025-11-25 and earlier): server-to-client requests on the
+ *    request's stream, answered by the client's responses;
+ *  - 2026-07-28 (multi round-trip requests, SEP-2322): the request is
+ *    answered with an InputRequiredResult listing what is missing, and the
+ *    client calls again with the answers (inputResponses) and the opaque,
+ *    integrity-protected requestState the server handed out, which carries
+ *    the answers of earlier rounds. The handler runs again from the start
+ *    on each round and gets the answers it has so far, so it must ask in
+ *    the same order with the same keys each time, and must not do anything
+ *    it cannot repeat before it has all its input;
+ *  - a task (2026-07-28 tasks extension): the task shows input_required
+ *    with the questions until the client answers them with tasks/update.
+ */
+struct mcp_input {
+	/*
+	 * A name unique within the request (SEP-2322 "inputRequests" key),
+	 * or NULL for one made from the position of the question.
+	 */
+	const char *key;
+	const char *method; /* static */
+	cJSON *params;      /* taken over by mcp_call_input() */
+	cJSON *result;      /* out: the answer (caller owns), or NULL */
+	cJSON *error;       /* out: an error response (caller owns), or NULL */
+};
+
+/*
+ * Asks the client the n questions of in at once and waits up to timeout_ms
+ * for every answer. Returns 0 with each in[i].result set; -EPROTO when some
+ * answers are error responses (their in[i].error set, the others' results
+ * set); -ETIMEDOUT, -ECANCELED (the request was cancelled) or -ENOTCONN (its
+ * session ended); -EAGAIN under 2026-07-28 when the answers are not all
+ * there yet: return from the handler at once (its result is discarded and
+ * the request is answered with what is missing); -EOPNOTSUPP under
+ * 2026-07-28 when the client did not declare the capability a question
+ * needs: returning NULL from the handler then answers the request with
+ * MissingRequiredClientCapabilityError (-32021), while a result (a degraded
+ * answer) is sent as it is. Takes ownership of every in[i].params.
+ */
+__attribute__((warn_unused_result)) int mcp_call_input(struct mcp_call *call,
+                                                       struct mcp_input *in,
+                                                       size_t n,
+                                                       unsigned timeout_ms);
+
+/*
+ * One question (see mcp_call_input) with an automatic key. Returns 0 with
  * *result (caller owns) on a result, -EPROTO with *error (caller owns) on an
- * error response, -ETIMEDOUT, -ECANCELED (this request was cancelled) or
- * -ENOTCONN (the session ended).
+ * error response, or mcp_call_input's other errors.
  */
 __attribute__((warn_unused_result)) int
 mcp_call_request(struct mcp_call *call, const char *method, cJSON *params,
                  unsigned timeout_ms, cJSON **result, cJSON **error);
+
+/*
+ * Makes this tools/call a task now, if it can be one: the tool allows
+ * tasks, the request is a 2026-07-28 request whose client declared the
+ * tasks extension, and the server offers it. The request is answered at
+ * once with the task (CreateTaskResult, once it is durably recorded); the
+ * handler goes on and its result becomes the task's. Returns whether the
+ * call is a task (also when it already was). For tools with task_deferred;
+ * the others are made tasks before their handler runs.
+ */
+bool mcp_call_become_task(struct mcp_call *call);
+
+/* Whether the call runs as a task. */
+bool mcp_call_is_task(const struct mcp_call *call);
 
 /*
  * Ends the HTTP response currently carrying this request's event stream
@@ -301,7 +440,13 @@ cJSON *mcp_text_result(const char *text, bool is_error);
 cJSON *mcp_text_resultf(bool is_error, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* Names of the supported protocol versions, newest first, NULL-ended. */
+/*
+ * Names of the protocol versions a session can negotiate with initialize,
+ * newest first, NULL-ended.
+ */
 extern const char *const mcp_protocol_versions[];
+
+/* The stateless revision, served per request without a session. */
+#define MCP_MODERN_VERSION "2026-07-28"
 
 #endif

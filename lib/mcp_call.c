@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * mcp_call: the lifetime of a request in flight (struct mcp_call), from its
- * creation to its response, with its cancellation; requests the server
- * sends to the client and the client's answers to them; the public
+ * creation to its response, with its cancellation; the client's answers to
+ * requests the server sent it (mcp_input.c sends them); the public
  * mcp_call_* API that tool and method handlers use; and the text result
  * helpers. Thread-safety: one mutex, srv->lock, guards all session state.
  * The public functions take it themselves and may be called from any
@@ -188,6 +188,9 @@ void mcp_call_discard(struct mcp_call *c)
 	free(c->method);
 	cJSON_Delete(c->params);
 	cJSON_Delete(c->progress_token);
+	cJSON_Delete(c->fail_data);
+	free(c->fail_msg);
+	mcp_input_discard(c);
 	free(c);
 }
 
@@ -217,11 +220,14 @@ void mcp_call_finish(struct mcp_call *c, char *json)
 	struct stream *st = c->st;
 	struct mcp_msg *m = mcp_msg_new(json);
 
+	if (m)
+		m->code = c->answer_code;
 	mcp_lock(srv);
 	wait_hook(c);
 	c->done = true;
 	c->cancel_fn = NULL;
-	if (!c->cancelled && !s->gone && st && mcp_events_push(st, m, true) < 0)
+	if (!c->no_response && !c->cancelled && !s->gone && st &&
+	    mcp_events_push(st, m, true) < 0)
 		log_warnx("could not queue the response to a %s request",
 		          c->method);
 	if (st && st->pending && --st->pending == 0 && st->kind == STREAM_POST)
@@ -308,14 +314,10 @@ void mcp_call_on_cancel(struct mcp_call *c, void (*fn)(void *), void *arg)
 
 bool mcp_call_has_progress(const struct mcp_call *c)
 {
-	return c->progress_token != NULL;
+	return c->progress_token != NULL || c->task != NULL;
 }
 
-/*
- * Where the messages of c go besides its response: its own stream while
- * that is open, else the session's standalone one. NULL when neither is.
- */
-static struct stream *call_target(const struct mcp_call *c)
+struct stream *mcp_call_target(const struct mcp_call *c)
 {
 	if (c->st && !c->st->ended)
 		return c->st;
@@ -335,7 +337,7 @@ static int call_notify(struct mcp_call *c, const char *method, cJSON *params)
 	mcp_lock(srv);
 	if (c->sess->gone || c->cancelled)
 		r = -ECANCELED;
-	else if ((to = call_target(c)))
+	else if ((to = mcp_call_target(c)))
 		r = mcp_events_push(to, m, false);
 	else
 		r = -ENOTCONN;
@@ -349,6 +351,11 @@ int mcp_call_progress(struct mcp_call *c, double progress, double total,
 {
 	cJSON *p;
 
+	/* A task reports its latest progress as its status message. */
+	if (c->task) {
+		mcp_task_progress(c, message);
+		return 0;
+	}
 	if (!c->progress_token)
 		return 0;
 	p = cJSON_CreateObject();
@@ -407,91 +414,7 @@ void mcp_call_close_stream(struct mcp_call *c, unsigned retry_ms)
 }
 
 /* ------------------------------------------------------------------ */
-/* requests to the client */
-
-/* Sends the request m for p and waits for its answer. Lock held. */
-static int request_wait(struct mcp_call *c, struct pending *p,
-                        struct mcp_msg *m, unsigned timeout_ms)
-{
-	struct mcp_server *srv = c->srv;
-	struct session *s = c->sess;
-	struct stream *to;
-	struct timespec dl;
-	int r;
-
-	if (s->gone || c->cancelled)
-		return s->gone ? -ENOTCONN : -ECANCELED;
-	to = call_target(c);
-	if (!to)
-		return -ENOTCONN;
-	r = mcp_events_push(to, m, false);
-	if (r < 0)
-		return r;
-	p->next = s->pendings;
-	s->pendings = p;
-	mono_deadline(&dl, timeout_ms);
-	while (!p->done && !s->gone && !c->cancelled) {
-		if (pthread_cond_timedwait(&p->cond, &srv->lock, &dl) ==
-		    ETIMEDOUT)
-			break;
-	}
-	for (struct pending **pp = &s->pendings; *pp; pp = &(*pp)->next) {
-		if (*pp == p) {
-			*pp = p->next;
-			break;
-		}
-	}
-	if (p->done)
-		return p->error ? -EPROTO : 0;
-	return s->gone ? -ENOTCONN : c->cancelled ? -ECANCELED : -ETIMEDOUT;
-}
-
-int mcp_call_request(struct mcp_call *c, const char *method, cJSON *params,
-                     unsigned timeout_ms, cJSON **result, cJSON **error)
-{
-	struct mcp_server *srv = c->srv;
-	struct pending *p;
-	struct mcp_msg *m = NULL;
-	unsigned long long n;
-	char idbuf[48];
-	int r = -ENOMEM;
-
-	*result = NULL;
-	*error = NULL;
-	p = calloc(1, sizeof(*p));
-	if (!p) {
-		cJSON_Delete(params);
-		return -ENOMEM;
-	}
-	mono_cond_init(&p->cond);
-	mcp_lock(srv);
-	n = ++c->sess->next_request_id;
-	mcp_unlock(srv);
-	snprintf(idbuf, sizeof(idbuf), "\"srv-%llu\"", n);
-	/* "s:" + the id without its quotes. */
-	p->id_key = malloc(strlen(idbuf) + 1);
-	if (p->id_key)
-		snprintf(p->id_key, strlen(idbuf) + 1, "s:%.*s",
-		         (int)strlen(idbuf) - 2, idbuf + 1);
-	m = mcp_msg_new(rpc_request(idbuf, method, params));
-	if (m && p->id_key) {
-		mcp_lock(srv);
-		r = request_wait(c, p, m, timeout_ms);
-		mcp_unlock(srv);
-	}
-	if (r == 0 || r == -EPROTO) {
-		*result = p->result;
-		*error = p->error;
-	} else {
-		cJSON_Delete(p->result);
-		cJSON_Delete(p->error);
-	}
-	mcp_msg_unref(m);
-	free(p->id_key);
-	pthread_cond_destroy(&p->cond);
-	free(p);
-	return r;
-}
+/* answers to requests to the client */
 
 /* A response from the client to one of our requests. Lock held. */
 bool mcp_deliver_response(struct session *s, const char *id_key, cJSON *result,

@@ -7,8 +7,17 @@
  * mcp_lock.c (the lock and the work left for after it), mcp_stream.c
  * (message texts, events, streams, readers), mcp_session.c (the session
  * table, per-tenant accounting), mcp_call.c (call lifetime, cancellation,
- * requests to the client, the mcp_call_* API), mcp_methods.c (method
- * handlers, dispatch) and mcp.c (HTTP entry points, the server).
+ * the mcp_call_* API), mcp_input.c (input from the client in every
+ * revision), mcp_rev.c (what differs between protocol revisions),
+ * mcp_task.c (calls that run as tasks), mcp_listen.c (subscriptions/listen
+ * streams), mcp_methods.c (method handlers, dispatch) and mcp.c (HTTP entry
+ * points, the server).
+ *
+ * A 2026-07-28 request has no session in the protocol; here it gets a
+ * stateless session of its own, made for it and ended with it (its stream
+ * released, or its JSON answer given), so the stream, call and cancellation
+ * machinery is the same for both eras and the differences stay in
+ * mcp_rev.c.
  *
  * Locking model: one mutex, srv->lock, guards every session, stream, call
  * and pending request and the server's session table, counters and flags;
@@ -44,6 +53,24 @@
 #define MAX_TOOLS 64
 #define MAX_PROVIDERS 16
 #define MAX_PROMPTS 64
+#define MAX_HEADER_PARAMS 4
+
+/* A log level that lets nothing through (2026-07-28 without logLevel). */
+#define MCP_LOG_OFF ((enum mcp_log_level)8)
+
+/* JSON-RPC error codes of 2026-07-28. */
+#define RPC_HEADER_MISMATCH -32020
+#define RPC_MISSING_CAPABILITY -32021
+#define RPC_UNSUPPORTED_VERSION -32022
+
+/* The _meta keys of 2026-07-28 requests. */
+#define META_VERSION "io.modelcontextprotocol/protocolVersion"
+#define META_CAPS "io.modelcontextprotocol/clientCapabilities"
+#define META_INFO "io.modelcontextprotocol/clientInfo"
+#define META_LOG_LEVEL "io.modelcontextprotocol/logLevel"
+#define META_SERVER_INFO "io.modelcontextprotocol/serverInfo"
+#define META_SUBSCRIPTION "io.modelcontextprotocol/subscriptionId"
+#define TASKS_EXTENSION "io.modelcontextprotocol/tasks"
 
 enum stream_kind {
 	STREAM_POST,
@@ -61,6 +88,7 @@ struct mcp_msg {
 	atomic_uint refs;
 	size_t len;
 	char *data;
+	int code; /* the error code of an error response, else 0 */
 };
 
 struct event {
@@ -126,6 +154,8 @@ struct pending {
 	pthread_cond_t cond;
 };
 
+struct task_run;
+
 struct mcp_call {
 	struct mcp_server *srv;
 	struct session *sess;  /* a reference, once attached */
@@ -138,6 +168,31 @@ struct mcp_call {
 	const struct tool_impl *tool;
 	bool cancelled;
 	bool done;
+	/*
+	 * Finished without an answer of its own: a subscriptions/listen
+	 * request (its stream stays open) or a call that became a task.
+	 */
+	bool no_response;
+	int answer_code;       /* error code of the answer being finished */
+	struct task_run *task; /* set once it runs as a task */
+	/*
+	 * The answer when the handler returns NULL, if not -32603: set by
+	 * mcp_call_input() when a capability is missing (code 0: none).
+	 */
+	int fail_code;
+	cJSON *fail_data;
+	char *fail_msg;
+	/*
+	 * 2026-07-28 multi round-trip input (mcp_input.c), owned: the
+	 * answers known so far by key (from requestState and inputResponses)
+	 * and the questions asked and not answered, by key; the count of
+	 * automatic keys given out; whether the answers were read.
+	 */
+	cJSON *mrtr_answers;
+	cJSON *mrtr_missing;
+	cJSON *mrtr_used; /* the answers this round used, for the next */
+	unsigned input_seq;
+	bool mrtr_loaded;
 	/* The registered cancel hook, not yet claimed to run. */
 	void (*cancel_fn)(void *);
 	void *cancel_arg;
@@ -161,6 +216,11 @@ struct session {
 	char *tenant;
 	unsigned refs;
 	bool legacy;
+	/*
+	 * A 2026-07-28 request's own: not in the table, no id, ended with
+	 * its request (or kept by the calls that became tasks).
+	 */
+	bool stateless;
 	bool initialized; /* initialize answered */
 	bool gone;        /* ended: deleted, expired or disconnected */
 	char version[16];
@@ -177,6 +237,27 @@ struct session {
 	struct pending *pendings;
 };
 
+/* A subscriptions/listen stream (2026-07-28). */
+enum listen_kind {
+	LISTEN_TOOLS,
+	LISTEN_PROMPTS,
+	LISTEN_RESOURCES,
+	LISTEN_KINDS,
+};
+
+struct listener {
+	struct listener *next;
+	struct session
+	    *sess;         /* its stateless session; the listener goes first */
+	struct stream *st; /* the request's stream (a reference) */
+	/*
+	 * The notifications it asked for, made when it was opened (they
+	 * carry its subscription id); NULL for kinds it did not ask for.
+	 */
+	struct mcp_msg *note[LISTEN_KINDS];
+	struct mcp_msg *closing; /* the result that ends it at shutdown */
+};
+
 struct mcp_server {
 	const struct config *cfg;
 	pthread_mutex_t lock;
@@ -186,6 +267,14 @@ struct mcp_server {
 	bool draining;
 	struct session *sessions;
 	unsigned n_sessions;
+	struct session *stateless; /* live stateless sessions */
+	struct listener *listeners;
+	struct task_run *tasks_live; /* calls running as tasks */
+	struct tasks *tasks;         /* their records; NULL: no tasks */
+	unsigned char state_key[32]; /* seals requestState (reqstate.h) */
+	const char *param_prop[MAX_HEADER_PARAMS];
+	const char *param_header[MAX_HEADER_PARAMS];
+	size_t n_params;
 	unsigned calls_running;
 	unsigned long long calls_total;
 	/* Queued for mcp_unlock(); empty whenever the lock is free. */
@@ -357,6 +446,21 @@ void mcp_session_free(struct session *s);
 int mcp_session_new(struct mcp_server *srv, const char *tenant, bool legacy,
                     struct session **out);
 
+struct mcp_meta;
+
+/*
+ * Creates the stateless session of one 2026-07-28 request of tenant, with
+ * meta's version, capabilities (copied) and log level, linked into
+ * srv->stateless (not the table: it has no id and no idle expiry). *out is
+ * borrowed as with mcp_session_new(). -EBUSY when tenant already has as
+ * many requests in flight as its sessions could have
+ * (MCP_MAX_SESSIONS_PER_TENANT times MCP_MAX_INFLIGHT_PER_SESSION),
+ * -ENOMEM.
+ */
+int mcp_session_new_stateless(struct mcp_server *srv, const char *tenant,
+                              const struct mcp_meta *meta,
+                              struct session **out);
+
 /* ------------------------------------------------------------------ */
 /* lib/mcp_call.c: calls and requests to the client */
 
@@ -412,11 +516,159 @@ void mcp_call_finish(struct mcp_call *c, char *json);
 bool mcp_deliver_response(struct session *s, const char *id_key, cJSON *result,
                           cJSON *error);
 
+/*
+ * Where the messages of c go besides its response: its own stream while
+ * that is open, else the session's standalone one. NULL when neither is.
+ * Lock held.
+ */
+struct stream *mcp_call_target(const struct mcp_call *c);
+
+/* ------------------------------------------------------------------ */
+/* lib/mcp_input.c: input from the client */
+
+/*
+ * Reads the inputResponses and requestState of a 2026-07-28 request that
+ * may ask for input (tools/call, prompts/get, resources/read) before its
+ * handler runs: checks their shape, opens and checks the state, and keeps
+ * the answers they carry in the call. Returns NULL, or the error answer
+ * (-32602) to finish the request with. Does nothing for session requests.
+ * Lock NOT held.
+ */
+char *mcp_input_load(struct mcp_call *c);
+
+/*
+ * After the handler: the InputRequiredResult answer when it asked for
+ * input that is missing (its result, if any, is then moot), else NULL.
+ * Lock NOT held.
+ */
+char *mcp_input_answer(struct mcp_call *c);
+
+/* Frees the call's multi round-trip state. Lock not needed. */
+void mcp_input_discard(struct mcp_call *c);
+
+/* ------------------------------------------------------------------ */
+/* lib/mcp_task.c: calls that run as tasks */
+
+/* Makes message the status message of c's task. Lock NOT held. */
+void mcp_task_progress(struct mcp_call *c, const char *message);
+
+/*
+ * Records the end of c's task with result (taken over; NULL when the
+ * handler failed) and finishes the call. Lock NOT held; c is invalid on
+ * return.
+ */
+void mcp_task_finish(struct mcp_call *c, cJSON *result);
+
+/* mcp_call_input() for a task: waits for tasks/update. Lock NOT held. */
+int mcp_task_input(struct mcp_call *c, struct mcp_input *in, size_t n,
+                   unsigned timeout_ms);
+
+/*
+ * The answers to tasks/get, tasks/update and tasks/cancel (c->answer_code
+ * set for errors). Lock NOT held.
+ */
+char *mcp_task_get(struct mcp_call *c);
+char *mcp_task_update(struct mcp_call *c);
+char *mcp_task_cancel(struct mcp_call *c);
+
+/* Cancels every running task (shutdown). Lock held. */
+void mcp_task_cancel_all(struct mcp_server *srv);
+
+/* ------------------------------------------------------------------ */
+/* lib/mcp_listen.c: subscriptions/listen */
+
+/*
+ * Opens a listener on c's stream and queues the acknowledgement. Returns
+ * NULL when the call is done (c->no_response set: the stream carries on
+ * without it), or the error answer. Lock NOT held.
+ */
+char *mcp_listen_open(struct mcp_call *c);
+
+/*
+ * Ends the listeners of s, with their closing result when the server is
+ * stopping. Lock held.
+ */
+void mcp_listen_drop_session(struct mcp_server *srv, struct session *s);
+
+/* Queues kind's notification on every listener that asked for it. */
+void mcp_listen_broadcast(struct mcp_server *srv, enum listen_kind k);
+
+/* ------------------------------------------------------------------ */
+/* lib/mcp_rev.c: what differs between revisions. No lock needed. */
+
+/* Whether v is one of mcp_protocol_versions (a session's versions). */
+bool mcp_version_supported(const char *v);
+
+/*
+ * Whether a POST with this parsed body is served statelessly under
+ * 2026-07-28 (see mcp.h): its body carries params._meta's version key, or
+ * it has no Mcp-Session-Id and an MCP-Protocol-Version that names no
+ * session-era revision.
+ */
+bool mcp_rev_is_modern(const struct mcp_http_req *req,
+                       const struct rpc_batch *b);
+
+/* What a 2026-07-28 request says about itself (borrowed from its body). */
+struct mcp_meta {
+	const char *version;
+	const cJSON *caps; /* the client's capabilities for this request */
+	const cJSON *info; /* clientInfo, or NULL */
+	enum mcp_log_level log_level; /* MCP_LOG_OFF without logLevel */
+};
+
+/*
+ * Checks the envelope of the 2026-07-28 request m (a request): the
+ * MCP-Protocol-Version header and params._meta's version agree and name a
+ * supported version, the required _meta fields are there, and Mcp-Method,
+ * Mcp-Name and the tool's Mcp-Param-* headers mirror the body. Returns 0
+ * with *meta filled, or -EINVAL with the error answer in *answer (caller
+ * frees; it carries m's id) and its HTTP status in *status.
+ */
+int mcp_rev_check(const struct mcp_server *srv, const struct mcp_http_req *req,
+                  const struct rpc_msg *m, struct mcp_meta *meta, char **answer,
+                  int *status);
+
+/* The HTTP status of a stateless request answered with error code. */
+int mcp_rev_status(int code);
+
+/* Whether method exists in the revision s speaks. */
+bool mcp_rev_method_allowed(const struct session *s, const char *method);
+
+/* {"name": "mcp-sandboxd", ...} (caller owns). */
+cJSON *mcp_rev_server_info(void);
+
+/* The server's capabilities, as one era advertises them (caller owns). */
+cJSON *mcp_rev_capabilities(const struct mcp_server *srv, bool modern);
+
+/*
+ * Whether header parameter k (mcp_server_add_header_param) applies to tool
+ * number tool: its input schema has a primitive property of that name.
+ */
+bool mcp_rev_param_of(const struct mcp_server *srv, size_t tool, size_t k);
+
+/* Adds x-mcp-header annotations to a tools/list entry for s's era. */
+void mcp_rev_annotate_tool(const struct mcp_server *srv,
+                           const struct session *s, size_t tool, cJSON *entry);
+
+/*
+ * Shapes the result of method for s's era, in place, and returns it:
+ * 2026-07-28 results get resultType (unless set), caching hints where the
+ * revision requires them and serverInfo in _meta. NULL-safe.
+ */
+cJSON *mcp_rev_shape(const struct session *s, const char *method,
+                     cJSON *result);
+
+/*
+ * The data of MissingRequiredClientCapabilityError for capability (a
+ * capability name, or TASKS_EXTENSION). Caller owns.
+ */
+cJSON *mcp_rev_missing(const char *capability);
+
+/* Whether caps (a client's capabilities) declare capability. */
+bool mcp_rev_client_has(const cJSON *caps, const char *capability);
+
 /* ------------------------------------------------------------------ */
 /* lib/mcp_methods.c: method handlers and dispatch */
-
-/* Whether v is one of mcp_protocol_versions. No lock needed. */
-bool mcp_version_supported(const char *v);
 
 /*
  * Hands each message of b to its handler: responses to the pending

@@ -2,12 +2,15 @@
 /*
  * mcp_methods: what the server does with each message a client sends: the
  * method handlers (initialize with protocol version negotiation, ping,
- * tools, resources, prompts, completion, logging), the dispatch of requests
- * and notifications, and the walk over a parsed body that hands each
- * message to its handler. A tools/call runs on a detached thread of its
- * own; everything else is answered on the transport's thread.
- * Every handler returns its whole answer as JSON-RPC text, serialized
- * without the lock: a result, or an error worded by rpc_errorf().
+ * tools, resources, prompts, completion, logging, and for 2026-07-28
+ * server/discover, subscriptions/listen and tasks), the dispatch of
+ * requests and notifications, and the walk over a parsed body that hands
+ * each message to its handler. A tools/call runs on a detached thread of
+ * its own; everything else is answered on the transport's thread. Which
+ * methods exist and how results look depends on the request's revision;
+ * mcp_rev.c decides, the handlers ask. Every handler returns its whole
+ * answer as JSON-RPC text, serialized without the lock: a result through
+ * answer(), or an error through fail(), which record its code.
  * Thread-safety: one mutex, srv->lock, guards all session state; the
  * handlers run without it and take it only around the session state they
  * touch, so a slow tool or provider never holds it.
@@ -27,31 +30,56 @@
 
 #define TOOL_THREAD_STACK (1024 * 1024)
 
-const char *const mcp_protocol_versions[] = {"2025-11-25", "2025-06-18",
-                                             "2025-03-26", "2024-11-05", NULL};
-
-bool mcp_version_supported(const char *v)
-{
-	for (size_t i = 0; mcp_protocol_versions[i]; i++) {
-		if (strcmp(v, mcp_protocol_versions[i]) == 0)
-			return true;
-	}
-	return false;
-}
-
 /* ------------------------------------------------------------------ */
 /* method handlers: run with the lock NOT held */
 
-/*
- * The answer to c carrying result (taken over): an out-of-memory error when
- * result is NULL, for the handlers build results from allocations.
- */
-static char *answer(const struct mcp_call *c, cJSON *result)
+/* An error answer to c (message printf-formatted), its code recorded. */
+static char *fail(struct mcp_call *c, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static char *fail(struct mcp_call *c, int code, const char *fmt, ...)
 {
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	c->answer_code = code;
+	return rpc_error(c->id_raw, code, msg, NULL);
+}
+
+/*
+ * The answer to c after its handler returned result (taken over): the
+ * InputRequiredResult when the handler asked for input that is missing
+ * (2026-07-28); the error the handler's input recorded, or internal_msg,
+ * when result is NULL; else the result, shaped for the request's revision.
+ */
+static char *answer_as(struct mcp_call *c, cJSON *result,
+                       const char *internal_msg)
+{
+	char *ir = mcp_input_answer(c);
+
+	if (ir) {
+		cJSON_Delete(result);
+		return ir;
+	}
+	if (!result && c->fail_code) {
+		c->answer_code = c->fail_code;
+		result = c->fail_data;
+		c->fail_data = NULL;
+		return rpc_error(c->id_raw, c->fail_code,
+		                 c->fail_msg ? c->fail_msg : "failed", result);
+	}
 	if (!result)
-		return rpc_errorf(c->id_raw, RPC_INTERNAL_ERROR,
-		                  "out of memory");
-	return rpc_result(c->id_raw, result);
+		return fail(c, RPC_INTERNAL_ERROR, "%s", internal_msg);
+	return rpc_result(c->id_raw, mcp_rev_shape(c->sess, c->method, result));
+}
+
+/* answer_as() for handlers whose only failure is running out of memory. */
+static char *answer(struct mcp_call *c, cJSON *result)
+{
+	return answer_as(c, result, "out of memory");
 }
 
 static const struct tool_impl *find_tool(struct mcp_server *srv,
@@ -67,7 +95,8 @@ static const struct tool_impl *find_tool(struct mcp_server *srv,
 	return NULL;
 }
 
-static cJSON *tool_entry(struct mcp_server *srv, size_t i)
+static cJSON *tool_entry(struct mcp_server *srv, const struct session *s,
+                         size_t i)
 {
 	const struct tool_impl *t = srv->tools[i];
 	cJSON *o = cJSON_CreateObject(), *ann;
@@ -99,6 +128,7 @@ static cJSON *tool_entry(struct mcp_server *srv, size_t i)
 		cJSON_AddBoolToObject(ann, "openWorldHint", t->open_world);
 	}
 	free(desc);
+	mcp_rev_annotate_tool(srv, s, i, o);
 	return o;
 }
 
@@ -113,7 +143,7 @@ static char *do_tools_list(struct mcp_call *c)
 		return answer(c, NULL);
 	}
 	for (size_t i = 0; i < srv->n_tools; i++) {
-		cJSON *e = tool_entry(srv, i);
+		cJSON *e = tool_entry(srv, c->sess, i);
 
 		if (e)
 			cJSON_AddItemToArray(arr, e);
@@ -134,16 +164,19 @@ static void *tool_thread(void *arg)
 	cJSON *empty = NULL;
 	cJSON *result;
 
+	/* A task answers its request now and runs on here. */
+	if (c->tool->tasks != MCP_TASK_NEVER && !c->tool->task_deferred)
+		(void)mcp_call_become_task(c);
 	if (!cJSON_IsObject(args))
 		args = empty = cJSON_CreateObject();
 	result = args ? c->tool->call(c->tool->data, c, args) : NULL;
 	cJSON_Delete(empty);
-	if (result)
-		mcp_call_finish(c, rpc_result(c->id_raw, result));
+	if (c->task)
+		mcp_task_finish(c, result);
 	else
-		mcp_call_finish(c, rpc_errorf(c->id_raw, RPC_INTERNAL_ERROR,
-		                              "the tool failed internally; the "
-		                              "server log has details"));
+		mcp_call_finish(c, answer_as(c, result,
+		                             "the tool failed internally; the "
+		                             "server log has details"));
 	mcp_lock(srv);
 	srv->calls_running--;
 	pthread_cond_broadcast(&srv->drain_cond);
@@ -164,11 +197,33 @@ static char *unknown_tool(struct mcp_call *c, const char *name)
 		    0)
 			break;
 	}
-	out = rpc_errorf(c->id_raw, RPC_INVALID_PARAMS,
-	                 "unknown tool '%.100s'; available: %s", name,
-	                 b.data ? b.data : "none");
+	out =
+	    fail(c, RPC_INVALID_PARAMS, "unknown tool '%.100s'; available: %s",
+	         name, b.data ? b.data : "none");
 	buf_finish(&b);
 	return out;
+}
+
+/*
+ * A tool that runs only as a task, called by a client that cannot have
+ * one: MissingRequiredClientCapabilityError under 2026-07-28.
+ */
+static char *task_required(struct mcp_call *c)
+{
+	if (!c->sess->stateless)
+		return fail(c, RPC_INVALID_REQUEST,
+		            "tool '%.100s' runs only as a task, which needs "
+		            "protocol " MCP_MODERN_VERSION
+		            " with the tasks extension",
+		            c->tool->name);
+	c->answer_code = RPC_MISSING_CAPABILITY;
+	return rpc_error(c->id_raw, RPC_MISSING_CAPABILITY,
+	                 "this tool runs only as a task: declare the client "
+	                 "capability extensions["
+	                 " TASKS_EXTENSION "
+	                 "] in "
+	                 "this request's _meta",
+	                 mcp_rev_missing(TASKS_EXTENSION));
 }
 
 /*
@@ -187,9 +242,10 @@ static bool do_tools_call(struct mcp_call *c, char **out)
 	int r;
 
 	if (!cJSON_IsString(name)) {
-		*out = rpc_errorf(c->id_raw, RPC_INVALID_PARAMS,
-		                  "tools/call needs params.name, the tool's "
-		                  "name (see tools/list)");
+		*out =
+		    fail(c, RPC_INVALID_PARAMS,
+		         "tools/call needs params.name, the tool's name (see "
+		         "tools/list)");
 		return false;
 	}
 	c->tool = find_tool(srv, name->valuestring, NULL);
@@ -198,11 +254,18 @@ static bool do_tools_call(struct mcp_call *c, char **out)
 		return false;
 	}
 	if (args && !cJSON_IsObject(args) && !cJSON_IsNull(args)) {
-		*out = rpc_errorf(c->id_raw, RPC_INVALID_PARAMS,
-		                  "tools/call params.arguments must be an "
-		                  "object");
+		*out = fail(c, RPC_INVALID_PARAMS,
+		            "tools/call params.arguments must be an object");
 		return false;
 	}
+	if (c->tool->tasks == MCP_TASK_REQUIRED &&
+	    !(c->sess->stateless && srv->tasks &&
+	      mcp_rev_client_has(c->sess->client_caps, TASKS_EXTENSION))) {
+		*out = task_required(c);
+		return false;
+	}
+	if ((*out = mcp_input_load(c)))
+		return false;
 	mcp_lock(srv);
 	if (srv->draining) {
 		mcp_unlock(srv);
@@ -229,9 +292,8 @@ static bool do_tools_call(struct mcp_call *c, char **out)
 		mcp_unlock(srv);
 		errno = r;
 		log_warn("cannot start a thread for tools/call");
-		*out = rpc_errorf(c->id_raw, RPC_INTERNAL_ERROR,
-		                  "the server is out of resources; retry "
-		                  "shortly");
+		*out = fail(c, RPC_INTERNAL_ERROR,
+		            "the server is out of resources; retry shortly");
 		return false;
 	}
 	return true;
@@ -260,15 +322,38 @@ static char *do_resources_list(struct mcp_call *c, bool templates)
 	return answer(c, r);
 }
 
+/*
+ * An unknown resource: -32002 up to 2025-11-25; -32602 with the URI in
+ * data from 2026-07-28 (SEP-2164).
+ */
+static char *not_found(struct mcp_call *c, const char *uri, const char *why)
+{
+	char msg[512];
+	cJSON *data;
+
+	snprintf(msg, sizeof(msg), "resource not found: %.300s%s%s", uri,
+	         why[0] ? "; " : "", why);
+	if (!c->sess->stateless) {
+		c->answer_code = RPC_RESOURCE_NOT_FOUND;
+		return rpc_error(c->id_raw, RPC_RESOURCE_NOT_FOUND, msg, NULL);
+	}
+	data = cJSON_CreateObject();
+	cJSON_AddStringToObject(data, "uri", uri);
+	c->answer_code = RPC_INVALID_PARAMS;
+	return rpc_error(c->id_raw, RPC_INVALID_PARAMS, msg, data);
+}
+
 static char *do_resources_read(struct mcp_call *c)
 {
 	struct mcp_server *srv = c->srv;
 	const cJSON *uri = cJSON_GetObjectItemCaseSensitive(c->params, "uri");
-	char err[512] = "";
+	char err[512] = "", *out;
 
 	if (!cJSON_IsString(uri))
-		return rpc_errorf(c->id_raw, RPC_INVALID_PARAMS,
-		                  "resources/read needs params.uri");
+		return fail(c, RPC_INVALID_PARAMS,
+		            "resources/read needs params.uri");
+	if ((out = mcp_input_load(c)))
+		return out;
 	for (size_t i = 0; i < srv->n_providers; i++) {
 		const struct resource_provider *p = srv->providers[i];
 		cJSON *contents = NULL, *r;
@@ -280,12 +365,16 @@ static char *do_resources_read(struct mcp_call *c)
 		             sizeof(err));
 		if (rc == -ENOENT)
 			continue;
+		if ((out = mcp_input_answer(c))) {
+			cJSON_Delete(contents);
+			return out;
+		}
 		if (rc < 0)
-			return rpc_errorf(
-			    c->id_raw,
-			    rc == -EINVAL ? RPC_INVALID_PARAMS
-			                  : RPC_INTERNAL_ERROR,
-			    "%s", err[0] ? err : "cannot read the resource");
+			return fail(c,
+			            rc == -EINVAL ? RPC_INVALID_PARAMS
+			                          : RPC_INTERNAL_ERROR,
+			            "%s",
+			            err[0] ? err : "cannot read the resource");
 		r = cJSON_CreateObject();
 		if (!r) {
 			cJSON_Delete(contents);
@@ -294,9 +383,7 @@ static char *do_resources_read(struct mcp_call *c)
 		cJSON_AddItemToObject(r, "contents", contents);
 		return answer(c, r);
 	}
-	return rpc_errorf(c->id_raw, RPC_RESOURCE_NOT_FOUND,
-	                  "resource not found: %.300s%s%s", uri->valuestring,
-	                  err[0] ? "; " : "", err);
+	return not_found(c, uri->valuestring, err);
 }
 
 /*
@@ -312,9 +399,9 @@ static char *do_subscribe(struct mcp_call *c, bool on)
 
 	if (!cJSON_IsString(uri) || !uri->valuestring[0] ||
 	    strlen(uri->valuestring) > 2048)
-		return rpc_errorf(c->id_raw, RPC_INVALID_PARAMS,
-		                  "resources/%s needs params.uri",
-		                  on ? "subscribe" : "unsubscribe");
+		return fail(c, RPC_INVALID_PARAMS,
+		            "resources/%s needs params.uri",
+		            on ? "subscribe" : "unsubscribe");
 	return answer(c, cJSON_CreateObject());
 }
 
@@ -353,11 +440,13 @@ static char *do_prompts_get(struct mcp_call *c)
 	const cJSON *name = cJSON_GetObjectItemCaseSensitive(c->params, "name");
 	const cJSON *args =
 	    cJSON_GetObjectItemCaseSensitive(c->params, "arguments");
-	char err[512] = "";
+	char err[512] = "", *out;
 
 	if (!cJSON_IsString(name))
-		return rpc_errorf(c->id_raw, RPC_INVALID_PARAMS,
-		                  "prompts/get needs params.name");
+		return fail(c, RPC_INVALID_PARAMS,
+		            "prompts/get needs params.name");
+	if ((out = mcp_input_load(c)))
+		return out;
 	for (size_t i = 0; i < srv->n_prompts; i++) {
 		const struct prompt_impl *p = srv->prompts[i];
 		cJSON *r;
@@ -365,14 +454,17 @@ static char *do_prompts_get(struct mcp_call *c)
 		if (strcmp(p->name, name->valuestring) != 0)
 			continue;
 		r = p->get(p->data, c, args, err, sizeof(err));
+		if ((out = mcp_input_answer(c))) {
+			cJSON_Delete(r);
+			return out;
+		}
 		if (!r)
-			return rpc_errorf(c->id_raw, RPC_INVALID_PARAMS, "%s",
-			                  err[0] ? err
-			                         : "cannot build the prompt");
+			return fail(c, RPC_INVALID_PARAMS, "%s",
+			            err[0] ? err : "cannot build the prompt");
 		return answer(c, r);
 	}
-	return rpc_errorf(c->id_raw, RPC_INVALID_PARAMS,
-	                  "unknown prompt '%.100s'", name->valuestring);
+	return fail(c, RPC_INVALID_PARAMS, "unknown prompt '%.100s'",
+	            name->valuestring);
 }
 
 static char *do_complete(struct mcp_call *c)
@@ -384,9 +476,9 @@ static char *do_complete(struct mcp_call *c)
 	cJSON *values = NULL, *r, *comp;
 
 	if (!cJSON_IsObject(ref) || !cJSON_IsObject(arg))
-		return rpc_errorf(c->id_raw, RPC_INVALID_PARAMS,
-		                  "completion/complete needs params.ref and "
-		                  "params.argument");
+		return fail(c, RPC_INVALID_PARAMS,
+		            "completion/complete needs params.ref and "
+		            "params.argument");
 	if (srv->complete)
 		values = srv->complete(
 		    srv->complete_data, ref, arg,
@@ -420,41 +512,39 @@ static char *do_set_level(struct mcp_call *c)
 			return answer(c, cJSON_CreateObject());
 		}
 	}
-	return rpc_errorf(c->id_raw, RPC_INVALID_PARAMS,
-	                  "params.level must be one of debug, info, notice, "
-	                  "warning, error, critical, alert, emergency");
+	return fail(c, RPC_INVALID_PARAMS,
+	            "params.level must be one of debug, info, notice, warning, "
+	            "error, critical, alert, emergency");
 }
 
 static cJSON *initialize_result(struct mcp_server *srv, const char *version)
 {
 	cJSON *r = cJSON_CreateObject();
-	cJSON *caps, *info, *o;
 
 	if (!r)
 		return NULL;
 	cJSON_AddStringToObject(r, "protocolVersion", version);
-	caps = cJSON_AddObjectToObject(r, "capabilities");
-	o = cJSON_AddObjectToObject(caps, "tools");
-	cJSON_AddTrueToObject(o, "listChanged");
-	if (srv->n_providers) {
-		o = cJSON_AddObjectToObject(caps, "resources");
-		cJSON_AddTrueToObject(o, "subscribe");
-		cJSON_AddTrueToObject(o, "listChanged");
-	}
-	if (srv->n_prompts) {
-		o = cJSON_AddObjectToObject(caps, "prompts");
-		cJSON_AddFalseToObject(o, "listChanged");
-	}
-	cJSON_AddObjectToObject(caps, "logging");
-	if (srv->complete)
-		cJSON_AddObjectToObject(caps, "completions");
-	info = cJSON_AddObjectToObject(r, "serverInfo");
-	cJSON_AddStringToObject(info, "name", "mcp-sandboxd");
-	cJSON_AddStringToObject(info, "title", "Code sandbox");
-	cJSON_AddStringToObject(info, "version", MCPSD_VERSION);
+	cJSON_AddItemToObject(r, "capabilities",
+	                      mcp_rev_capabilities(srv, false));
+	cJSON_AddItemToObject(r, "serverInfo", mcp_rev_server_info());
 	if (srv->instructions)
 		cJSON_AddStringToObject(r, "instructions", srv->instructions);
 	return r;
+}
+
+/* server/discover (2026-07-28): versions, capabilities, instructions. */
+static char *do_discover(struct mcp_call *c)
+{
+	struct mcp_server *srv = c->srv;
+	cJSON *r = cJSON_CreateObject();
+	cJSON *v = cJSON_AddArrayToObject(r, "supportedVersions");
+
+	cJSON_AddItemToArray(v, cJSON_CreateString(MCP_MODERN_VERSION));
+	cJSON_AddItemToObject(r, "capabilities",
+	                      mcp_rev_capabilities(srv, true));
+	if (srv->instructions)
+		cJSON_AddStringToObject(r, "instructions", srv->instructions);
+	return answer(c, r);
 }
 
 /* Writes the log line that says who started a session. */
@@ -485,9 +575,9 @@ static char *do_initialize(struct mcp_call *c)
 	const char *v;
 
 	if (!cJSON_IsString(pv))
-		return rpc_errorf(c->id_raw, RPC_INVALID_PARAMS,
-		                  "initialize needs params.protocolVersion, "
-		                  "e.g. \"2025-11-25\"");
+		return fail(c, RPC_INVALID_PARAMS,
+		            "initialize needs params.protocolVersion, e.g. "
+		            "\"2025-11-25\"");
 	v = mcp_version_supported(pv->valuestring) ? pv->valuestring
 	                                           : mcp_protocol_versions[0];
 	client_caps = cJSON_IsObject(caps) ? cJSON_Duplicate(caps, true)
@@ -496,10 +586,9 @@ static char *do_initialize(struct mcp_call *c)
 	if (s->initialized) {
 		mcp_unlock(srv);
 		cJSON_Delete(client_caps);
-		return rpc_errorf(c->id_raw, RPC_INVALID_REQUEST,
-		                  "this session is already initialized; start "
-		                  "a new session (POST initialize without "
-		                  "Mcp-Session-Id)");
+		return fail(c, RPC_INVALID_REQUEST,
+		            "this session is already initialized; start a new "
+		            "session (POST initialize without Mcp-Session-Id)");
 	}
 	s->initialized = true;
 	snprintf(s->version, sizeof(s->version), "%s", v);
@@ -517,8 +606,12 @@ static char *answer_request(struct mcp_call *c)
 {
 	const char *m = c->method;
 
+	if (!mcp_rev_method_allowed(c->sess, m))
+		goto unknown;
 	if (strcmp(m, "initialize") == 0)
 		return do_initialize(c);
+	if (strcmp(m, "server/discover") == 0)
+		return do_discover(c);
 	if (strcmp(m, "ping") == 0)
 		return answer(c, cJSON_CreateObject());
 	if (strcmp(m, "tools/list") == 0)
@@ -541,8 +634,20 @@ static char *answer_request(struct mcp_call *c)
 		return do_complete(c);
 	if (strcmp(m, "logging/setLevel") == 0)
 		return do_set_level(c);
-	return rpc_errorf(c->id_raw, RPC_METHOD_NOT_FOUND,
-	                  "method '%.100s' is not supported by this server", m);
+	if (strcmp(m, "subscriptions/listen") == 0)
+		return mcp_listen_open(c);
+	if (strcmp(m, "tasks/get") == 0)
+		return mcp_task_get(c);
+	if (strcmp(m, "tasks/update") == 0)
+		return mcp_task_update(c);
+	if (strcmp(m, "tasks/cancel") == 0)
+		return mcp_task_cancel(c);
+unknown:
+	return fail(c, RPC_METHOD_NOT_FOUND,
+	            "method '%.100s' is not supported by this server%s", m,
+	            c->sess->stateless && !mcp_rev_method_allowed(c->sess, m)
+	                ? " in protocol " MCP_MODERN_VERSION
+	                : "");
 }
 
 /*
@@ -594,8 +699,9 @@ static void handle_notification(struct mcp_server *srv, struct session *s,
 /* ------------------------------------------------------------------ */
 /* batches */
 
-/* Queues an answer (taken over) on st; NULL-safe in both. */
-static void push_answer(struct mcp_server *srv, struct stream *st, char *json)
+/* Queues an error answer (taken over) on st; NULL-safe in both. */
+static void push_answer(struct mcp_server *srv, struct stream *st, char *json,
+                        int code)
 {
 	struct mcp_msg *msg = mcp_msg_new(json);
 
@@ -603,6 +709,7 @@ static void push_answer(struct mcp_server *srv, struct stream *st, char *json)
 		mcp_msg_unref(msg);
 		return;
 	}
+	msg->code = code;
 	mcp_lock(srv);
 	/* A stream that ended (its session was deleted) takes no more. */
 	if (mcp_events_push(st, msg, true) < 0)
@@ -647,7 +754,8 @@ static void handle_request(struct mcp_server *srv, struct session *s,
 	if (!c) {
 		push_answer(
 		    srv, st,
-		    rpc_errorf(m->id_raw, RPC_INTERNAL_ERROR, "out of memory"));
+		    rpc_errorf(m->id_raw, RPC_INTERNAL_ERROR, "out of memory"),
+		    RPC_INTERNAL_ERROR);
 		return;
 	}
 	mcp_lock(srv);
@@ -668,12 +776,14 @@ static void handle_request(struct mcp_server *srv, struct session *s,
 		push_answer(srv, st,
 		            rpc_errorf(m->id_raw, RPC_INTERNAL_ERROR,
 		                       "too many requests in flight on this "
-		                       "session; wait for some to finish"));
+		                       "session; wait for some to finish"),
+		            RPC_INTERNAL_ERROR);
 	else
 		push_answer(srv, st,
 		            rpc_errorf(m->id_raw, RPC_INVALID_REQUEST,
 		                       "a request with this id is already in "
-		                       "flight"));
+		                       "flight"),
+		            RPC_INVALID_REQUEST);
 }
 
 /*
@@ -698,7 +808,8 @@ void mcp_process_batch(struct mcp_server *srv, struct session *s,
 			 * unknown. */
 			push_answer(srv, st,
 			            rpc_error(m->id_raw, m->invalid_code,
-			                      m->invalid_msg, NULL));
+			                      m->invalid_msg, NULL),
+			            m->invalid_code);
 			break;
 		case RPC_KIND_REQUEST:
 			handle_request(srv, s, st, m);

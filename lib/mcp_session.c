@@ -24,7 +24,9 @@
 /* Whether the session speaks 2025-11-25 or later (priming events). */
 bool mcp_session_wants_priming(const struct session *s)
 {
-	return !s->legacy && strcmp(s->version, "2025-11-25") >= 0;
+	/* 2026-07-28 has no resumable streams, so nothing to prime. */
+	return !s->legacy && !s->stateless &&
+	       strcmp(s->version, "2025-11-25") >= 0;
 }
 
 struct session *mcp_session_find(struct mcp_server *srv, const char *id,
@@ -58,15 +60,22 @@ void mcp_session_end(struct mcp_server *srv, struct session *s)
 	if (s->gone)
 		return;
 	s->gone = true;
-	for (struct session **pp = &srv->sessions; *pp; pp = &(*pp)->next) {
+	for (struct session **pp = s->stateless ? &srv->stateless
+	                                        : &srv->sessions;
+	     *pp; pp = &(*pp)->next) {
 		if (*pp == s) {
 			*pp = s->next;
-			srv->n_sessions--;
+			if (!s->stateless)
+				srv->n_sessions--;
 			break;
 		}
 	}
-	for (struct mcp_call *c = s->calls; c; c = c->next)
-		mcp_call_cancel_locked(c);
+	mcp_listen_drop_session(srv, s);
+	/* A call that became a task outlives its request. */
+	for (struct mcp_call *c = s->calls; c; c = c->next) {
+		if (!c->task)
+			mcp_call_cancel_locked(c);
+	}
 	for (struct stream *st = s->streams; st; st = st->next)
 		mcp_events_end(st);
 	for (struct pending *p = s->pendings; p; p = p->next)
@@ -94,6 +103,45 @@ void mcp_session_free(struct session *s)
 	cJSON_Delete(s->client_caps);
 	free(s->tenant);
 	free(s);
+}
+
+int mcp_session_new_stateless(struct mcp_server *srv, const char *tenant,
+                              const struct mcp_meta *meta, struct session **out)
+{
+	/* What a tenant could have in flight with sessions, at most. */
+	unsigned long long cap =
+	    (unsigned long long)srv->cfg->max_sessions_per_tenant *
+	    srv->cfg->max_inflight_per_session;
+	unsigned long long n = 0;
+	struct session *s;
+
+	*out = NULL;
+	for (s = srv->stateless; s; s = s->next)
+		n += strcmp(s->tenant, tenant) == 0;
+	if (n >= cap)
+		return -EBUSY;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->tenant = strdup(tenant);
+	s->client_caps = cJSON_Duplicate(meta->caps, true);
+	if (!s->tenant || !s->client_caps) {
+		cJSON_Delete(s->client_caps);
+		free(s->tenant);
+		free(s);
+		return -ENOMEM;
+	}
+	s->srv = srv;
+	s->refs = 1; /* the list's */
+	s->stateless = true;
+	s->initialized = true;
+	s->log_level = meta->log_level;
+	s->last_active = mono_s();
+	snprintf(s->version, sizeof(s->version), "%s", meta->version);
+	s->next = srv->stateless;
+	srv->stateless = s;
+	*out = s;
+	return 0;
 }
 
 static unsigned tenant_sessions(struct mcp_server *srv, const char *tenant,

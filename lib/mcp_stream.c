@@ -302,7 +302,8 @@ static void reader_take(struct mcp_stream *r, const struct event *e)
 	r->out_tail = !e->raw;
 	if (e->raw)
 		n = 0;
-	else if (st->kind == STREAM_LEGACY)
+	else if (st->kind == STREAM_LEGACY || r->sess->stateless)
+		/* No ids where streams cannot be resumed (2026-07-28). */
 		n = snprintf(r->out_head, sizeof(r->out_head),
 		             "event: message\ndata: ");
 	else
@@ -419,6 +420,12 @@ void mcp_stream_release(struct mcp_stream *r)
 	s->last_active = mono_s();
 	/* A legacy session lives as long as its event stream. */
 	if (s->legacy && st == s->get_stream && !s->gone)
+		mcp_session_end(srv, s);
+	/*
+	 * A 2026-07-28 request lives as long as its answer's stream: a
+	 * client that closes it cancels the request (but not a task).
+	 */
+	if (s->stateless && !s->gone)
 		mcp_session_end(srv, s);
 	if (st->kind == STREAM_POST && st->ended && !st->readers && !s->gone)
 		mcp_session_trim_streams(s, false);

@@ -19,6 +19,7 @@
 
 #include "log.h"
 #include "oauth_db.h"
+#include "tasks_db.h"
 #include "util/errmsg.h"
 
 /* "MCSD": marks a file as this daemon's, so another program's is refused. */
@@ -30,6 +31,7 @@
  */
 static const struct store_migration migrations[] = {
     {1, "oauth", OAUTH_DB_MIGRATION_1},
+    {2, "tasks", TASKS_DB_MIGRATION_1},
 };
 
 #define N_MIGRATIONS (sizeof(migrations) / sizeof(migrations[0]))

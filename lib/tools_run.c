@@ -688,6 +688,7 @@ static struct tool_impl tools_run_code_tool = {
     .open_world = false,
     .describe = tools_run_code_describe,
     .call = tools_run_code_call,
+    .tasks = MCP_TASK_OPTIONAL,
 };
 
 static struct tool_impl tools_run_list_tool = {

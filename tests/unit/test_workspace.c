@@ -592,7 +592,7 @@ static bool ws_exists(const char *rel)
 /* Saved outputs in .mcp (by name), and their bytes together. */
 static size_t count_saved(unsigned long long *bytes)
 {
-	char pat[1024];
+	char pat[1024]; /* the find command around a ws_path */
 	size_t n = 0;
 	FILE *f;
 

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tasks_backend: how the tasks module stores records, shared by tasks.c and
+ * the backends and nothing else. A backend stores and finds; the rules
+ * (ids, limits, retention, what a restart means) are tasks.c's. Every
+ * operation is called with the tasks mutex held, never concurrently, and
+ * returns 0 or a negative errno. Records passed in are borrowed.
+ */
+#ifndef MCPSD_TASKS_BACKEND_H
+#define MCPSD_TASKS_BACKEND_H
+
+#include <stdbool.h>
+
+#include "tasks.h"
+
+struct tasks_backend {
+	const char *name;
+	bool durable; /* records survive the process */
+	/* Stores a new record (working) of tenant for tool. */
+	int (*insert)(void *bd, const struct task_record *r, const char *tenant,
+	              const char *tool);
+	/*
+	 * Ends record r->id, which must not have ended (-ENOENT): sets status,
+	 * message, result, error and updated_ms, and a TTL that keeps it
+	 * r->ttl_ms after updated_ms.
+	 */
+	int (*finish)(void *bd, const struct task_record *r);
+	/* Copies record id of tenant into out (owned strings); -ENOENT. */
+	int (*get)(void *bd, const char *tenant, const char *id,
+	           struct task_record *out);
+	/*
+	 * Deletes tenant's oldest ended records while it has max or more;
+	 * -EBUSY when none of the max has ended.
+	 */
+	int (*make_room)(void *bd, const char *tenant, unsigned max);
+	/* Deletes ended records whose created_ms + ttl_ms is before now_ms. */
+	int (*purge)(void *bd, long long now_ms);
+	/*
+	 * Ends every record still working or waiting for input as r says
+	 * (status failed, message, error, updated_ms, ttl_ms as in finish).
+	 */
+	int (*fail_running)(void *bd, const struct task_record *r);
+	void (*destroy)(void *bd);
+};
+
+/* Wall clock in milliseconds since 1970. */
+long long tasks_now_ms(void);
+
+#endif

@@ -1,0 +1,306 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tasks_db: the task records in the daemon's durable store, the table
+ * task_records of TASKS_DB_MIGRATION_1 (see tasks_db.h). Each operation is
+ * one short transaction. Thread-safety: called with the tasks mutex held;
+ * the store serializes transactions itself.
+ */
+#include "tasks_db.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+struct db {
+	struct store *st;
+};
+
+static int text_or_null(sqlite3_stmt *s, int col, char **out)
+{
+	const unsigned char *t = sqlite3_column_text(s, col);
+
+	*out = NULL;
+	if (!t)
+		return 0;
+	*out = strdup((const char *)t);
+	return *out ? 0 : -ENOMEM;
+}
+
+/* A status read back; a name this build does not know reads as failed. */
+static enum task_status status_of(sqlite3_stmt *s, int col)
+{
+	const unsigned char *t = sqlite3_column_text(s, col);
+
+	for (int i = TASK_WORKING; t && i <= TASK_CANCELLED; i++) {
+		if (strcmp((const char *)t, task_status_name(i)) == 0)
+			return (enum task_status)i;
+	}
+	return TASK_FAILED;
+}
+
+static void bind_status(sqlite3_stmt *s, int col, enum task_status st)
+{
+	sqlite3_bind_text(s, col, task_status_name(st), -1, SQLITE_STATIC);
+}
+
+static void bind_opt(sqlite3_stmt *s, int col, const char *v)
+{
+	if (v)
+		sqlite3_bind_text(s, col, v, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(s, col);
+}
+
+/* Runs a write in a transaction of its own: fn fills and steps. */
+static int write_tx(struct db *db, int (*fn)(struct store_tx *, const void *),
+                    const void *arg)
+{
+	struct store_tx *tx;
+	int r = store_begin(db->st, true, &tx);
+
+	if (r < 0)
+		return r;
+	r = fn(tx, arg);
+	if (r < 0) {
+		store_rollback(tx);
+		return r;
+	}
+	return store_commit(tx);
+}
+
+struct insert_args {
+	const struct task_record *r;
+	const char *tenant, *tool;
+};
+
+static int do_insert(struct store_tx *tx, const void *arg)
+{
+	static const char sql[] =
+	    "INSERT INTO task_records (id, tenant, tool, status, created_ms, "
+	    "updated_ms, ttl_ms, message) VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
+	const struct insert_args *a = arg;
+	sqlite3_stmt *s = store_stmt(tx, sql);
+
+	if (!s)
+		return -EIO;
+	sqlite3_bind_text(s, 1, a->r->id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, a->tenant, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 3, a->tool, -1, SQLITE_STATIC);
+	bind_status(s, 4, a->r->status);
+	sqlite3_bind_int64(s, 5, a->r->created_ms);
+	sqlite3_bind_int64(s, 6, a->r->updated_ms);
+	sqlite3_bind_int64(s, 7, a->r->ttl_ms);
+	bind_opt(s, 8, a->r->message);
+	return store_run(tx, s);
+}
+
+static int db_insert(void *bd, const struct task_record *r, const char *tenant,
+                     const char *tool)
+{
+	struct insert_args a = {r, tenant, tool};
+
+	return write_tx(bd, do_insert, &a);
+}
+
+/* Only a record that has not ended (working, input_required) ends. */
+static int do_finish(struct store_tx *tx, const void *arg)
+{
+	static const char sql[] =
+	    "UPDATE task_records SET status = ?, message = ?, result = ?, "
+	    "error = ?, updated_ms = ?, ttl_ms = ? - created_ms + ? "
+	    "WHERE id = ? AND status IN ('working', 'input_required')";
+	const struct task_record *r = arg;
+	sqlite3_stmt *s = store_stmt(tx, sql);
+	int rc;
+
+	if (!s)
+		return -EIO;
+	bind_status(s, 1, r->status);
+	bind_opt(s, 2, r->message);
+	bind_opt(s, 3, r->result);
+	bind_opt(s, 4, r->error);
+	sqlite3_bind_int64(s, 5, r->updated_ms);
+	sqlite3_bind_int64(s, 6, r->updated_ms);
+	sqlite3_bind_int64(s, 7, r->ttl_ms);
+	sqlite3_bind_text(s, 8, r->id, -1, SQLITE_STATIC);
+	rc = store_run(tx, s);
+	if (rc == 0 && store_changes(tx) == 0)
+		rc = -ENOENT;
+	return rc;
+}
+
+static int db_finish(void *bd, const struct task_record *r)
+{
+	return write_tx(bd, do_finish, r);
+}
+
+static int db_get(void *bd, const char *tenant, const char *id,
+                  struct task_record *out)
+{
+	static const char sql[] =
+	    "SELECT status, created_ms, updated_ms, ttl_ms, message, result, "
+	    "error FROM task_records WHERE id = ? AND tenant = ?";
+	struct db *db = bd;
+	struct store_tx *tx;
+	sqlite3_stmt *s;
+	int r;
+
+	if (strlen(id) != TASK_ID_LEN)
+		return -ENOENT;
+	r = store_begin(db->st, false, &tx);
+	if (r < 0)
+		return r;
+	s = store_stmt(tx, sql);
+	if (!s) {
+		store_rollback(tx);
+		return -EIO;
+	}
+	sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, tenant, -1, SQLITE_STATIC);
+	r = store_step(tx, s);
+	if (r == 1) {
+		memcpy(out->id, id, TASK_ID_LEN + 1);
+		out->status = status_of(s, 0);
+		out->created_ms = sqlite3_column_int64(s, 1);
+		out->updated_ms = sqlite3_column_int64(s, 2);
+		out->ttl_ms = sqlite3_column_int64(s, 3);
+		r = text_or_null(s, 4, &out->message);
+		if (r == 0)
+			r = text_or_null(s, 5, &out->result);
+		if (r == 0)
+			r = text_or_null(s, 6, &out->error);
+		if (r < 0)
+			task_record_finish(out);
+	} else if (r == 0) {
+		r = -ENOENT;
+	}
+	store_rollback(tx);
+	return r < 0 ? r : 0;
+}
+
+struct room_args {
+	const char *tenant;
+	unsigned max;
+};
+
+static int do_make_room(struct store_tx *tx, const void *arg)
+{
+	static const char count_sql[] =
+	    "SELECT count(*), sum(status IN ('working', 'input_required')) "
+	    "FROM task_records WHERE tenant = ?";
+	static const char drop_sql[] =
+	    "DELETE FROM task_records WHERE id IN (SELECT id FROM "
+	    "task_records WHERE tenant = ? AND "
+	    "status NOT IN ('working', 'input_required') "
+	    "ORDER BY updated_ms, rowid LIMIT ?)";
+	const struct room_args *a = arg;
+	sqlite3_stmt *s = store_stmt(tx, count_sql);
+	long long n, live;
+	int r;
+
+	if (!s)
+		return -EIO;
+	sqlite3_bind_text(s, 1, a->tenant, -1, SQLITE_STATIC);
+	r = store_step(tx, s);
+	if (r != 1)
+		return r < 0 ? r : -EIO;
+	n = sqlite3_column_int64(s, 0);
+	live = sqlite3_column_int64(s, 1);
+	if (n < a->max)
+		return 0;
+	if (live >= a->max)
+		return -EBUSY;
+	s = store_stmt(tx, drop_sql);
+	if (!s)
+		return -EIO;
+	sqlite3_bind_text(s, 1, a->tenant, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 2, n - a->max + 1);
+	return store_run(tx, s);
+}
+
+static int db_make_room(void *bd, const char *tenant, unsigned max)
+{
+	struct room_args a = {tenant, max};
+
+	return write_tx(bd, do_make_room, &a);
+}
+
+static int do_purge(struct store_tx *tx, const void *arg)
+{
+	static const char sql[] =
+	    "DELETE FROM task_records WHERE "
+	    "status NOT IN ('working', 'input_required') AND "
+	    "created_ms + ttl_ms < ?";
+	sqlite3_stmt *s = store_stmt(tx, sql);
+
+	if (!s)
+		return -EIO;
+	sqlite3_bind_int64(s, 1, *(const long long *)arg);
+	return store_run(tx, s);
+}
+
+static int db_purge(void *bd, long long now_ms)
+{
+	return write_tx(bd, do_purge, &now_ms);
+}
+
+static int do_fail_running(struct store_tx *tx, const void *arg)
+{
+	static const char sql[] =
+	    "UPDATE task_records SET status = ?, message = ?, error = ?, "
+	    "updated_ms = ?, ttl_ms = ? - created_ms + ? "
+	    "WHERE status IN ('working', 'input_required')";
+	const struct task_record *r = arg;
+	sqlite3_stmt *s = store_stmt(tx, sql);
+	int rc;
+
+	if (!s)
+		return -EIO;
+	bind_status(s, 1, r->status);
+	bind_opt(s, 2, r->message);
+	bind_opt(s, 3, r->error);
+	sqlite3_bind_int64(s, 4, r->updated_ms);
+	sqlite3_bind_int64(s, 5, r->updated_ms);
+	sqlite3_bind_int64(s, 6, r->ttl_ms);
+	rc = store_run(tx, s);
+	if (rc == 0 && store_changes(tx) > 0)
+		log_warnx("%lld task(s) were still running when the daemon "
+		          "last stopped; they are marked failed",
+		          store_changes(tx));
+	return rc;
+}
+
+static int db_fail_running(void *bd, const struct task_record *r)
+{
+	return write_tx(bd, do_fail_running, r);
+}
+
+static void db_destroy(void *bd)
+{
+	free(bd);
+}
+
+const struct tasks_backend tasks_db_backend = {
+    .name = "store",
+    .durable = true,
+    .insert = db_insert,
+    .finish = db_finish,
+    .get = db_get,
+    .make_room = db_make_room,
+    .purge = db_purge,
+    .fail_running = db_fail_running,
+    .destroy = db_destroy,
+};
+
+int tasks_db_open(struct store *st, void **bd)
+{
+	struct db *db = calloc(1, sizeof(*db));
+
+	*bd = db;
+	if (!db)
+		return -ENOMEM;
+	db->st = st;
+	return 0;
+}

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tasks_db: the tasks backend (tasks_backend.h) in the daemon's durable
+ * store (store.h): one row of task_records per task, its result or error
+ * as JSON text once it ended. tasks.c selects it when it is given a store;
+ * the rules (ids, limits, retention, what a restart means) stay there.
+ *
+ * Each backend operation is one short transaction of its own, committed
+ * (with the store's synchronous=FULL: on disk) before it returns, so a task
+ * recorded or ended is there after a crash. Every query is a constant
+ * string, prepared once and cached by the store.
+ *
+ * Errors: negative errno from the store (-EIO, -EBUSY, -ENOSPC; logged
+ * there), -ENOENT for no such record, -ENOMEM.
+ *
+ * Threads: called with the tasks mutex held, never concurrently; the store
+ * serializes these transactions with those of other modules. The store
+ * must outlive the backend's data.
+ */
+#ifndef MCPSD_TASKS_DB_H
+#define MCPSD_TASKS_DB_H
+
+#include "store.h"
+#include "tasks_backend.h"
+
+/*
+ * Schema step of the tasks module (see store.c's migrations[]). Never
+ * edit: add another. status is the name task_status_name() gives; a task
+ * may be deleted once created_ms + ttl_ms has passed.
+ */
+#define TASKS_DB_MIGRATION_1                                                   \
+	"CREATE TABLE task_records ("                                          \
+	"  id TEXT PRIMARY KEY CHECK (length(id) = 32),"                       \
+	"  tenant TEXT NOT NULL,"                                              \
+	"  tool TEXT NOT NULL,"                                                \
+	"  status TEXT NOT NULL CHECK (status IN ('working', "                 \
+	"    'input_required', 'completed', 'failed', 'cancelled')),"          \
+	"  created_ms INTEGER NOT NULL,"                                       \
+	"  updated_ms INTEGER NOT NULL,"                                       \
+	"  ttl_ms INTEGER NOT NULL,"                                           \
+	"  message TEXT,"                                                      \
+	"  result TEXT,"                                                       \
+	"  error TEXT"                                                         \
+	") STRICT;"                                                            \
+	"CREATE INDEX task_records_tenant ON task_records(tenant, "            \
+	"updated_ms);"                                                         \
+	"CREATE INDEX task_records_expiry ON task_records(created_ms + "       \
+	"ttl_ms);"
+
+/* The backend; its data comes from tasks_db_open. */
+extern const struct tasks_backend tasks_db_backend;
+
+/*
+ * The backend's data for store st (borrowed; it must outlive the data,
+ * which tasks_db_backend.destroy frees). -ENOMEM.
+ */
+__attribute__((warn_unused_result)) int tasks_db_open(struct store *st,
+                                                      void **bd);
+
+#endif
