@@ -297,8 +297,8 @@ static const struct setting settings[] = {
      "Tenant of the client served by --stdio: its conversations are the "
      "ones of the HTTP token with this tenant name"},
     {"STORE_PATH", SET_STR, "", DERIVED, 0, 0, "/var/lib/mcp-sandboxd/state.db",
-     "SQLite file of the daemon's durable state, e.g. OAuth clients and "
-     "grants (default: SANDBOX_ROOT/state.db)"},
+     "SQLite file of the daemon's durable state: OAuth clients and grants, "
+     "task records (default: SANDBOX_ROOT/state.db)"},
     /* more than one host, and metrics */
     {"SANDBOX_BACKEND", SET_STR, "docker", OFF(backend), 0, 0, "swarm",
      "Where runs happen: docker (the engine at DOCKER_HOST) or swarm "
