@@ -275,15 +275,132 @@ static int docker_api_version(struct docker *d, char *ver, size_t n, char *err,
 	return 0;
 }
 
+/*
+ * Sets h up for rq on url: the socket, timeouts (tmo), the error buffer
+ * cerr, the write callback, headers and method. Returns the header list
+ * (the caller frees it after the transfer), NULL when out of memory.
+ */
+static struct curl_slist *docker_call_setup(struct docker *d,
+                                            struct docker_req *rq, CURL *h,
+                                            const char *url, unsigned tmo,
+                                            char *cerr)
+{
+	struct curl_slist *hdrs = NULL;
+
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, d->sock_path);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)tmo);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
+	                 (long)(tmo < DOCKER_CONNECT_TIMEOUT_MS
+	                            ? tmo
+	                            : DOCKER_CONNECT_TIMEOUT_MS));
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, docker_write_cb);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, rq);
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http");
+	hdrs = curl_slist_append(hdrs, "Expect:");
+	if (rq->body)
+		hdrs =
+		    curl_slist_append(hdrs, "Content-Type: application/json");
+	if (!hdrs)
+		return NULL;
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	if (strcmp(rq->method, "POST") == 0) {
+		curl_easy_setopt(h, CURLOPT_POST, 1L);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS,
+		                 rq->body ? rq->body : "");
+		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE,
+		                 (long)(rq->body ? strlen(rq->body) : 0));
+	} else if (strcmp(rq->method, "GET") != 0) {
+		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, rq->method);
+	}
+	return hdrs;
+}
+
+/*
+ * A transfer that failed (rc is not CURLE_OK): says why in err and marks
+ * the engine down, unless it is a timeout the caller expects (slow_ok) or
+ * an answer too large. Returns the negative errno for the caller.
+ */
+static int docker_call_failed(struct docker *d, const struct docker_req *rq,
+                              CURLcode rc, long oserr, const char *cerr,
+                              unsigned tmo, char *err, size_t errlen)
+{
+	if (rc == CURLE_WRITE_ERROR && rq->overflow) {
+		snprintf(err, errlen,
+		         "Docker engine answer to %s %s is larger than %u "
+		         "bytes",
+		         rq->method, rq->path, DOCKER_RESP_MAX);
+		return -EPROTO;
+	}
+	if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
+	    (rc == CURLE_OPERATION_TIMEDOUT && rq->status == 0 && oserr != 0)) {
+		const char *hint = docker_connect_hint(oserr);
+
+		snprintf(
+		    err, errlen, "Docker engine not reachable at %s: %s",
+		    d->host,
+		    hint ? hint
+		         : (oserr ? strerror((int)oserr)
+		                  : (cerr[0] ? cerr : curl_easy_strerror(rc))));
+		docker_mark_down(d, err);
+		return -ECONNREFUSED;
+	}
+	if (rc == CURLE_OPERATION_TIMEDOUT) {
+		snprintf(err, errlen,
+		         "Docker engine at %s did not answer %s %s within "
+		         "%u ms; is it overloaded or hung?",
+		         d->host, rq->method, rq->path, tmo);
+		if (!rq->slow_ok)
+			docker_mark_down(d, err);
+		return -ETIMEDOUT;
+	}
+	snprintf(err, errlen, "Docker engine at %s failed during %s %s: %s",
+	         d->host, rq->method, rq->path,
+	         cerr[0] ? cerr : curl_easy_strerror(rc));
+	docker_mark_down(d, err);
+	return -ECONNREFUSED;
+}
+
+/* An answer outside 2xx: the engine's message in err, status as errno. */
+static int docker_call_refused(const struct docker_req *rq, char *err,
+                               size_t errlen)
+{
+	cJSON *j = cJSON_ParseWithLength(rq->resp.data ? rq->resp.data : "",
+	                                 rq->resp.len);
+	const char *msg = cJSON_GetStringValue(
+	    cJSON_GetObjectItemCaseSensitive(j, "message"));
+	int r;
+
+	snprintf(err, errlen, "Docker engine refused %s %s: %s (HTTP %ld)",
+	         rq->method, rq->path, msg ? msg : "no message", rq->status);
+	switch (rq->status) {
+	case 400:
+		r = -EINVAL;
+		break;
+	case 404:
+		r = -ENOENT;
+		break;
+	case 409:
+		r = -EBUSY;
+		break;
+	default:
+		r = -EIO;
+		break;
+	}
+	cJSON_Delete(j);
+	return r;
+}
+
 static int docker_call(struct docker *d, struct docker_req *rq, char *err,
                        size_t errlen)
 {
 	char url[1024], ver[16], cerr[CURL_ERROR_SIZE] = "";
-	struct curl_slist *hdrs = NULL;
-	const char *msg = NULL;
-	cJSON *j = NULL;
+	struct curl_slist *hdrs;
 	long oserr = 0;
 	double sent_s = 0;
+	unsigned tmo;
 	CURLcode rc;
 	CURL *h;
 	int r, n;
@@ -308,38 +425,12 @@ static int docker_call(struct docker *d, struct docker_req *rq, char *err,
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	unsigned tmo = rq->timeout_ms ? rq->timeout_ms : d->timeout_ms;
-
-	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, d->sock_path);
-	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)tmo);
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
-	                 (long)(tmo < DOCKER_CONNECT_TIMEOUT_MS
-	                            ? tmo
-	                            : DOCKER_CONNECT_TIMEOUT_MS));
-	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, docker_write_cb);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, rq);
-	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http");
-	hdrs = curl_slist_append(hdrs, "Expect:");
-	if (rq->body)
-		hdrs =
-		    curl_slist_append(hdrs, "Content-Type: application/json");
+	tmo = rq->timeout_ms ? rq->timeout_ms : d->timeout_ms;
+	hdrs = docker_call_setup(d, rq, h, url, tmo, cerr);
 	if (!hdrs) {
 		docker_handle_put(d, h);
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
-	}
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-	if (strcmp(rq->method, "POST") == 0) {
-		curl_easy_setopt(h, CURLOPT_POST, 1L);
-		curl_easy_setopt(h, CURLOPT_POSTFIELDS,
-		                 rq->body ? rq->body : "");
-		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE,
-		                 (long)(rq->body ? strlen(rq->body) : 0));
-	} else if (strcmp(rq->method, "GET") != 0) {
-		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, rq->method);
 	}
 
 	rc = curl_easy_perform(h);
@@ -358,72 +449,15 @@ static int docker_call(struct docker *d, struct docker_req *rq, char *err,
 	curl_slist_free_all(hdrs);
 	docker_handle_put(d, h);
 
-	if (rc == CURLE_WRITE_ERROR && rq->overflow) {
-		snprintf(err, errlen,
-		         "Docker engine answer to %s %s is larger than %u "
-		         "bytes",
-		         rq->method, rq->path, DOCKER_RESP_MAX);
-		r = -EPROTO;
-		goto out;
-	}
-	if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
-	    (rc == CURLE_OPERATION_TIMEDOUT && rq->status == 0 && oserr != 0)) {
-		const char *hint = docker_connect_hint(oserr);
-
-		snprintf(
-		    err, errlen, "Docker engine not reachable at %s: %s",
-		    d->host,
-		    hint ? hint
-		         : (oserr ? strerror((int)oserr)
-		                  : (cerr[0] ? cerr : curl_easy_strerror(rc))));
-		docker_mark_down(d, err);
-		r = -ECONNREFUSED;
-		goto out;
-	}
-	if (rc == CURLE_OPERATION_TIMEDOUT) {
-		snprintf(err, errlen,
-		         "Docker engine at %s did not answer %s %s within "
-		         "%u ms; is it overloaded or hung?",
-		         d->host, rq->method, rq->path, tmo);
-		if (!rq->slow_ok)
-			docker_mark_down(d, err);
-		r = -ETIMEDOUT;
-		goto out;
-	}
 	if (rc != CURLE_OK) {
-		snprintf(err, errlen,
-		         "Docker engine at %s failed during %s %s: %s", d->host,
-		         rq->method, rq->path,
-		         cerr[0] ? cerr : curl_easy_strerror(rc));
-		docker_mark_down(d, err);
-		r = -ECONNREFUSED;
+		r = docker_call_failed(d, rq, rc, oserr, cerr, tmo, err,
+		                       errlen);
 		goto out;
 	}
 	docker_mark_ok(d);
 	if (rq->status >= 200 && rq->status < 300)
 		return 0;
-
-	j = cJSON_ParseWithLength(rq->resp.data ? rq->resp.data : "",
-	                          rq->resp.len);
-	msg = cJSON_GetStringValue(
-	    cJSON_GetObjectItemCaseSensitive(j, "message"));
-	snprintf(err, errlen, "Docker engine refused %s %s: %s (HTTP %ld)",
-	         rq->method, rq->path, msg ? msg : "no message", rq->status);
-	switch (rq->status) {
-	case 400:
-		r = -EINVAL;
-		break;
-	case 404:
-		r = -ENOENT;
-		break;
-	case 409:
-		r = -EBUSY;
-		break;
-	default:
-		r = -EIO;
-		break;
-	}
-	cJSON_Delete(j);
+	r = docker_call_refused(rq, err, errlen);
 out:
 	buf_finish(&rq->resp);
 	return r;
