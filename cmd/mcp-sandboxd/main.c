@@ -18,6 +18,7 @@
 
 #include "build_config.h"
 #include "config.h"
+#include "budget.h"
 #include "cron.h"
 #include "files.h"
 #include "http.h"
@@ -118,6 +119,7 @@ int main(int argc, char **argv)
 	struct cron *cron = NULL;
 	struct stats *stats = NULL;
 	struct store *store = NULL;
+	struct budget *budget = NULL;
 	struct oauth *oauth = NULL;
 	sigset_t sigs;
 	int sig = 0, opt, rc = 0;
@@ -255,6 +257,14 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	runner_set_stats(runner, stats);
+	/* Usage counters live in the store: a restart does not reset them. */
+	if (budget_create(store, cfg.tenant_cpu_s, cfg.tenant_cpu_window_s,
+	                  &budget) < 0) {
+		log_errorx("out of memory");
+		rc = 1;
+		goto out;
+	}
+	runner_set_budget(runner, budget);
 	tools_run_register(mcp, runner, wm);
 	cron = cron_create();
 	if (!cron ||
@@ -358,6 +368,7 @@ out:
 	mcp_server_destroy(mcp);
 	tasks_close(tasks);
 	runner_destroy(runner);
+	budget_destroy(budget);
 	oauth_destroy(oauth);
 	store_close(store);
 	workspace_mgr_destroy(wm);
