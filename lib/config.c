@@ -313,7 +313,7 @@ static const struct setting settings[] = {
      "ones of the HTTP token with this tenant name"},
     {"STORE_PATH", SET_STR, "", DERIVED, 0, 0, "/var/lib/mcp-sandboxd/state.db",
      "SQLite file of the daemon's durable state: OAuth clients and grants, "
-     "task records (default: SANDBOX_ROOT/state.db)"},
+     "task records, per-tenant CPU usage (default: SANDBOX_ROOT/state.db)"},
     /* more than one host, and metrics */
     {"SANDBOX_BACKEND", SET_STR, "docker", OFF(backend), 0, 0, "swarm",
      "Where runs happen: docker (the engine at DOCKER_HOST) or swarm "
