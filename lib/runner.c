@@ -373,8 +373,6 @@ static int runner_over_budget(struct runner *r,
 	if (!r->budget)
 		return 0;
 	rc = budget_check(r->budget, req->tenant, (long long)time(NULL), &bs);
-	res->cpu_used_ms = bs.used_ms;
-	res->cpu_limit_ms = bs.limit_ms;
 	if (rc == 0)
 		return 0;
 	if (rc != -EDQUOT) {
@@ -400,16 +398,16 @@ static int runner_over_budget(struct runner *r,
  * when that is unknown wall time x cpus, an upper bound.
  */
 static void runner_charge(struct runner *r, const struct runner_request *req,
-                          struct runner_result *res, long long slot_ms)
+                          const struct runner_result *res, long long slot_ms)
 {
 	long long wall = res->duration_ms > 0 ? res->duration_ms : slot_ms;
+	bool estimated;
 	long long ms;
 	int rc;
 
 	if (!r->budget)
 		return;
-	ms = budget_charge_ms(res->cpu_ms, wall, res->cpus,
-	                      &res->cpu_charge_estimated);
+	ms = budget_charge_ms(res->cpu_ms, wall, res->cpus, &estimated);
 	rc = budget_charge(r->budget, req->tenant, ms, (long long)time(NULL));
 	if (rc < 0) {
 		log_warnx("budget: cannot charge %lld ms of CPU to a tenant "
@@ -417,7 +415,9 @@ static void runner_charge(struct runner *r, const struct runner_request *req,
 		          ms, strerror(-rc));
 		return;
 	}
-	res->cpu_used_ms += ms;
+	log_debug("budget: charged %lld ms of CPU%s to tenant %.64s", ms,
+	          estimated ? " (unknown: wall time x cpus)" : "",
+	          req->tenant ? req->tenant : "");
 }
 
 /* Counts a finished run (stats.h). */

@@ -142,10 +142,7 @@ struct runner_result {
 	unsigned retry_after_s; /* RUNNER_BUSY, RUNNER_RATE_LIMITED */
 	/* RUNNER_RATE_LIMITED: "cpu_seconds" or "queued_runs" */
 	char limit[16];
-	/* The tenant's CPU budget after this run (limit_ms 0: none). */
-	long long cpu_used_ms, cpu_limit_ms;
-	bool cpu_charge_estimated; /* cpu_ms unknown: wall time x cpus */
-	unsigned timeout_s;        /* the limit that applied */
+	unsigned timeout_s; /* the limit that applied */
 	char language[40];
 	char image[256];
 	char image_id[80];
