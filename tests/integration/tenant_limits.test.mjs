@@ -6,8 +6,9 @@
 // SANDBOX_ROOT alice is still refused (the counters live in the store);
 // alice cannot fill the queue: past TENANT_MAX_QUEUED her runs are refused
 // at once, bob still queues, and the freed slot goes to bob before alice's
-// earlier queued runs. One-off runs (SANDBOX_WARM=false), so every run is
-// charged from its own container.
+// earlier queued runs. Mostly one-off runs (SANDBOX_WARM=false), so every
+// run is charged from its own container's cgroup; one test charges a warm
+// run the CPU time its agent reports.
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -99,6 +100,49 @@ describe('per-tenant CPU budget', () => {
     assertRateLimited(again, 'cpu_seconds');
     const b2 = await runCode(bob, { conversationId: 'bob-cpu', language: 'python', code: 'print("bob again")' });
     assert.equal(b2.sc?.status, 'completed', describeRun(b2));
+    await alice.close();
+    await bob.close();
+  });
+});
+
+describe('per-tenant CPU budget, warm sessions', () => {
+  const instance = instanceName('tenant-warm');
+  let d;
+
+  after(async () => {
+    await removeContainersOf(instance);
+    await d?.stop();
+  });
+
+  test("a warm run is charged the agent's CPU time", async () => {
+    d = await startSandboxDaemon({
+      name: 'tenant-warm',
+      instance,
+      connect: false,
+      env: {
+        SANDBOX_WARM: 'true',
+        SANDBOX_POOL_SIZE: '0',
+        MCP_API_TOKENS: TOKENS,
+        TENANT_CPU_SECONDS: '1',
+        TENANT_CPU_WINDOW_SECONDS: String(YEAR),
+      },
+    });
+    const alice = await connectHttp(d, { token: ALICE });
+    const bob = await connectHttp(d, { token: BOB });
+    const args = { conversationId: 'alice-warm', language: 'python' };
+    const burn = await runCode(alice, {
+      ...args,
+      code: 'import time\nwhile time.process_time() < 1.5:\n    pass\nprint("burnt")',
+      timeout_seconds: 120,
+    });
+    assert.equal(burn.sc?.status, 'completed', describeRun(burn));
+    assert.equal(burn.sc.session?.state, 'new', describeRun(burn));
+    assert.equal(burn.sc.session.stateful, true, describeRun(burn));
+    assert.ok(burn.sc.cpu_ms >= 1000, `cpu_ms ${burn.sc.cpu_ms}`);
+    const refused = await runCode(alice, { ...args, code: 'print(1)' });
+    assertRateLimited(refused, 'cpu_seconds');
+    const b = await runCode(bob, { conversationId: 'bob-warm', language: 'python', code: 'print("bob")' });
+    assert.equal(b.sc?.status, 'completed', describeRun(b));
     await alice.close();
     await bob.close();
   });
