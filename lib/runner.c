@@ -468,6 +468,8 @@ int runner_run(struct runner *r, const struct runner_request *req,
 	}
 	if (runner_take_slot(r, req, res, &rc)) {
 		res->queue_ms = mono_ms() - t0;
+		if (res->status == RUNNER_RATE_LIMITED)
+			runner_count(r, req, res);
 		goto out;
 	}
 	t_slot = mono_ms();

@@ -211,6 +211,8 @@ describe('per-tenant queue', () => {
     const bobAt = done.indexOf('bob');
     assert.ok(done.indexOf('alice-holder') < bobAt, `completion order ${done.join(', ')}`);
     for (const at of ranAt) assert.ok(bobAt < at, `completion order ${done.join(', ')}`);
+    const metrics = await (await fetch(`${d.base}/metrics`)).text();
+    assert.match(metrics, /^mcpsd_runs_total\{status="rate_limited",language="python",tenant="alice"\} 2$/m);
     await alice.close();
     await bob.close();
   });
