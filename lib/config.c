@@ -175,6 +175,21 @@ static const struct setting settings[] = {
      "Runs at once (0: two per CPU core)"},
     {"SANDBOX_QUEUE_LENGTH", SET_UINT, "32", OFF(queue_length), 0, 100000, "32",
      "Runs that may wait for a slot; past it callers are told to retry"},
+    {"TENANT_MAX_RUNNING", SET_UINT, "0", OFF(tenant_max_running), 0, 4096, "2",
+     "Runs one tenant may have at once; more wait in the queue (0: only "
+     "SANDBOX_MAX_CONCURRENT)"},
+    {"TENANT_MAX_QUEUED", SET_UINT, "8", OFF(tenant_max_queued), 0, 100000, "8",
+     "Runs one tenant may have waiting; past it the tenant gets status "
+     "rate_limited (0, or more than SANDBOX_QUEUE_LENGTH - 1: "
+     "SANDBOX_QUEUE_LENGTH - 1, leaving room for others)"},
+    {"TENANT_CPU_SECONDS", SET_UINT, "0", OFF(tenant_cpu_s), 0, 1000000000,
+     "3600",
+     "CPU seconds one tenant's runs may use per window; past it runs get "
+     "status rate_limited until the window ends (0: unlimited)"},
+    {"TENANT_CPU_WINDOW_SECONDS", SET_UINT, "3600", OFF(tenant_cpu_window_s), 1,
+     31536000, "3600",
+     "Length of the CPU budget's window; windows are fixed, counted from "
+     "the Unix epoch"},
     {"SANDBOX_REAP_INTERVAL_SECONDS", SET_UINT, "30", OFF(reap_interval_s), 1,
      3600, "30", "How often leftover containers are looked for"},
     {"SANDBOX_DISCOVERY_INTERVAL_SECONDS", SET_UINT, "30",
@@ -276,7 +291,7 @@ static const struct setting settings[] = {
      "ones of the HTTP token with this tenant name"},
     {"STORE_PATH", SET_STR, "", DERIVED, 0, 0, "/var/lib/mcp-sandboxd/state.db",
      "SQLite file of the daemon's durable state: OAuth clients and grants, "
-     "task records (default: SANDBOX_ROOT/state.db)"},
+     "task records, per-tenant CPU usage (default: SANDBOX_ROOT/state.db)"},
     /* more than one host, and metrics */
     {"SANDBOX_BACKEND", SET_STR, "docker", OFF(backend), 0, 0, "swarm",
      "Where runs happen: docker (the engine at DOCKER_HOST) or swarm "

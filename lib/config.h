@@ -89,6 +89,12 @@ struct config {
 	unsigned max_concurrent;
 	unsigned queue_length;
 	unsigned reap_interval_s;
+
+	/* per-tenant limits */
+	unsigned tenant_max_running;
+	unsigned tenant_max_queued;
+	unsigned tenant_cpu_s;
+	unsigned tenant_cpu_window_s;
 	unsigned discovery_interval_s;
 
 	/* warm sessions */

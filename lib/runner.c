@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "attachio.h"
+#include "budget.h"
 #include "docker/backend_docker.h"
 #include "log.h"
 #include "oneoff.h"
@@ -47,7 +48,8 @@ struct runner {
 	const struct config *cfg;
 	struct backend *be;
 	struct slots *slots;
-	struct warm *warm; /* NULL: warm sessions off */
+	struct budget *budget; /* borrowed, or NULL */
+	struct warm *warm;     /* NULL: warm sessions off */
 	struct stats_metric *m_runs, *m_duration, *m_queue;
 	char boot[17];
 	struct oneoff_env oneoff; /* the runs directories, cfg and backend */
@@ -85,6 +87,8 @@ const char *runner_status_name(enum runner_status s)
 		return "cancelled";
 	case RUNNER_BUSY:
 		return "busy";
+	case RUNNER_RATE_LIMITED:
+		return "rate_limited";
 	case RUNNER_ERROR:
 		return "error";
 	}
@@ -307,14 +311,15 @@ static int runner_take_slot(struct runner *r, const struct runner_request *req,
 {
 	unsigned retry = 0;
 	const struct runner_request *arg = req;
-	int got = slots_acquire(r->slots, req->cancel ? req->cancel->fd : -1,
+	int got = slots_acquire(r->slots, req->tenant,
+	                        req->cancel ? req->cancel->fd : -1,
 	                        runner_on_queued, &arg, &retry);
 
 	*rc = 0;
 	if (got == 0 && !runner_cancel_requested(req->cancel))
 		return 0;
 	if (got == 0) {
-		slots_release(r->slots, 0);
+		slots_release(r->slots, req->tenant, 0);
 		res->status = RUNNER_CANCELLED;
 		snprintf(res->message, sizeof(res->message),
 		         "cancelled before the run started");
@@ -325,6 +330,18 @@ static int runner_take_slot(struct runner *r, const struct runner_request *req,
 		         "all %u sandboxes are busy and %u runs are waiting; "
 		         "retry in %u s",
 		         r->cfg->max_concurrent, r->cfg->queue_length, retry);
+	} else if (got == -EDQUOT) {
+		struct slots_stats ss;
+
+		slots_stats(r->slots, &ss);
+		res->status = RUNNER_RATE_LIMITED;
+		res->retry_after_s = retry;
+		snprintf(res->limit, sizeof(res->limit), "queued_runs");
+		snprintf(res->message, sizeof(res->message),
+		         "this tenant already has %u runs waiting for a "
+		         "sandbox (TENANT_MAX_QUEUED); wait for them to "
+		         "finish and retry in %u s",
+		         ss.tenant_max_queued, retry);
 	} else if (got == -ECANCELED) {
 		res->status = RUNNER_CANCELLED;
 		snprintf(res->message, sizeof(res->message),
@@ -341,6 +358,68 @@ static int runner_take_slot(struct runner *r, const struct runner_request *req,
 	return 1;
 }
 
+/*
+ * Refuses a run of a tenant that used its CPU budget: 1 with res filled,
+ * 0 when it may run. A store that does not answer lets the run through
+ * (logged): the budget shares the host fairly, it does not guard it.
+ */
+static int runner_over_budget(struct runner *r,
+                              const struct runner_request *req,
+                              struct runner_result *res)
+{
+	struct budget_state bs;
+	int rc;
+
+	if (!r->budget)
+		return 0;
+	rc = budget_check(r->budget, req->tenant, (long long)time(NULL), &bs);
+	if (rc == 0)
+		return 0;
+	if (rc != -EDQUOT) {
+		log_warnx("budget: cannot read the usage of a tenant (%s); "
+		          "the run goes ahead unchecked",
+		          strerror(-rc));
+		return 0;
+	}
+	res->status = RUNNER_RATE_LIMITED;
+	res->retry_after_s = bs.retry_s;
+	snprintf(res->limit, sizeof(res->limit), "cpu_seconds");
+	snprintf(res->message, sizeof(res->message),
+	         "this tenant used its CPU budget: %.1f of %lld CPU-seconds "
+	         "in the current %u s window (TENANT_CPU_SECONDS); retry in "
+	         "%u s, when the window ends",
+	         (double)bs.used_ms / 1000.0, bs.limit_ms / 1000, bs.window_s,
+	         bs.retry_s);
+	return 1;
+}
+
+/*
+ * Charges a run that had a slot to its tenant's budget: its CPU time, or
+ * when that is unknown wall time x cpus, an upper bound.
+ */
+static void runner_charge(struct runner *r, const struct runner_request *req,
+                          const struct runner_result *res, long long slot_ms)
+{
+	long long wall = res->duration_ms > 0 ? res->duration_ms : slot_ms;
+	bool estimated;
+	long long ms;
+	int rc;
+
+	if (!r->budget)
+		return;
+	ms = budget_charge_ms(res->cpu_ms, wall, res->cpus, &estimated);
+	rc = budget_charge(r->budget, req->tenant, ms, (long long)time(NULL));
+	if (rc < 0) {
+		log_warnx("budget: cannot charge %lld ms of CPU to a tenant "
+		          "(%s)",
+		          ms, strerror(-rc));
+		return;
+	}
+	log_debug("budget: charged %lld ms of CPU%s to tenant %.64s", ms,
+	          estimated ? " (unknown: wall time x cpus)" : "",
+	          req->tenant ? req->tenant : "");
+}
+
 /* Counts a finished run (stats.h). */
 static void runner_count(struct runner *r, const struct runner_request *req,
                          const struct runner_result *res)
@@ -351,7 +430,8 @@ static void runner_count(struct runner *r, const struct runner_request *req,
 	const char *const lang[] = {res->language, NULL};
 
 	stats_add(r->m_runs, labels, 1);
-	if (res->status != RUNNER_BUSY && res->status != RUNNER_ERROR)
+	if (res->status != RUNNER_BUSY && res->status != RUNNER_ERROR &&
+	    res->status != RUNNER_RATE_LIMITED)
 		stats_observe(r->m_duration, lang,
 		              (double)res->duration_ms / 1000.0);
 	stats_observe(r->m_queue, NULL, (double)res->queue_ms / 1000.0);
@@ -382,8 +462,14 @@ int runner_run(struct runner *r, const struct runner_request *req,
 	}
 	runner_result_fill_image(res, img);
 
+	if (runner_over_budget(r, req, res)) {
+		runner_count(r, req, res);
+		goto out;
+	}
 	if (runner_take_slot(r, req, res, &rc)) {
 		res->queue_ms = mono_ms() - t0;
+		if (res->status == RUNNER_RATE_LIMITED)
+			runner_count(r, req, res);
 		goto out;
 	}
 	t_slot = mono_ms();
@@ -391,7 +477,8 @@ int runner_run(struct runner *r, const struct runner_request *req,
 	if (runner_warm(r, req, img, res) != 0 &&
 	    oneoff_run(&r->oneoff, req, img, res) == -ENOENT)
 		runner_retry_vanished(r, req, &cat, &img, res);
-	slots_release(r->slots, mono_ms() - t_slot);
+	slots_release(r->slots, req->tenant, mono_ms() - t_slot);
+	runner_charge(r, req, res, mono_ms() - t_slot);
 	runner_count(r, req, res);
 	log_info("run %s lang=%s status=%s exit=%d duration=%lldms "
 	         "queue=%lldms out=%zu err=%zu",
@@ -604,7 +691,9 @@ int runner_create(const struct config *cfg, struct runner **out, char *err,
 	rc = runner_dirs(r, err, errlen);
 	if (rc < 0)
 		goto fail;
-	r->slots = slots_create(cfg->max_concurrent, cfg->queue_length);
+	r->slots =
+	    slots_create(cfg->max_concurrent, cfg->queue_length,
+	                 cfg->tenant_max_running, cfg->tenant_max_queued);
 	rc = catalog_build(NULL, &r->catalog);
 	if (!r->slots || rc < 0) {
 		rc = errmsg_fail(-ENOMEM, err, errlen, "out of memory");
@@ -723,6 +812,11 @@ static void runner_read_nodes(void *arg, stats_emit_fn emit, void *ctx)
 	if (cJSON_IsNumber(n))
 		emit(ctx, ok, n->valuedouble);
 	cJSON_Delete(h);
+}
+
+void runner_set_budget(struct runner *r, struct budget *b)
+{
+	r->budget = b;
 }
 
 void runner_set_stats(struct runner *r, struct stats *s)

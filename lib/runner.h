@@ -54,7 +54,10 @@ enum runner_status {
 	RUNNER_OOM_KILLED, /* also when a child was killed, main exit 0 */
 	RUNNER_OUTPUT_LIMIT,
 	RUNNER_CANCELLED,
-	RUNNER_BUSY,  /* queue full; see retry_after_s */
+	RUNNER_BUSY, /* queue full; see retry_after_s */
+	/* the tenant passed a limit of its own (message, limit, retry_after_s)
+	 */
+	RUNNER_RATE_LIMITED,
 	RUNNER_ERROR, /* engine trouble; see message */
 };
 
@@ -136,8 +139,10 @@ struct runner_result {
 	struct runner_output out, err;
 	long long duration_ms; /* from container start; 0 if not started */
 	long long queue_ms;
-	unsigned retry_after_s; /* RUNNER_BUSY */
-	unsigned timeout_s;     /* the limit that applied */
+	unsigned retry_after_s; /* RUNNER_BUSY, RUNNER_RATE_LIMITED */
+	/* RUNNER_RATE_LIMITED: "cpu_seconds" or "queued_runs" */
+	char limit[16];
+	unsigned timeout_s; /* the limit that applied */
 	char language[40];
 	char image[256];
 	char image_id[80];
@@ -176,7 +181,9 @@ void runner_result_finish(struct runner_result *res);
 /*
  * Runs req. Returns 0 with res filled for anything that happened to the
  * run, engine trouble included (status RUNNER_ERROR with a message), and
- * RUNNER_BUSY at once when the queue is full. Returns a negative errno with
+ * RUNNER_BUSY at once when the queue is full, RUNNER_RATE_LIMITED at once
+ * when the tenant has used its CPU budget or has as many runs waiting as it
+ * may. Returns a negative errno with
  * a message for the caller in res->message when the request was refused
  * before any work: -ENOENT unknown language (the message lists the
  * available ones), -EINVAL bad limits, sizes or variables, -EPERM network
@@ -233,6 +240,16 @@ struct stats;
  * counts into them from now on. s must outlive r.
  */
 void runner_set_stats(struct runner *r, struct stats *s);
+
+struct budget;
+
+/*
+ * Applies a per-tenant CPU budget (budget.h; borrowed, must outlive r):
+ * runs of a tenant past it are refused with RUNNER_RATE_LIMITED, and every
+ * run that started is charged its CPU time when it ends (wall time x cpus
+ * when the CPU time is unknown). Call before runs start; NULL for none.
+ */
+void runner_set_budget(struct runner *r, struct budget *b);
 
 /* Sets the catalog change callback; it runs on a runner thread. */
 void runner_set_changed_cb(struct runner *r, runner_changed_fn fn, void *arg);

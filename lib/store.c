@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "log.h"
 #include "oauth_db.h"
 #include "tasks_db.h"
@@ -32,6 +33,7 @@
 static const struct store_migration migrations[] = {
     {1, "oauth", OAUTH_DB_MIGRATION_1},
     {2, "tasks", TASKS_DB_MIGRATION_1},
+    {3, "budget", BUDGET_MIGRATION_1},
 };
 
 #define N_MIGRATIONS (sizeof(migrations) / sizeof(migrations[0]))

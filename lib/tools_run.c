@@ -555,7 +555,8 @@ static cJSON *tools_run_code_call(void *data, struct mcp_call *call,
 		result = mcp_text_result(res.message, true);
 	} else {
 		result = tools_run_result(&res, cfg);
-		if (result && res.status != RUNNER_BUSY)
+		if (result && res.status != RUNNER_BUSY &&
+		    res.status != RUNNER_RATE_LIMITED)
 			tools_run_add_workspace(result, ws, snap, &res, out_fd,
 			                        err_fd, cfg->output_max_bytes);
 	}

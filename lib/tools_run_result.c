@@ -21,9 +21,11 @@ const char tools_run_output_schema[] =
     "{\"type\":\"object\",\"properties\":{"
     "\"status\":{\"type\":\"string\",\"enum\":[\"completed\",\"failed\","
     "\"timed_out\",\"oom_killed\",\"output_limit\",\"cancelled\",\"busy\","
-    "\"error\"],\"description\":\"completed: exit code 0; failed: non-zero "
-    "exit; timed_out, oom_killed, output_limit: stopped by a limit; busy: "
-    "not run, retry later; error: the sandbox could not run it\"},"
+    "\"rate_limited\",\"error\"],\"description\":\"completed: exit code 0; "
+    "failed: non-zero exit; timed_out, oom_killed, output_limit: stopped by "
+    "a limit; busy: not run, retry later; rate_limited: not run, this "
+    "tenant passed a limit of its own (see limit), retry after "
+    "retry_after_seconds; error: the sandbox could not run it\"},"
     "\"exit_code\":{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"null\"}],"
     "\"description\":\"null "
     "when the program did not exit by itself\"},"
@@ -46,6 +48,9 @@ const char tools_run_output_schema[] =
     "\"runner_image\":{\"type\":\"string\"},"
     "\"runner_version\":{\"type\":\"string\"},"
     "\"retry_after_seconds\":{\"type\":\"integer\"},"
+    "\"limit\":{\"type\":\"string\",\"enum\":[\"cpu_seconds\","
+    "\"queued_runs\"],\"description\":\"rate_limited: the tenant's limit "
+    "that was reached\"},"
     "\"files\":{\"type\":\"array\",\"description\":\"files in /data "
     "this run created or changed, with public URLs\",\"items\":{\"type\":"
     "\"object\",\"properties\":{\"name\":{\"type\":\"string\"},"
@@ -375,6 +380,11 @@ static int tools_run_advice(struct buf *b, const struct runner_result *res,
 		    "Not run: all sandboxes are busy. Retry in %u "
 		    "s.",
 		    res->retry_after_s);
+	case RUNNER_RATE_LIMITED:
+		return buf_printf(b, "Not run: %s.",
+		                  res->message[0]
+		                      ? res->message
+		                      : "this tenant passed a limit");
 	case RUNNER_ERROR:
 		return buf_printf(
 		    b,
@@ -608,6 +618,8 @@ cJSON *tools_run_result(const struct runner_result *res,
 	cJSON *result = cJSON_CreateObject(), *sc, *content, *t;
 	struct buf text, advice;
 	char *txt = NULL, *adv = NULL;
+	bool not_run =
+	    res->status == RUNNER_BUSY || res->status == RUNNER_RATE_LIMITED;
 	int r;
 
 	buf_init(&text, 0);
@@ -644,12 +656,14 @@ cJSON *tools_run_result(const struct runner_result *res,
 		cJSON_AddStringToObject(sc, "runner_image", res->image);
 	if (res->version[0])
 		cJSON_AddStringToObject(sc, "runner_version", res->version);
-	if (res->status == RUNNER_BUSY)
+	if (res->status == RUNNER_BUSY || res->status == RUNNER_RATE_LIMITED)
 		cJSON_AddNumberToObject(sc, "retry_after_seconds",
 		                        res->retry_after_s);
+	if (res->status == RUNNER_RATE_LIMITED && res->limit[0])
+		cJSON_AddStringToObject(sc, "limit", res->limit);
 	if (adv[0])
 		cJSON_AddStringToObject(sc, "message", adv);
-	if (res->status != RUNNER_BUSY)
+	if (!not_run)
 		tools_run_session_json(sc, &res->session);
 	if (res->cpu_ms >= 0)
 		cJSON_AddNumberToObject(sc, "cpu_ms", (double)res->cpu_ms);
@@ -662,16 +676,16 @@ cJSON *tools_run_result(const struct runner_result *res,
 		               runner_status_name(res->status));
 	if (r == 0 && res->exit_code >= 0)
 		r = buf_printf(&text, ", exit code %d", res->exit_code);
-	if (r == 0 && res->status != RUNNER_BUSY && res->status != RUNNER_ERROR)
+	if (r == 0 && !not_run && res->status != RUNNER_ERROR)
 		r = buf_printf(&text, ", %lld ms", res->duration_ms);
 	if (r == 0 && res->queue_ms >= 1000)
 		r = buf_printf(&text, " (queued %lld ms)", res->queue_ms);
 	if (r == 0 && res->language[0])
 		r = buf_printf(&text, " [%s%s%s]", res->language,
 		               res->version[0] ? " " : "", res->version);
-	if (r == 0 && res->status != RUNNER_BUSY && res->status != RUNNER_ERROR)
+	if (r == 0 && !not_run && res->status != RUNNER_ERROR)
 		r = tools_run_usage(sc, &text, res);
-	if (r == 0 && res->status != RUNNER_BUSY)
+	if (r == 0 && !not_run)
 		r = tools_run_session_line(&text, &res->session, cfg);
 	if (r == 0)
 		r = tools_run_stream_text(&text, "stdout", &res->out);

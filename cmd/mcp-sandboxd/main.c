@@ -16,6 +16,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "build_config.h"
 #include "config.h"
 #include "cron.h"
@@ -105,6 +106,7 @@ struct daemon {
 	struct cron *cron;
 	struct stats *stats;
 	struct store *store;
+	struct budget *budget;
 	struct oauth *oauth;
 	struct stdio_mcp *sio;
 };
@@ -185,6 +187,13 @@ static int daemon_core(struct daemon *d, char *err, size_t errlen)
 		return -1;
 	}
 	runner_set_stats(d->runner, d->stats);
+	/* Usage counters live in the store: a restart does not reset them. */
+	if (budget_create(d->store, cfg->tenant_cpu_s, cfg->tenant_cpu_window_s,
+	                  &d->budget) < 0) {
+		log_errorx("out of memory");
+		return -1;
+	}
+	runner_set_budget(d->runner, d->budget);
 	tools_run_register(d->mcp, d->runner, d->wm);
 	tools_files_register(d->mcp, d->wm);
 #if MCPSD_FIXTURES
@@ -304,6 +313,7 @@ static void daemon_free(struct daemon *d)
 	mcp_server_destroy(d->mcp);
 	tasks_close(d->tasks);
 	runner_destroy(d->runner);
+	budget_destroy(d->budget);
 	oauth_destroy(d->oauth);
 	store_close(d->store);
 	workspace_mgr_destroy(d->wm);

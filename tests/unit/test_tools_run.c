@@ -4,6 +4,7 @@
  * structuredContent fields, isError, and advice the model can act on.
  */
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
@@ -114,6 +115,48 @@ int main(void)
 	       strstr(text(res), "Retry in 7 s"),
 	   "busy: retry_after_seconds and text");
 	cJSON_Delete(res);
+
+	{
+		struct runner_result r;
+		const cJSON *st, *en;
+		bool listed = false;
+
+		memset(&r, 0, sizeof(r));
+		r.status = RUNNER_RATE_LIMITED;
+		r.exit_code = -1;
+		r.retry_after_s = 42;
+		r.cpu_ms = -1;
+		memcpy(r.limit, "cpu_seconds", 12);
+		snprintf(r.message, sizeof(r.message),
+		         "this tenant used its CPU budget: 5.5 of 5 "
+		         "CPU-seconds in the current 60 s window "
+		         "(TENANT_CPU_SECONDS); retry in 42 s, when the "
+		         "window ends");
+		res = tools_run_result(&r, &cfg);
+		ok(is_error(res) &&
+		       strcmp(cJSON_GetStringValue(sc(res, "status")),
+		              "rate_limited") == 0 &&
+		       sc(res, "retry_after_seconds")->valueint == 42 &&
+		       strcmp(cJSON_GetStringValue(sc(res, "limit")),
+		              "cpu_seconds") == 0,
+		   "rate_limited: status, retry_after_seconds, limit");
+		ok(strstr(text(res), "CPU budget") &&
+		       strstr(text(res), "retry in 42 s"),
+		   "rate_limited: the text names the limit and when to retry");
+		ok(!sc(res, "session") && !sc(res, "cpu_ms"),
+		   "rate_limited: no session or usage of a run that never was");
+		cJSON_Delete(res);
+		st = cJSON_GetObjectItemCaseSensitive(
+		    cJSON_GetObjectItemCaseSensitive(schema, "properties"),
+		    "status");
+		cJSON_ArrayForEach (
+		    en, cJSON_GetObjectItemCaseSensitive(st, "enum")) {
+			if (strcmp(cJSON_GetStringValue(en), "rate_limited") ==
+			    0)
+				listed = true;
+		}
+		ok(listed, "outputSchema lists rate_limited");
+	}
 
 	res = result_for(RUNNER_ERROR, -1, &cfg);
 	ok(is_error(res) && strstr(text(res), "Docker engine not reachable") &&
