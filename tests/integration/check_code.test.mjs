@@ -33,7 +33,7 @@ const LANGS = {
   },
   javascript: {
     image: 'typescript',
-    bad: 'const a = 1;\nfunction f( {\n  return a;\n}\n',
+    bad: 'const a = 1;\nconst b = (a + 2;\nconsole.log(b);\n',
     line: 2,
     good: 'const fs = require("node:fs");\nfs.writeFileSync("/data/ran-javascript.txt", "x");\nAtomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 60_000);\n',
   },
