@@ -97,6 +97,9 @@ static void checkparse_clean(char *dst, const char *src, size_t n)
 		o += l;
 		i += l;
 	}
+	/* A blank put in just before the cut. */
+	while (o > 0 && dst[o - 1] == ' ')
+		o--;
 	dst[o] = '\0';
 }
 

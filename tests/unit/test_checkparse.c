@@ -156,6 +156,16 @@ static void test_hostile(void)
 	       (unsigned char)e[0].message[strlen(e[0].message) - 1] == 0xa9,
 	   "cut between characters");
 
+	/* A blank just before the cut is not left at the end (fuzz). */
+	memset(big, 'a', 19 + 297);
+	memcpy(big, "main.c:9:1: error: ", 19);
+	memcpy(big + 19 + 297, " \xc3\xa9\xc3\xa9", 5);
+	n = checkparse_errors(big, 19 + 297 + 5, "main.c", e,
+	                      CHECKPARSE_ERRORS_MAX);
+	ok(n == 1 && strlen(e[0].message) == 297 &&
+	       e[0].message[strlen(e[0].message) - 1] == 'a',
+	   "no trailing blank after a cut (%zu)", strlen(e[0].message));
+
 	/* Many errors: at most max. */
 	{
 		char *many = malloc(64 * 1000);
