@@ -220,6 +220,7 @@ static cJSON *tools_check_call(void *data, struct mcp_call *call,
 	const struct config *cfg = runner_config(ctx->runner);
 	struct runner_request req;
 	struct runner_result res;
+	struct runner_cancel *cancel = NULL;
 	char err[512], filename[256], checker[160];
 	cJSON *result;
 	int rc;
@@ -231,7 +232,13 @@ static cJSON *tools_check_call(void *data, struct mcp_call *call,
 	rc = runargs_check_parse(args, cfg, &req, err, sizeof(err));
 	if (rc < 0)
 		return mcp_text_result(err, true);
+	if (runner_cancel_create(&cancel) < 0)
+		return NULL;
+	req.cancel = cancel;
+	/* A client that gives up stops the check's box too. */
+	mcp_call_on_cancel(call, runner_cancel_trigger, cancel);
 	rc = runner_run(ctx->runner, &req, &res);
+	mcp_call_on_cancel(call, NULL, NULL);
 	if (rc < 0) {
 		result = mcp_text_result(res.message, true);
 	} else {
@@ -242,6 +249,7 @@ static cJSON *tools_check_call(void *data, struct mcp_call *call,
 		         runner_status_name(res.status), res.exit_code);
 	}
 	runner_result_finish(&res);
+	runner_cancel_destroy(cancel);
 	return result;
 }
 
