@@ -209,6 +209,107 @@ out:
 	return r;
 }
 
+/* sandbox.command (required) and sandbox.check (optional). */
+static int catalog_parse_commands(const cJSON *labels,
+                                  struct catalog_image *out, char *err,
+                                  size_t errlen)
+{
+	const char *check = catalog_label(labels, "sandbox.check");
+	int r = catalog_parse_argv("sandbox.command",
+	                           catalog_label(labels, "sandbox.command"),
+	                           &out->command, &out->n_command, err, errlen);
+
+	if (r == 0 && check && check[0])
+		r = catalog_parse_argv("sandbox.check", check, &out->check,
+		                       &out->n_check, err, errlen);
+	return r;
+}
+
+/* sandbox.language and sandbox.filename, both required, and the id. */
+static int catalog_parse_identity(const cJSON *labels, const char *id,
+                                  struct catalog_image *out, char *err,
+                                  size_t errlen)
+{
+	const char *lang = catalog_label(labels, "sandbox.language");
+	const char *file;
+
+	out->language = lang ? catalog_name_dup(lang, strlen(lang)) : NULL;
+	if (!out->language) {
+		snprintf(err, errlen,
+		         "image %.19s: sandbox.language must be a lower-case "
+		         "name like 'python' ([a-z0-9][a-z0-9_+.-]*, at most "
+		         "%d characters)",
+		         id, CATALOG_NAME_MAX);
+		return -EINVAL;
+	}
+	file = catalog_label(labels, "sandbox.filename");
+	if (!file || !catalog_filename_ok(file)) {
+		snprintf(err, errlen,
+		         "image %.19s: sandbox.filename must be a plain file "
+		         "name like 'main.py'",
+		         id);
+		return -EINVAL;
+	}
+	out->filename = strdup(file);
+	out->image_id = strdup(id);
+	if (!out->filename || !out->image_id)
+		return -ENOMEM;
+	return 0;
+}
+
+/* sandbox.watchdog and sandbox.priority, both optional. */
+static int catalog_parse_options(const cJSON *labels, const char *id,
+                                 struct catalog_image *out, char *err,
+                                 size_t errlen)
+{
+	const char *wd = catalog_label(labels, "sandbox.watchdog");
+	const char *prio;
+
+	if (wd && wd[0]) {
+		if (wd[0] != '/' || strlen(wd) > 256 ||
+		    strpbrk(wd, " \t\r\n")) {
+			snprintf(err, errlen,
+			         "image %.19s: sandbox.watchdog must be an "
+			         "absolute path",
+			         id);
+			return -EINVAL;
+		}
+		out->watchdog = strdup(wd);
+		if (!out->watchdog)
+			return -ENOMEM;
+	}
+	prio = catalog_label(labels, "sandbox.priority");
+	if (prio && prio[0]) {
+		int64_t p = 0;
+
+		if (num_i64(prio, INT_MIN, INT_MAX, &p) < 0) {
+			snprintf(err, errlen,
+			         "image %.19s: sandbox.priority must be an "
+			         "integer",
+			         id);
+			return -EINVAL;
+		}
+		out->priority = (int)p;
+	}
+	return 0;
+}
+
+/* The name to show: the first real tag, else the short id. NULL: ENOMEM. */
+static char *catalog_image_name(const cJSON *tags, const char *id)
+{
+	char shortid[20];
+	const cJSON *t;
+
+	cJSON_ArrayForEach (t, tags) {
+		const char *v = cJSON_GetStringValue(t);
+
+		if (v && strcmp(v, "<none>:<none>") != 0 && strlen(v) < 256)
+			return strdup(v);
+	}
+	snprintf(shortid, sizeof(shortid), "%.19s", id);
+	return strdup(shortid);
+}
+
 int catalog_image_parse(const cJSON *s, struct catalog_image *out, char *err,
                         size_t errlen)
 {
@@ -217,8 +318,6 @@ int catalog_image_parse(const cJSON *s, struct catalog_image *out, char *err,
 	const cJSON *created = cJSON_GetObjectItemCaseSensitive(s, "Created");
 	const char *id =
 	    cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(s, "Id"));
-	const char *lang, *file, *wd, *prio, *tag = NULL;
-	const cJSON *t;
 	int r;
 
 	memset(out, 0, sizeof(*out));
@@ -236,110 +335,34 @@ int catalog_image_parse(const cJSON *s, struct catalog_image *out, char *err,
 		         id);
 		return -EINVAL;
 	}
-	lang = catalog_label(labels, "sandbox.language");
-	out->language = lang ? catalog_name_dup(lang, strlen(lang)) : NULL;
-	if (!out->language) {
-		snprintf(err, errlen,
-		         "image %.19s: sandbox.language must be a lower-case "
-		         "name like 'python' ([a-z0-9][a-z0-9_+.-]*, at most "
-		         "%d characters)",
-		         id, CATALOG_NAME_MAX);
-		r = -EINVAL;
+	if ((r = catalog_parse_identity(labels, id, out, err, errlen)) < 0 ||
+	    (r = catalog_parse_commands(labels, out, err, errlen)) < 0 ||
+	    (r = catalog_parse_options(labels, id, out, err, errlen)) < 0)
 		goto fail;
-	}
-	file = catalog_label(labels, "sandbox.filename");
-	if (!file || !catalog_filename_ok(file)) {
-		snprintf(err, errlen,
-		         "image %.19s: sandbox.filename must be a plain file "
-		         "name like 'main.py'",
-		         id);
-		r = -EINVAL;
-		goto fail;
-	}
-	out->filename = strdup(file);
-	out->image_id = strdup(id);
-	if (!out->filename || !out->image_id)
-		goto nomem;
-	r = catalog_parse_argv("sandbox.command",
-	                       catalog_label(labels, "sandbox.command"),
-	                       &out->command, &out->n_command, err, errlen);
-	if (r == 0 && catalog_label(labels, "sandbox.check") &&
-	    catalog_label(labels, "sandbox.check")[0])
-		r = catalog_parse_argv("sandbox.check",
-		                       catalog_label(labels, "sandbox.check"),
-		                       &out->check, &out->n_check, err, errlen);
-	if (r < 0) {
-		if (r == -ENOMEM)
-			goto nomem;
-		goto fail;
-	}
-	wd = catalog_label(labels, "sandbox.watchdog");
-	if (wd && wd[0]) {
-		if (wd[0] != '/' || strlen(wd) > 256 ||
-		    strpbrk(wd, " \t\r\n")) {
-			snprintf(err, errlen,
-			         "image %.19s: sandbox.watchdog must be an "
-			         "absolute path",
-			         id);
-			r = -EINVAL;
-			goto fail;
-		}
-		out->watchdog = strdup(wd);
-		if (!out->watchdog)
-			goto nomem;
-	}
-	prio = catalog_label(labels, "sandbox.priority");
-	if (prio && prio[0]) {
-		int64_t p = 0;
-
-		if (num_i64(prio, INT_MIN, INT_MAX, &p) < 0) {
-			snprintf(err, errlen,
-			         "image %.19s: sandbox.priority must be an "
-			         "integer",
-			         id);
-			r = -EINVAL;
-			goto fail;
-		}
-		out->priority = (int)p;
-	}
+	/* From here on only allocations can fail. */
+	r = -ENOMEM;
 	out->version =
 	    catalog_clean_text(catalog_label(labels, "sandbox.version"), 63);
 	out->description = catalog_clean_text(
 	    catalog_label(labels, "sandbox.description"), 1024);
 	if (!out->version || !out->description)
-		goto nomem;
+		goto fail;
 	if (catalog_split(catalog_label(labels, "sandbox.aliases"),
 	                  CATALOG_ALIASES_MAX, true, &out->aliases,
 	                  &out->n_aliases) < 0 ||
 	    catalog_split(catalog_label(labels, "sandbox.libraries"),
 	                  CATALOG_LIBS_MAX, false, &out->libraries,
 	                  &out->n_libraries) < 0)
-		goto nomem;
-	cJSON_ArrayForEach (t, tags) {
-		const char *v = cJSON_GetStringValue(t);
-
-		if (v && strcmp(v, "<none>:<none>") != 0 && strlen(v) < 256) {
-			tag = v;
-			break;
-		}
-	}
-	if (tag)
-		out->image = strdup(tag);
-	else {
-		char shortid[20];
-
-		snprintf(shortid, sizeof(shortid), "%.19s", id);
-		out->image = strdup(shortid);
-	}
+		goto fail;
+	out->image = catalog_image_name(tags, id);
 	if (!out->image)
-		goto nomem;
+		goto fail;
 	if (cJSON_IsNumber(created))
 		out->created = (long long)created->valuedouble;
 	return 0;
-nomem:
-	snprintf(err, errlen, "out of memory");
-	r = -ENOMEM;
 fail:
+	if (r == -ENOMEM)
+		snprintf(err, errlen, "out of memory");
 	catalog_image_finish(out);
 	return r;
 }

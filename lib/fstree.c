@@ -464,17 +464,105 @@ static int dfs_entry(const struct dfs *w, int fd, dev_t dev,
 	return 1;
 }
 
+/* The directories between the walk's root and where it is. */
+struct dfs_stack {
+	struct level *v;
+	size_t depth, cap;
+};
+
+/*
+ * Reads the directory fd from *pos on and hands each entry to dfs_entry.
+ * Returns 0 at the end of the directory, 1 with a subdirectory to descend
+ * into in *child (*pos is then where to resume), 2 to stop (a measurement
+ * limit), or a negative errno.
+ */
+static int dfs_read(const struct dfs *w, int fd, dev_t dev, off_t *pos,
+                    int *child)
+{
+	_Alignas(8) char buf[16384];
+	int r;
+
+	if (lseek(fd, *pos, SEEK_SET) < 0)
+		return -errno;
+	for (;;) {
+		ssize_t n = getdents64(fd, buf, sizeof(buf));
+
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return 0;
+		for (ssize_t off = 0; off < n;) {
+			const struct dirent64 *d =
+			    (const struct dirent64 *)(buf + off);
+
+			off += d->d_reclen;
+			if (strcmp(d->d_name, ".") == 0 ||
+			    strcmp(d->d_name, "..") == 0)
+				continue;
+			r = dfs_entry(w, fd, dev, d, child);
+			if (r == 1)
+				*pos = d->d_off;
+			if (r != 0)
+				return r;
+		}
+	}
+}
+
+/* Records fd, read up to pos, as the directory the walk descends from. */
+static int dfs_push(const struct dfs *w, struct dfs_stack *s, int fd, off_t pos)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (s->depth == s->cap) {
+		size_t ncap = s->cap ? s->cap * 2 : 64;
+		struct level *p = realloc(s->v, ncap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		s->v = p;
+		s->cap = ncap;
+	}
+	s->v[s->depth].dev = st.st_dev;
+	s->v[s->depth].ino = st.st_ino;
+	s->v[s->depth].resume = pos;
+	s->depth++;
+	if (w->usage && s->depth > w->usage->depth)
+		w->usage->depth = (unsigned)s->depth;
+	return 0;
+}
+
+/*
+ * Opens the parent of fd, but only when it is the directory the walk came
+ * down from: returns its fd, or -EAGAIN when the tree was moved under us.
+ */
+static int dfs_climb(int fd, const struct level *from)
+{
+	struct stat st;
+	int parent = openat(fd, "..",
+	                    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC |
+	                        O_NONBLOCK);
+
+	if (parent < 0)
+		return -errno;
+	if (fstat(parent, &st) < 0 || st.st_dev != from->dev ||
+	    st.st_ino != from->ino) {
+		close(parent);
+		return -EAGAIN;
+	}
+	return parent;
+}
+
 /* Empties (remove) or measures the directory fd; takes ownership of fd. */
 static int dfs_run(const struct dfs *w, int fd)
 {
-	_Alignas(8) char buf[16384];
-	struct level *stack = NULL;
-	size_t depth = 0, cap = 0;
+	struct dfs_stack s = {0};
 	unsigned long long descents = 0;
 	struct stat st;
 	off_t pos = 0;
 	dev_t dev;
-	int r = 0;
+	int r;
 
 	if (fstat(fd, &st) < 0) {
 		r = -errno;
@@ -482,109 +570,41 @@ static int dfs_run(const struct dfs *w, int fd)
 	}
 	dev = st.st_dev;
 	for (;;) {
-		bool down = false;
 		int child = -1;
 
-		if (lseek(fd, pos, SEEK_SET) < 0) {
-			r = -errno;
+		r = dfs_read(w, fd, dev, &pos, &child);
+		if (r < 0)
+			goto out;
+		if (r == 2) {
+			r = 0;
 			goto out;
 		}
-		while (!down) {
-			ssize_t n = getdents64(fd, buf, sizeof(buf));
-
-			if (n < 0) {
-				r = -errno;
-				goto out;
-			}
-			if (n == 0)
-				break;
-			for (ssize_t off = 0; off < n;) {
-				const struct dirent64 *d =
-				    (const struct dirent64 *)(buf + off);
-
-				off += d->d_reclen;
-				if (strcmp(d->d_name, ".") == 0 ||
-				    strcmp(d->d_name, "..") == 0)
-					continue;
-				r = dfs_entry(w, fd, dev, d, &child);
-				if (r < 0)
-					goto out;
-				if (r == 2) {
-					r = 0;
-					goto out;
-				}
-				if (r == 1) {
-					pos = d->d_off;
-					down = true;
-					break;
-				}
-			}
-		}
-		r = 0;
-		if (down) {
-			if (++descents > DFS_DESCENTS_MAX) {
-				close(child);
-				r = -EAGAIN;
-				goto out;
-			}
-			if (fstat(fd, &st) < 0) {
-				r = -errno;
+		if (r == 1) {
+			r = ++descents > DFS_DESCENTS_MAX
+			        ? -EAGAIN
+			        : dfs_push(w, &s, fd, pos);
+			if (r < 0) {
 				close(child);
 				goto out;
 			}
-			if (depth == cap) {
-				size_t ncap = cap ? cap * 2 : 64;
-				struct level *p =
-				    realloc(stack, ncap * sizeof(*p));
-
-				if (!p) {
-					close(child);
-					r = -ENOMEM;
-					goto out;
-				}
-				stack = p;
-				cap = ncap;
-			}
-			stack[depth].dev = st.st_dev;
-			stack[depth].ino = st.st_ino;
-			stack[depth].resume = pos;
-			depth++;
-			if (w->usage && depth > w->usage->depth)
-				w->usage->depth = (unsigned)depth;
 			close(fd);
 			fd = child;
 			pos = 0;
 			continue;
 		}
-		if (depth == 0)
+		if (s.depth == 0)
 			break;
-		/* Climb, but only back into the directory we came from. */
-		{
-			int parent =
-			    openat(fd, "..",
-			           O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-			               O_CLOEXEC | O_NONBLOCK);
-
-			if (parent < 0) {
-				r = -errno;
-				goto out;
-			}
-			if (fstat(parent, &st) < 0 ||
-			    st.st_dev != stack[depth - 1].dev ||
-			    st.st_ino != stack[depth - 1].ino) {
-				close(parent);
-				r = -EAGAIN;
-				goto out;
-			}
-			close(fd);
-			fd = parent;
-			depth--;
-			/* Removal rereads: what is left is what failed. */
-			pos = w->remove ? 0 : stack[depth].resume;
-		}
+		r = dfs_climb(fd, &s.v[s.depth - 1]);
+		if (r < 0)
+			goto out;
+		close(fd);
+		fd = r;
+		s.depth--;
+		/* Removal rereads: what is left is what failed. */
+		pos = w->remove ? 0 : s.v[s.depth].resume;
 	}
 out:
-	free(stack);
+	free(s.v);
 	close(fd);
 	return r;
 }

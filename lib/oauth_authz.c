@@ -360,41 +360,28 @@ static bool dup_into(char **dst, const char *s)
 	return !s || *dst;
 }
 
-void oauth_authorize(struct oauth *o, const struct oauth_req *rq,
-                     struct oauth_resp *out)
+/*
+ * Checks the client and the address to send the browser back to, before
+ * anything may be redirected: 0 with the client in c and m and the redirect
+ * URI in *redirect (the registered one when the request names none and
+ * there is only one), or -1 with an error page in out.
+ */
+static int authorize_client(struct oauth *o, const char *client_id,
+                            const char **redirect, struct oauth_db_client *c,
+                            struct oauth_client_meta *m, struct oauth_resp *out)
 {
-	static const struct oauth_form none;
-	const struct oauth_form *q = rq->query ? rq->query : &none;
-	const char *client_id = oauth_form_get(q, "client_id");
-	const char *redirect = oauth_form_get(q, "redirect_uri");
-	const char *state = oauth_form_get(q, "state");
-	const char *rtype = oauth_form_get(q, "response_type");
-	const char *challenge = oauth_form_get(q, "code_challenge");
-	const char *method = oauth_form_get(q, "code_challenge_method");
-	const char *resource = oauth_form_get(q, "resource");
-	struct oauth_db_client c;
-	struct oauth_client_meta m;
 	struct oauth_uri u;
-	struct oauth_pending *p;
-	char why[700], cookie[33];
-	bool given = redirect != NULL;
+	char why[700];
 	int r;
 
-	memset(&c, 0, sizeof(c));
-	memset(&m, 0, sizeof(m));
-	if (rq->query_error) {
-		oauth_error_page(out, 400, "Malformed authorization request",
-		                 rq->query_error, START_AGAIN);
-		return;
-	}
 	if (!client_id || !oauth_vschar(client_id, OAUTH_URI_MAX)) {
 		oauth_error_page(out, 400, "Malformed authorization request",
 		                 "The request does not name its application "
 		                 "(client_id is missing or malformed).",
 		                 START_AGAIN);
-		return;
+		return -1;
 	}
-	r = load_client(o, client_id, &c, &m, why, sizeof(why));
+	r = load_client(o, client_id, c, m, why, sizeof(why));
 	if (r == -ENOENT) {
 		oauth_error_page(
 		    out, 400, "Unknown application",
@@ -403,28 +390,28 @@ void oauth_authorize(struct oauth *o, const struct oauth_req *rq,
 		    "expired).",
 		    "Remove the connector in the application and "
 		    "add it again, so it registers anew.");
-		goto out;
+		return -1;
 	}
 	if (r < 0) {
 		oauth_error_page(out, r == -EIO ? 503 : 400,
 		                 "Cannot connect this application", why,
 		                 "Ask the operator of this server, or start "
 		                 "again later.");
-		goto out;
+		return -1;
 	}
-	if (!redirect && m.n_redirect == 1)
-		redirect = m.redirect_uris[0];
-	if (!redirect) {
+	if (!*redirect && m->n_redirect == 1)
+		*redirect = m->redirect_uris[0];
+	if (!*redirect) {
 		oauth_error_page(out, 400, "Malformed authorization request",
 		                 "The request has no redirect_uri and the "
 		                 "application registered several.",
 		                 START_AGAIN);
-		goto out;
+		return -1;
 	}
-	if (!oauth_client_redirect_ok(&m, redirect, NULL) ||
-	    oauth_uri_parse(redirect, &u, why, sizeof(why)) < 0 ||
+	if (!oauth_client_redirect_ok(m, *redirect, NULL) ||
+	    oauth_uri_parse(*redirect, &u, why, sizeof(why)) < 0 ||
 	    !oauth_uri_allowed(&u, &o->policy, why, sizeof(why))) {
-		if (!oauth_client_redirect_ok(&m, redirect, NULL))
+		if (!oauth_client_redirect_ok(m, *redirect, NULL))
 			snprintf(why, sizeof(why),
 			         "The address this request would send you back "
 			         "to is not one the application registered.");
@@ -435,61 +422,114 @@ void oauth_authorize(struct oauth *o, const struct oauth_req *rq,
 		                 why,
 		                 "Nothing was sent anywhere. If you did not "
 		                 "expect this, close this page.");
-		goto out;
+		return -1;
 	}
-	/* From here on the client hears about errors through its redirect. */
+	return 0;
+}
+
+/*
+ * Checks the rest of the request once the redirect URI is known good: 0,
+ * or -1 with an RFC 6749 error redirect to the client in out.
+ */
+static int authorize_params(struct oauth *o, const struct oauth_form *q,
+                            const char *redirect, struct oauth_resp *out)
+{
+	const char *state = oauth_form_get(q, "state");
+	const char *rtype = oauth_form_get(q, "response_type");
+	const char *challenge = oauth_form_get(q, "code_challenge");
+	const char *method = oauth_form_get(q, "code_challenge_method");
+	const char *resource = oauth_form_get(q, "resource");
+
 	if (state && !oauth_vschar(state, STATE_MAX)) {
 		redirect_error(o, out, redirect, NULL, "invalid_request",
 		               "state must be at most 1024 printable ASCII "
 		               "characters");
-		goto out;
+		return -1;
 	}
 	if (!rtype || strcmp(rtype, "code") != 0) {
 		redirect_error(o, out, redirect, state,
 		               "unsupported_response_type",
 		               "response_type must be 'code'");
-		goto out;
+		return -1;
 	}
 	if (!challenge || !method || strcmp(method, "S256") != 0 ||
 	    !pkce_text_ok(challenge)) {
 		redirect_error(o, out, redirect, state, "invalid_request",
 		               "PKCE is required: send code_challenge (43-128 "
 		               "characters) with code_challenge_method=S256");
-		goto out;
+		return -1;
 	}
 	if (resource && !oauth_audience_ok(o, resource)) {
 		redirect_error(o, out, redirect, state, "invalid_target",
 		               "resource names another server; this one is "
 		               "the MCP endpoint of this server");
-		goto out;
+		return -1;
 	}
+	return 0;
+}
+
+/* Records a checked request as pending and shows its consent page. */
+static void authorize_pending(struct oauth *o, const struct oauth_req *rq,
+                              const struct oauth_form *q, const char *redirect,
+                              const struct oauth_db_client *c,
+                              const struct oauth_client_meta *m,
+                              struct oauth_resp *out)
+{
+	const char *resource = oauth_form_get(q, "resource");
+	struct oauth_pending *p;
+	char cookie[33];
+	int r = 0;
+
 	pthread_mutex_lock(&o->mu);
 	p = pending_new(o);
 	p->used = true;
 	p->created_ms = mono_ms();
-	p->redirect_given = given;
-	p->is_document = c.is_document;
+	p->redirect_given = oauth_form_get(q, "redirect_uri") != NULL;
+	p->is_document = c->is_document;
 	if (!cookie_value(rq->cookie, o->cookie_name, cookie, sizeof(cookie)) ||
 	    strlen(cookie) != 32)
 		r = hex_random(cookie, 16);
 	memcpy(p->browser, cookie, sizeof(cookie));
 	if (r < 0 || hex_random(p->id, 16) < 0 || hex_random(p->csrf, 32) < 0 ||
-	    !dup_into(&p->client_id, client_id) ||
-	    !dup_into(&p->client_name, m.client_name) ||
+	    !dup_into(&p->client_id, oauth_form_get(q, "client_id")) ||
+	    !dup_into(&p->client_name, m->client_name) ||
 	    !dup_into(&p->redirect_uri, redirect) ||
-	    !dup_into(&p->state, state) ||
-	    !dup_into(&p->challenge, challenge) ||
+	    !dup_into(&p->state, oauth_form_get(q, "state")) ||
+	    !dup_into(&p->challenge, oauth_form_get(q, "code_challenge")) ||
 	    !dup_into(&p->resource, resource ? resource : o->resource) ||
 	    !dup_into(&p->scope, grant_scope(oauth_form_get(q, "scope")))) {
 		oauth_pending_clear(p);
 		pthread_mutex_unlock(&o->mu);
 		oauth_error_page(out, 500, "Server error",
 		                 "Out of memory or randomness.", START_AGAIN);
-		goto out;
+		return;
 	}
 	render_consent(o, p, NULL, 200, out);
 	pthread_mutex_unlock(&o->mu);
-out:
+}
+
+void oauth_authorize(struct oauth *o, const struct oauth_req *rq,
+                     struct oauth_resp *out)
+{
+	static const struct oauth_form none;
+	const struct oauth_form *q = rq->query ? rq->query : &none;
+	const char *redirect = oauth_form_get(q, "redirect_uri");
+	struct oauth_db_client c;
+	struct oauth_client_meta m;
+
+	memset(&c, 0, sizeof(c));
+	memset(&m, 0, sizeof(m));
+	if (rq->query_error) {
+		oauth_error_page(out, 400, "Malformed authorization request",
+		                 rq->query_error, START_AGAIN);
+		return;
+	}
+	/* Errors are pages until the client and its redirect are checked;
+	 * from then on the client hears about them through its redirect. */
+	if (authorize_client(o, oauth_form_get(q, "client_id"), &redirect, &c,
+	                     &m, out) == 0 &&
+	    authorize_params(o, q, redirect, out) == 0)
+		authorize_pending(o, rq, q, redirect, &c, &m, out);
 	oauth_db_client_finish(&c);
 	oauth_client_meta_finish(&m);
 }
@@ -535,6 +575,104 @@ static int approve(struct oauth *o, const struct oauth_pending *p,
 	return r;
 }
 
+/*
+ * Locks o->mu and finds the pending request the form answers, checking its
+ * CSRF token and browser cookie. Returns it with the lock held, or NULL
+ * with the lock released and an error page in out.
+ */
+static struct oauth_pending *consent_find(struct oauth *o,
+                                          const struct oauth_req *rq,
+                                          const struct oauth_form *f,
+                                          struct oauth_resp *out)
+{
+	struct oauth_pending *p;
+	char cookie[33];
+
+	pthread_mutex_lock(&o->mu);
+	p = pending_find(o, oauth_form_get(f, "request"));
+	if (!p) {
+		pthread_mutex_unlock(&o->mu);
+		oauth_error_page(
+		    out, 400, "This page has expired",
+		    "The approval request is no longer waiting (it "
+		    "was answered, or it is older than 15 minutes).",
+		    START_AGAIN);
+		return NULL;
+	}
+	if (!secret_eq(oauth_form_get(f, "csrf"), p->csrf, 64) ||
+	    !cookie_value(rq->cookie, o->cookie_name, cookie, sizeof(cookie)) ||
+	    !secret_eq(cookie, p->browser, 32)) {
+		pthread_mutex_unlock(&o->mu);
+		log_info("oauth: refused a consent form without its security "
+		         "token or cookie");
+		oauth_error_page(out, 403,
+		                 "Refused: the form could not be "
+		                 "verified",
+		                 "The form's security token or cookie is "
+		                 "missing or wrong, so this may not be your "
+		                 "request.",
+		                 START_AGAIN);
+		return NULL;
+	}
+	return p;
+}
+
+/*
+ * A wrong API token on the consent page of p: charged against the limits,
+ * and the page is shown again with an error. Returns true instead when p
+ * has seen OAUTH_MAX_ATTEMPTS of them: it is then cleared, and no page is
+ * set. Called with o->mu held.
+ */
+static bool consent_wrong_token(struct oauth *o, struct oauth_pending *p,
+                                const char *addr, struct oauth_resp *out)
+{
+	(void)ratelimit_take(o->consent_addr, addr, NULL);
+	(void)ratelimit_take(o->consent_all, "", NULL);
+	log_info("oauth: a wrong API token was entered on the consent "
+	         "page of client %.64s",
+	         p->client_id);
+	if (++p->attempts >= OAUTH_MAX_ATTEMPTS) {
+		oauth_pending_clear(p);
+		return true;
+	}
+	render_consent(o, p,
+	               "That is not an API token of this server. "
+	               "Check it and try again.",
+	               403, out);
+	return false;
+}
+
+/* Approves taken for tenant t and sends the browser back with the code. */
+static void consent_approve(struct oauth *o, const struct oauth_pending *taken,
+                            const struct oauth_tenant *t,
+                            struct oauth_resp *out)
+{
+	char code[OAUTH_SECRET_HEX + 1];
+
+	if (approve(o, taken, t, code, sizeof(code)) < 0) {
+		oauth_error_page(out, 503, "Server error",
+		                 "The approval could not be saved.",
+		                 "Start again in a minute.");
+	} else {
+		const char *kv[] = {"code",
+		                    code,
+		                    "iss",
+		                    o->cfg->oauth_issuer,
+		                    taken->state ? "state" : NULL,
+		                    taken->state,
+		                    NULL};
+
+		/* 303: the client's callback takes GET only. */
+		out->status = 303;
+		out->cache_control = "no-store";
+		out->location = oauth_uri_with_params(taken->redirect_uri, kv);
+		if (!out->location)
+			oauth_error_page(out, 500, "Server error",
+			                 "Out of memory.", NULL);
+	}
+	OPENSSL_cleanse(code, sizeof(code));
+}
+
 void oauth_consent(struct oauth *o, const struct oauth_req *rq,
                    struct oauth_resp *out)
 {
@@ -543,7 +681,7 @@ void oauth_consent(struct oauth *o, const struct oauth_req *rq,
 	const struct oauth_tenant *t;
 	const char *action, *token,
 	    *addr = rq->client_addr ? rq->client_addr : "";
-	char why[300], cookie[33], code[OAUTH_SECRET_HEX + 1];
+	char why[300];
 	unsigned wait = 0;
 
 	oauth_form_init(&f);
@@ -564,32 +702,9 @@ void oauth_consent(struct oauth *o, const struct oauth_req *rq,
 	}
 	action = oauth_form_get(&f, "action");
 	token = oauth_form_get(&f, "token");
-	pthread_mutex_lock(&o->mu);
-	p = pending_find(o, oauth_form_get(&f, "request"));
-	if (!p) {
-		pthread_mutex_unlock(&o->mu);
-		oauth_error_page(
-		    out, 400, "This page has expired",
-		    "The approval request is no longer waiting (it "
-		    "was answered, or it is older than 15 minutes).",
-		    START_AGAIN);
+	p = consent_find(o, rq, &f, out);
+	if (!p)
 		goto out;
-	}
-	if (!secret_eq(oauth_form_get(&f, "csrf"), p->csrf, 64) ||
-	    !cookie_value(rq->cookie, o->cookie_name, cookie, sizeof(cookie)) ||
-	    !secret_eq(cookie, p->browser, 32)) {
-		pthread_mutex_unlock(&o->mu);
-		log_info("oauth: refused a consent form without its security "
-		         "token or cookie");
-		oauth_error_page(out, 403,
-		                 "Refused: the form could not be "
-		                 "verified",
-		                 "The form's security token or cookie is "
-		                 "missing or wrong, so this may not be your "
-		                 "request.",
-		                 START_AGAIN);
-		goto out;
-	}
 	if (action && strcmp(action, "deny") == 0) {
 		taken = *p;
 		memset(p, 0, sizeof(*p));
@@ -628,54 +743,20 @@ void oauth_consent(struct oauth *o, const struct oauth_req *rq,
 	}
 	t = oauth_tenant_of_token(o, token);
 	if (!t) {
-		(void)ratelimit_take(o->consent_addr, addr, NULL);
-		(void)ratelimit_take(o->consent_all, "", NULL);
-		log_info("oauth: a wrong API token was entered on the consent "
-		         "page of client %.64s",
-		         p->client_id);
-		if (++p->attempts >= OAUTH_MAX_ATTEMPTS) {
-			oauth_pending_clear(p);
-			pthread_mutex_unlock(&o->mu);
+		bool ended = consent_wrong_token(o, p, addr, out);
+
+		pthread_mutex_unlock(&o->mu);
+		if (ended)
 			oauth_error_page(out, 403, "Too many wrong tokens",
 			                 "This approval request ended after "
 			                 "several wrong API tokens.",
 			                 START_AGAIN);
-			goto out;
-		}
-		render_consent(o, p,
-		               token
-		                   ? "That is not an API token of this server. "
-		                     "Check it and try again."
-		                   : "Enter the API token to approve.",
-		               token ? 403 : 400, out);
-		pthread_mutex_unlock(&o->mu);
 		goto out;
 	}
 	taken = *p;
 	memset(p, 0, sizeof(*p));
 	pthread_mutex_unlock(&o->mu);
-	if (approve(o, &taken, t, code, sizeof(code)) < 0) {
-		oauth_error_page(out, 503, "Server error",
-		                 "The approval could not be saved.",
-		                 "Start again in a minute.");
-	} else {
-		const char *kv[] = {"code",
-		                    code,
-		                    "iss",
-		                    o->cfg->oauth_issuer,
-		                    taken.state ? "state" : NULL,
-		                    taken.state,
-		                    NULL};
-
-		/* 303: the client's callback takes GET only. */
-		out->status = 303;
-		out->cache_control = "no-store";
-		out->location = oauth_uri_with_params(taken.redirect_uri, kv);
-		if (!out->location)
-			oauth_error_page(out, 500, "Server error",
-			                 "Out of memory.", NULL);
-	}
-	OPENSSL_cleanse(code, sizeof(code));
+	consent_approve(o, &taken, t, out);
 out:
 	oauth_pending_clear(&taken);
 	oauth_form_finish(&f);

@@ -94,6 +94,224 @@ static int print_seccomp(void)
 	return rc;
 }
 
+/* Everything the daemon runs, created in order and freed in reverse. */
+struct daemon {
+	struct config cfg;
+	struct mcp_server *mcp;
+	struct tasks *tasks;
+	struct http_server *http;
+	struct workspace_mgr *wm;
+	struct runner *runner;
+	struct cron *cron;
+	struct stats *stats;
+	struct store *store;
+	struct oauth *oauth;
+	struct stdio_mcp *sio;
+};
+
+/* No core dumps or ptrace of the daemon; sandboxes die before it. */
+static void harden_process(void)
+{
+	FILE *f;
+	bool ok;
+
+	/*
+	 * Not dumpable: no core file with tokens in it, and a process of the
+	 * same uid (an escaped sandbox in the non-root deployment) cannot
+	 * ptrace this one or read its /proc environ and memory.
+	 */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+		log_warn("cannot make the process non-dumpable");
+	/*
+	 * Sandboxes start with the highest OOM score and may lower theirs to
+	 * 0; under memory pressure the kernel must still pick them before
+	 * the daemon. Lowering needs CAP_SYS_RESOURCE: best effort.
+	 */
+	f = fopen("/proc/self/oom_score_adj", "we");
+	ok = f && fputs("-500", f) >= 0;
+	if (f && fclose(f) != 0)
+		ok = false;
+	if (!ok)
+		log_info("cannot lower this daemon's OOM score (needs "
+		         "CAP_SYS_RESOURCE); sandboxes may be picked after it "
+		         "under memory pressure");
+}
+
+/* The MCP core, workspaces, the store and what lives in it, the runner. */
+static int daemon_core(struct daemon *d, char *err, size_t errlen)
+{
+	const struct config *cfg = &d->cfg;
+
+	d->mcp = mcp_server_create(cfg);
+	if (!d->mcp) {
+		log_errorx("cannot create the MCP server: out of memory");
+		return -1;
+	}
+	mcp_server_set_instructions(
+	    d->mcp, "Runs code in isolated sandboxes. Pass the same "
+	            "conversationId on every call of one conversation: files "
+	            "written to /data persist between calls and come back "
+	            "as links.");
+	/* 2026-07-28 clients send it as a header: route by conversation. */
+	mcp_server_add_header_param(d->mcp, "conversationId",
+	                            "Conversation-Id");
+	if (workspace_mgr_create(cfg, &d->wm, err, errlen) < 0) {
+		log_errorx("workspaces: %s", err);
+		return -1;
+	}
+	/* After the workspaces: SANDBOX_ROOT, the store's home, exists. */
+	if (store_open(cfg->store_path, &d->store, err, errlen) < 0) {
+		log_errorx("store: %s", err);
+		return -1;
+	}
+	/* Task records live in the store: results outlast a restart. */
+	if (tasks_open(cfg, d->store, &d->tasks, err, errlen) < 0) {
+		log_errorx("tasks: %s", err);
+		return -1;
+	}
+	mcp_server_set_tasks(d->mcp, d->tasks);
+	if (cfg->oauth &&
+	    oauth_create(cfg, d->store, &d->oauth, err, errlen) < 0) {
+		log_errorx("oauth: %s", err);
+		return -1;
+	}
+	if (runner_create(cfg, &d->runner, err, errlen) < 0) {
+		log_errorx("runner: %s", err);
+		return -1;
+	}
+	d->stats = stats_create();
+	if (!d->stats) {
+		log_errorx("out of memory");
+		return -1;
+	}
+	runner_set_stats(d->runner, d->stats);
+	tools_run_register(d->mcp, d->runner, d->wm);
+	tools_files_register(d->mcp, d->wm);
+#if MCPSD_FIXTURES
+	fixtures_register(d->mcp);
+	log_warnx("conformance fixtures are compiled in: this is a test "
+	          "build");
+#endif
+	return 0;
+}
+
+/* The housekeeping loop and its jobs. */
+static int daemon_jobs(struct daemon *d)
+{
+	const struct config *cfg = &d->cfg;
+
+	d->cron = cron_create();
+	if (!d->cron ||
+	    cron_add(d->cron, "discovery", cfg->discovery_interval_s * 1000u,
+	             runner_job_discover, d->runner) < 0 ||
+	    cron_add(d->cron, "reaper", cfg->reap_interval_s * 1000u,
+	             runner_job_reap, d->runner) < 0 ||
+	    cron_add(d->cron, "workspaces", WORKSPACE_SWEEP_INTERVAL_MS,
+	             workspace_job_sweep, d->wm) < 0 ||
+	    cron_add(d->cron, "warm", 1000, runner_job_warm, d->runner) < 0 ||
+	    cron_add(d->cron, "sessions", MCP_SWEEP_INTERVAL_MS, mcp_job_sweep,
+	             d->mcp) < 0 ||
+	    cron_add(d->cron, "tasks", TASKS_SWEEP_INTERVAL_MS, tasks_job_sweep,
+	             d->tasks) < 0 ||
+	    (d->oauth && cron_add(d->cron, "oauth", OAUTH_PURGE_MS,
+	                          oauth_job_purge, d->oauth) < 0) ||
+	    cron_start(d->cron) < 0) {
+		log_errorx("cannot start the housekeeping loop");
+		return -1;
+	}
+	return 0;
+}
+
+/* The HTTP front, then (with --stdio) the stdio transport. */
+static int daemon_serve(struct daemon *d, bool use_stdio, char *err,
+                        size_t errlen)
+{
+	const struct config *cfg = &d->cfg;
+
+	if (http_server_bind(cfg, d->mcp, &d->http, err, errlen) < 0 ||
+	    (d->oauth &&
+	     oauth_http_register(d->oauth, d->http, err, errlen) < 0)) {
+		log_errorx("%s", err);
+		return -1;
+	}
+	http_server_set_files(d->http, files_http_get, d->wm);
+	http_server_add_health(d->http, runner_health, d->runner);
+	http_server_add_health(d->http, workspace_mgr_health, d->wm);
+	http_server_add_health(d->http, store_health, d->store);
+	http_server_set_stats(d->http, d->stats);
+	if (http_server_start(d->http, err, errlen) < 0) {
+		log_errorx("%s", err);
+		return -1;
+	}
+	log_info("mcp-sandboxd %s listening on %s:%u; MCP endpoint %s/mcp, "
+	         "%zu token(s) configured, OAuth %s",
+	         MCPSD_VERSION, cfg->listen_host[0] ? cfg->listen_host : "*",
+	         http_server_port(d->http), cfg->public_base_url, cfg->n_tokens,
+	         d->oauth ? "on" : "off");
+	if (use_stdio) {
+		struct stdio_mcp_opts so = {
+		    .tenant = cfg->stdio_tenant,
+		    .max_line = cfg->max_body_bytes,
+		    .in_fd = STDIN_FILENO,
+		    .out_fd = STDOUT_FILENO,
+		    .on_eof = stdin_ended,
+		};
+
+		if (stdio_mcp_start(d->mcp, &so, &d->sio, err, errlen) < 0) {
+			log_errorx("stdio: %s", err);
+			return -1;
+		}
+		log_info("serving MCP on standard input and output as tenant "
+		         "'%s'",
+		         cfg->stdio_tenant);
+	}
+	return 0;
+}
+
+/* After SIGTERM or SIGINT: running calls finish, their answers leave. */
+static void daemon_drain(struct daemon *d, int sig)
+{
+	unsigned left;
+
+	if (atomic_load(&stdin_closed))
+		log_info("standard input ended; stopping");
+	log_info("received %s; draining (new calls are refused, running "
+	         "ones may take up to %u s)",
+	         sig == SIGTERM ? "SIGTERM" : "SIGINT", d->cfg.max_timeout_s);
+	left = mcp_server_drain(d->mcp, (d->cfg.max_timeout_s + 15) * 1000);
+	if (left)
+		log_warnx("%u call(s) still running at shutdown", left);
+	left = runner_drain(d->runner, 5000);
+	if (left)
+		log_warnx("%u run(s) still running at shutdown", left);
+	/*
+	 * Ending the sessions ends their event streams; their last events
+	 * (the results of the calls that just finished) are still sent.
+	 * Then wait for every answer to leave before closing connections.
+	 */
+	mcp_server_close_sessions(d->mcp);
+	stdio_mcp_stop(d->sio, 5000);
+	d->sio = NULL;
+	if (http_server_wait_idle(d->http, 5000))
+		log_warnx("some responses were still being sent at shutdown");
+}
+
+static void daemon_free(struct daemon *d)
+{
+	stdio_mcp_stop(d->sio, 0);
+	cron_destroy(d->cron);
+	http_server_destroy(d->http);
+	mcp_server_destroy(d->mcp);
+	tasks_close(d->tasks);
+	runner_destroy(d->runner);
+	oauth_destroy(d->oauth);
+	store_close(d->store);
+	workspace_mgr_destroy(d->wm);
+	stats_destroy(d->stats);
+	log_info("stopped");
+	config_finish(&d->cfg);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -105,20 +323,10 @@ int main(int argc, char **argv)
 	    {"print-seccomp-profile", no_argument, NULL, 'p'},
 	    {NULL, 0, NULL, 0},
 	};
+	static struct daemon d;
 	const char *env_file = ".env";
 	bool check = false, use_stdio = false;
-	struct stdio_mcp *sio = NULL;
-	struct config cfg;
 	char err[1024];
-	struct mcp_server *mcp = NULL;
-	struct tasks *tasks = NULL;
-	struct http_server *http = NULL;
-	struct workspace_mgr *wm = NULL;
-	struct runner *runner = NULL;
-	struct cron *cron = NULL;
-	struct stats *stats = NULL;
-	struct store *store = NULL;
-	struct oauth *oauth = NULL;
 	sigset_t sigs;
 	int sig = 0, opt, rc = 0;
 
@@ -153,42 +361,18 @@ int main(int argc, char **argv)
 		return EXIT_CONFIG;
 	}
 
-	if (config_load(&cfg, env_file, err, sizeof(err)) < 0) {
+	if (config_load(&d.cfg, env_file, err, sizeof(err)) < 0) {
 		fprintf(stderr, "mcp-sandboxd: configuration error: %s\n", err);
-		config_finish(&cfg);
+		config_finish(&d.cfg);
 		return EXIT_CONFIG;
 	}
-	log_set_level(cfg.log_level);
+	log_set_level(d.cfg.log_level);
 	if (check) {
-		config_print(&cfg, stdout);
-		config_finish(&cfg);
+		config_print(&d.cfg, stdout);
+		config_finish(&d.cfg);
 		return 0;
 	}
-
-	/*
-	 * Not dumpable: no core file with tokens in it, and a process of the
-	 * same uid (an escaped sandbox in the non-root deployment) cannot
-	 * ptrace this one or read its /proc environ and memory.
-	 */
-	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
-		log_warn("cannot make the process non-dumpable");
-
-	/*
-	 * Sandboxes start with the highest OOM score and may lower theirs to
-	 * 0; under memory pressure the kernel must still pick them before
-	 * the daemon. Lowering needs CAP_SYS_RESOURCE: best effort.
-	 */
-	{
-		FILE *f = fopen("/proc/self/oom_score_adj", "we");
-		bool ok = f && fputs("-500", f) >= 0;
-
-		if (f && fclose(f) != 0)
-			ok = false;
-		if (!ok)
-			log_info("cannot lower this daemon's OOM score (needs "
-			         "CAP_SYS_RESOURCE); sandboxes may be picked "
-			         "after it under memory pressure");
-	}
+	harden_process();
 
 	/* Signals go to this thread only, through sigwait below. */
 	signal(SIGPIPE, SIG_IGN);
@@ -197,172 +381,23 @@ int main(int argc, char **argv)
 	sigaddset(&sigs, SIGINT);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
-	if (cfg.auth_none)
+	if (d.cfg.auth_none)
 		log_warnx("AUTHENTICATION IS DISABLED (MCP_AUTH=none): anyone "
 		          "who reaches %s:%u can run code. Listening on "
 		          "loopback only. Never use this in production.",
-		          cfg.listen_host, cfg.listen_port);
-	if (cfg.file_secret_ephemeral)
+		          d.cfg.listen_host, d.cfg.listen_port);
+	if (d.cfg.file_secret_ephemeral)
 		log_warnx("FILE_SECRET is not set: workspace names and file "
 		          "links change at every restart");
 
-	mcp = mcp_server_create(&cfg);
-	if (!mcp) {
-		log_errorx("cannot create the MCP server: out of memory");
+	if (daemon_core(&d, err, sizeof(err)) < 0 || daemon_jobs(&d) < 0 ||
+	    daemon_serve(&d, use_stdio, err, sizeof(err)) < 0) {
 		rc = 1;
-		goto out;
+	} else {
+		while (sigwait(&sigs, &sig) != 0)
+			;
+		daemon_drain(&d, sig);
 	}
-	mcp_server_set_instructions(
-	    mcp, "Runs code in isolated sandboxes. Pass the same "
-	         "conversationId on every call of one conversation: files "
-	         "written to /data persist between calls and come back "
-	         "as links.");
-	/* 2026-07-28 clients send it as a header: route by conversation. */
-	mcp_server_add_header_param(mcp, "conversationId", "Conversation-Id");
-	if (workspace_mgr_create(&cfg, &wm, err, sizeof(err)) < 0) {
-		log_errorx("workspaces: %s", err);
-		rc = 1;
-		goto out;
-	}
-	/* After the workspaces: SANDBOX_ROOT, the store's home, exists. */
-	if (store_open(cfg.store_path, &store, err, sizeof(err)) < 0) {
-		log_errorx("store: %s", err);
-		rc = 1;
-		goto out;
-	}
-	/* Task records live in the store: results outlast a restart. */
-	if (tasks_open(&cfg, store, &tasks, err, sizeof(err)) < 0) {
-		log_errorx("tasks: %s", err);
-		rc = 1;
-		goto out;
-	}
-	mcp_server_set_tasks(mcp, tasks);
-	if (cfg.oauth &&
-	    oauth_create(&cfg, store, &oauth, err, sizeof(err)) < 0) {
-		log_errorx("oauth: %s", err);
-		rc = 1;
-		goto out;
-	}
-	if (runner_create(&cfg, &runner, err, sizeof(err)) < 0) {
-		log_errorx("runner: %s", err);
-		rc = 1;
-		goto out;
-	}
-	stats = stats_create();
-	if (!stats) {
-		log_errorx("out of memory");
-		rc = 1;
-		goto out;
-	}
-	runner_set_stats(runner, stats);
-	tools_run_register(mcp, runner, wm);
-	cron = cron_create();
-	if (!cron ||
-	    cron_add(cron, "discovery", cfg.discovery_interval_s * 1000u,
-	             runner_job_discover, runner) < 0 ||
-	    cron_add(cron, "reaper", cfg.reap_interval_s * 1000u,
-	             runner_job_reap, runner) < 0 ||
-	    cron_add(cron, "workspaces", WORKSPACE_SWEEP_INTERVAL_MS,
-	             workspace_job_sweep, wm) < 0 ||
-	    cron_add(cron, "warm", 1000, runner_job_warm, runner) < 0 ||
-	    cron_add(cron, "sessions", MCP_SWEEP_INTERVAL_MS, mcp_job_sweep,
-	             mcp) < 0 ||
-	    cron_add(cron, "tasks", TASKS_SWEEP_INTERVAL_MS, tasks_job_sweep,
-	             tasks) < 0 ||
-	    (oauth && cron_add(cron, "oauth", OAUTH_PURGE_MS, oauth_job_purge,
-	                       oauth) < 0) ||
-	    cron_start(cron) < 0) {
-		log_errorx("cannot start the housekeeping loop");
-		rc = 1;
-		goto out;
-	}
-	tools_files_register(mcp, wm);
-#if MCPSD_FIXTURES
-	fixtures_register(mcp);
-	log_warnx("conformance fixtures are compiled in: this is a test "
-	          "build");
-#endif
-
-	if (http_server_bind(&cfg, mcp, &http, err, sizeof(err)) < 0 ||
-	    (oauth && oauth_http_register(oauth, http, err, sizeof(err)) < 0)) {
-		log_errorx("%s", err);
-		rc = 1;
-		goto out;
-	}
-	http_server_set_files(http, files_http_get, wm);
-	http_server_add_health(http, runner_health, runner);
-	http_server_add_health(http, workspace_mgr_health, wm);
-	http_server_add_health(http, store_health, store);
-	http_server_set_stats(http, stats);
-	if (http_server_start(http, err, sizeof(err)) < 0) {
-		log_errorx("%s", err);
-		rc = 1;
-		goto out;
-	}
-	log_info("mcp-sandboxd %s listening on %s:%u; MCP endpoint %s/mcp, "
-	         "%zu token(s) configured, OAuth %s",
-	         MCPSD_VERSION, cfg.listen_host[0] ? cfg.listen_host : "*",
-	         http_server_port(http), cfg.public_base_url, cfg.n_tokens,
-	         oauth ? "on" : "off");
-
-	if (use_stdio) {
-		struct stdio_mcp_opts so = {
-		    .tenant = cfg.stdio_tenant,
-		    .max_line = cfg.max_body_bytes,
-		    .in_fd = STDIN_FILENO,
-		    .out_fd = STDOUT_FILENO,
-		    .on_eof = stdin_ended,
-		};
-
-		if (stdio_mcp_start(mcp, &so, &sio, err, sizeof(err)) < 0) {
-			log_errorx("stdio: %s", err);
-			rc = 1;
-			goto out;
-		}
-		log_info("serving MCP on standard input and output as tenant "
-		         "'%s'",
-		         cfg.stdio_tenant);
-	}
-
-	while (sigwait(&sigs, &sig) != 0)
-		;
-	if (atomic_load(&stdin_closed))
-		log_info("standard input ended; stopping");
-	log_info("received %s; draining (new calls are refused, running "
-	         "ones may take up to %u s)",
-	         sig == SIGTERM ? "SIGTERM" : "SIGINT", cfg.max_timeout_s);
-	{
-		unsigned left =
-		    mcp_server_drain(mcp, (cfg.max_timeout_s + 15) * 1000);
-
-		if (left)
-			log_warnx("%u call(s) still running at shutdown", left);
-		left = runner_drain(runner, 5000);
-		if (left)
-			log_warnx("%u run(s) still running at shutdown", left);
-	}
-	/*
-	 * Ending the sessions ends their event streams; their last events
-	 * (the results of the calls that just finished) are still sent.
-	 * Then wait for every answer to leave before closing connections.
-	 */
-	mcp_server_close_sessions(mcp);
-	stdio_mcp_stop(sio, 5000);
-	sio = NULL;
-	if (http_server_wait_idle(http, 5000))
-		log_warnx("some responses were still being sent at shutdown");
-out:
-	stdio_mcp_stop(sio, 0);
-	cron_destroy(cron);
-	http_server_destroy(http);
-	mcp_server_destroy(mcp);
-	tasks_close(tasks);
-	runner_destroy(runner);
-	oauth_destroy(oauth);
-	store_close(store);
-	workspace_mgr_destroy(wm);
-	stats_destroy(stats);
-	log_info("stopped");
-	config_finish(&cfg);
+	daemon_free(&d);
 	return rc;
 }

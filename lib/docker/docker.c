@@ -4,53 +4,29 @@
  * Each call borrows an easy handle from a small pool (handles keep their
  * connection cache, so consecutive calls reuse a connection) and returns it
  * afterwards; the pool, the negotiated version and the health record are
- * guarded by one mutex that is never held during I/O. Attach streams use
- * their own handle in CONNECT_ONLY mode and are driven by the caller.
+ * guarded by one mutex that is never held during I/O. Attach streams
+ * (docker_attach.c) use their own handle in CONNECT_ONLY mode and are
+ * driven by the caller; docker_internal.h is what the two files share.
  */
 #include "docker/docker.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <curl/curl.h>
 
 #include "buf.h"
+#include "docker/docker_internal.h"
 #include "log.h"
 #include "util/num.h"
-#include "util/mono.h"
 
-#define DOCKER_POOL_MAX 8
 #define DOCKER_RESP_MAX (16u * 1024 * 1024)
-#define DOCKER_ATTACH_HDR_MAX 4096
-#define DOCKER_CONNECT_TIMEOUT_MS 5000
-
-struct docker {
-	char *host;
-	char *sock_path;
-	unsigned timeout_ms;
-	pthread_mutex_t lock;
-	struct docker_health health; /* guarded by lock */
-	CURL *pool[DOCKER_POOL_MAX]; /* guarded by lock */
-	size_t n_pool;
-};
-
-struct docker_attach {
-	CURL *h;
-	int fd;
-	char pending[DOCKER_ATTACH_HDR_MAX];
-	size_t pend_off, pend_len;
-};
 
 /* One request and its answer. */
 struct docker_req {
@@ -154,7 +130,7 @@ void docker_health(struct docker *d, struct docker_health *out)
 }
 
 /* Records the outcome of a call that reached the engine. */
-static void docker_mark_ok(struct docker *d)
+void docker_mark_ok(struct docker *d)
 {
 	bool was;
 
@@ -169,7 +145,7 @@ static void docker_mark_ok(struct docker *d)
 }
 
 /* Records a failure to reach the engine; forgets the negotiated version. */
-static void docker_mark_down(struct docker *d, const char *msg)
+void docker_mark_down(struct docker *d, const char *msg)
 {
 	bool was;
 
@@ -235,7 +211,7 @@ static long docker_version_num(const char *s)
 }
 
 /* What an errno from connect() means for a person running the daemon. */
-static const char *docker_connect_hint(long oserr)
+const char *docker_connect_hint(long oserr)
 {
 	switch (oserr) {
 	case ECONNREFUSED:
@@ -257,8 +233,8 @@ static const char *docker_connect_hint(long oserr)
 static int docker_negotiate(struct docker *d, char *err, size_t errlen);
 
 /* The negotiated API version ("1.41"), negotiating first if none yet. */
-static int docker_api_version(struct docker *d, char *ver, size_t n, char *err,
-                              size_t errlen)
+int docker_api_version(struct docker *d, char *ver, size_t n, char *err,
+                       size_t errlen)
 {
 	int r;
 
@@ -275,15 +251,132 @@ static int docker_api_version(struct docker *d, char *ver, size_t n, char *err,
 	return 0;
 }
 
+/*
+ * Sets h up for rq on url: the socket, timeouts (tmo), the error buffer
+ * cerr, the write callback, headers and method. Returns the header list
+ * (the caller frees it after the transfer), NULL when out of memory.
+ */
+static struct curl_slist *docker_call_setup(struct docker *d,
+                                            struct docker_req *rq, CURL *h,
+                                            const char *url, unsigned tmo,
+                                            char *cerr)
+{
+	struct curl_slist *hdrs = NULL;
+
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, d->sock_path);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)tmo);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
+	                 (long)(tmo < DOCKER_CONNECT_TIMEOUT_MS
+	                            ? tmo
+	                            : DOCKER_CONNECT_TIMEOUT_MS));
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, docker_write_cb);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, rq);
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http");
+	hdrs = curl_slist_append(hdrs, "Expect:");
+	if (rq->body)
+		hdrs =
+		    curl_slist_append(hdrs, "Content-Type: application/json");
+	if (!hdrs)
+		return NULL;
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	if (strcmp(rq->method, "POST") == 0) {
+		curl_easy_setopt(h, CURLOPT_POST, 1L);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS,
+		                 rq->body ? rq->body : "");
+		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE,
+		                 (long)(rq->body ? strlen(rq->body) : 0));
+	} else if (strcmp(rq->method, "GET") != 0) {
+		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, rq->method);
+	}
+	return hdrs;
+}
+
+/*
+ * A transfer that failed (rc is not CURLE_OK): says why in err and marks
+ * the engine down, unless it is a timeout the caller expects (slow_ok) or
+ * an answer too large. Returns the negative errno for the caller.
+ */
+static int docker_call_failed(struct docker *d, const struct docker_req *rq,
+                              CURLcode rc, long oserr, const char *cerr,
+                              unsigned tmo, char *err, size_t errlen)
+{
+	if (rc == CURLE_WRITE_ERROR && rq->overflow) {
+		snprintf(err, errlen,
+		         "Docker engine answer to %s %s is larger than %u "
+		         "bytes",
+		         rq->method, rq->path, DOCKER_RESP_MAX);
+		return -EPROTO;
+	}
+	if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
+	    (rc == CURLE_OPERATION_TIMEDOUT && rq->status == 0 && oserr != 0)) {
+		const char *hint = docker_connect_hint(oserr);
+
+		snprintf(
+		    err, errlen, "Docker engine not reachable at %s: %s",
+		    d->host,
+		    hint ? hint
+		         : (oserr ? strerror((int)oserr)
+		                  : (cerr[0] ? cerr : curl_easy_strerror(rc))));
+		docker_mark_down(d, err);
+		return -ECONNREFUSED;
+	}
+	if (rc == CURLE_OPERATION_TIMEDOUT) {
+		snprintf(err, errlen,
+		         "Docker engine at %s did not answer %s %s within "
+		         "%u ms; is it overloaded or hung?",
+		         d->host, rq->method, rq->path, tmo);
+		if (!rq->slow_ok)
+			docker_mark_down(d, err);
+		return -ETIMEDOUT;
+	}
+	snprintf(err, errlen, "Docker engine at %s failed during %s %s: %s",
+	         d->host, rq->method, rq->path,
+	         cerr[0] ? cerr : curl_easy_strerror(rc));
+	docker_mark_down(d, err);
+	return -ECONNREFUSED;
+}
+
+/* An answer outside 2xx: the engine's message in err, status as errno. */
+static int docker_call_refused(const struct docker_req *rq, char *err,
+                               size_t errlen)
+{
+	cJSON *j = cJSON_ParseWithLength(rq->resp.data ? rq->resp.data : "",
+	                                 rq->resp.len);
+	const char *msg = cJSON_GetStringValue(
+	    cJSON_GetObjectItemCaseSensitive(j, "message"));
+	int r;
+
+	snprintf(err, errlen, "Docker engine refused %s %s: %s (HTTP %ld)",
+	         rq->method, rq->path, msg ? msg : "no message", rq->status);
+	switch (rq->status) {
+	case 400:
+		r = -EINVAL;
+		break;
+	case 404:
+		r = -ENOENT;
+		break;
+	case 409:
+		r = -EBUSY;
+		break;
+	default:
+		r = -EIO;
+		break;
+	}
+	cJSON_Delete(j);
+	return r;
+}
+
 static int docker_call(struct docker *d, struct docker_req *rq, char *err,
                        size_t errlen)
 {
 	char url[1024], ver[16], cerr[CURL_ERROR_SIZE] = "";
-	struct curl_slist *hdrs = NULL;
-	const char *msg = NULL;
-	cJSON *j = NULL;
+	struct curl_slist *hdrs;
 	long oserr = 0;
 	double sent_s = 0;
+	unsigned tmo;
 	CURLcode rc;
 	CURL *h;
 	int r, n;
@@ -308,38 +401,12 @@ static int docker_call(struct docker *d, struct docker_req *rq, char *err,
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	unsigned tmo = rq->timeout_ms ? rq->timeout_ms : d->timeout_ms;
-
-	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, d->sock_path);
-	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)tmo);
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
-	                 (long)(tmo < DOCKER_CONNECT_TIMEOUT_MS
-	                            ? tmo
-	                            : DOCKER_CONNECT_TIMEOUT_MS));
-	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, docker_write_cb);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, rq);
-	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http");
-	hdrs = curl_slist_append(hdrs, "Expect:");
-	if (rq->body)
-		hdrs =
-		    curl_slist_append(hdrs, "Content-Type: application/json");
+	tmo = rq->timeout_ms ? rq->timeout_ms : d->timeout_ms;
+	hdrs = docker_call_setup(d, rq, h, url, tmo, cerr);
 	if (!hdrs) {
 		docker_handle_put(d, h);
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
-	}
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-	if (strcmp(rq->method, "POST") == 0) {
-		curl_easy_setopt(h, CURLOPT_POST, 1L);
-		curl_easy_setopt(h, CURLOPT_POSTFIELDS,
-		                 rq->body ? rq->body : "");
-		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE,
-		                 (long)(rq->body ? strlen(rq->body) : 0));
-	} else if (strcmp(rq->method, "GET") != 0) {
-		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, rq->method);
 	}
 
 	rc = curl_easy_perform(h);
@@ -358,72 +425,15 @@ static int docker_call(struct docker *d, struct docker_req *rq, char *err,
 	curl_slist_free_all(hdrs);
 	docker_handle_put(d, h);
 
-	if (rc == CURLE_WRITE_ERROR && rq->overflow) {
-		snprintf(err, errlen,
-		         "Docker engine answer to %s %s is larger than %u "
-		         "bytes",
-		         rq->method, rq->path, DOCKER_RESP_MAX);
-		r = -EPROTO;
-		goto out;
-	}
-	if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
-	    (rc == CURLE_OPERATION_TIMEDOUT && rq->status == 0 && oserr != 0)) {
-		const char *hint = docker_connect_hint(oserr);
-
-		snprintf(
-		    err, errlen, "Docker engine not reachable at %s: %s",
-		    d->host,
-		    hint ? hint
-		         : (oserr ? strerror((int)oserr)
-		                  : (cerr[0] ? cerr : curl_easy_strerror(rc))));
-		docker_mark_down(d, err);
-		r = -ECONNREFUSED;
-		goto out;
-	}
-	if (rc == CURLE_OPERATION_TIMEDOUT) {
-		snprintf(err, errlen,
-		         "Docker engine at %s did not answer %s %s within "
-		         "%u ms; is it overloaded or hung?",
-		         d->host, rq->method, rq->path, tmo);
-		if (!rq->slow_ok)
-			docker_mark_down(d, err);
-		r = -ETIMEDOUT;
-		goto out;
-	}
 	if (rc != CURLE_OK) {
-		snprintf(err, errlen,
-		         "Docker engine at %s failed during %s %s: %s", d->host,
-		         rq->method, rq->path,
-		         cerr[0] ? cerr : curl_easy_strerror(rc));
-		docker_mark_down(d, err);
-		r = -ECONNREFUSED;
+		r = docker_call_failed(d, rq, rc, oserr, cerr, tmo, err,
+		                       errlen);
 		goto out;
 	}
 	docker_mark_ok(d);
 	if (rq->status >= 200 && rq->status < 300)
 		return 0;
-
-	j = cJSON_ParseWithLength(rq->resp.data ? rq->resp.data : "",
-	                          rq->resp.len);
-	msg = cJSON_GetStringValue(
-	    cJSON_GetObjectItemCaseSensitive(j, "message"));
-	snprintf(err, errlen, "Docker engine refused %s %s: %s (HTTP %ld)",
-	         rq->method, rq->path, msg ? msg : "no message", rq->status);
-	switch (rq->status) {
-	case 400:
-		r = -EINVAL;
-		break;
-	case 404:
-		r = -ENOENT;
-		break;
-	case 409:
-		r = -EBUSY;
-		break;
-	default:
-		r = -EIO;
-		break;
-	}
-	cJSON_Delete(j);
+	r = docker_call_refused(rq, err, errlen);
 out:
 	buf_finish(&rq->resp);
 	return r;
@@ -442,6 +452,30 @@ static int docker_parse(struct docker_req *rq, cJSON **out, char *err,
 		return -EPROTO;
 	}
 	return 0;
+}
+
+int docker_request(struct docker *d, const char *method, const char *path,
+                   const char *body, unsigned timeout_ms, cJSON **out,
+                   char *err, size_t errlen)
+{
+	struct docker_req rq = {.method = method,
+	                        .path = path,
+	                        .versioned = true,
+	                        .body = body,
+	                        .timeout_ms = timeout_ms};
+	int r;
+
+	if (out)
+		*out = NULL;
+	if (path[0] != '/' || strpbrk(path, " \r\n")) {
+		snprintf(err, errlen, "invalid Docker request path");
+		return -EINVAL;
+	}
+	r = docker_call(d, &rq, err, errlen);
+	if (r == 0 && out && rq.resp.len > 0)
+		r = docker_parse(&rq, out, err, errlen);
+	buf_finish(&rq.resp);
+	return r;
 }
 
 static int docker_negotiate(struct docker *d, char *err, size_t errlen)
@@ -516,7 +550,7 @@ int docker_ping(struct docker *d, char *err, size_t errlen)
 }
 
 /* Container ids and names: [A-Za-z0-9_.-], 1-128 characters. */
-static bool docker_id_ok(const char *id)
+bool docker_id_ok(const char *id)
 {
 	size_t n = 0;
 
@@ -550,7 +584,7 @@ static bool docker_ref_ok(const char *ref)
 	return n > 0 && n <= 512;
 }
 
-static int docker_bad_id(const char *what, char *err, size_t errlen)
+int docker_bad_id(const char *what, char *err, size_t errlen)
 {
 	snprintf(err, errlen, "invalid Docker %s", what);
 	return -EINVAL;
@@ -995,340 +1029,4 @@ int docker_container_inspect(struct docker *d, const char *id,
 out:
 	cJSON_Delete(j);
 	return r;
-}
-
-/* ---- attach ----------------------------------------------------------- */
-
-/* Waits for events on fd until the deadline. 0, -ETIMEDOUT or -errno. */
-static int docker_wait_fd(int fd, short events, long long deadline)
-{
-	struct pollfd p = {.fd = fd, .events = events};
-	long long left;
-	int n;
-
-	for (;;) {
-		left = deadline - mono_ms();
-		if (left <= 0)
-			return -ETIMEDOUT;
-		n = poll(&p, 1, (int)(left > INT32_MAX ? INT32_MAX : left));
-		if (n > 0)
-			return 0;
-		if (n == 0)
-			return -ETIMEDOUT;
-		if (errno != EINTR)
-			return -errno;
-	}
-}
-
-/* Sends the whole request through curl, waiting for room as needed. */
-static int docker_attach_send(CURL *h, int fd, const char *req, size_t len,
-                              long long deadline)
-{
-	size_t off = 0, sent;
-	CURLcode rc;
-	int r;
-
-	while (off < len) {
-		rc = curl_easy_send(h, req + off, len - off, &sent);
-		if (rc == CURLE_AGAIN) {
-			r = docker_wait_fd(fd, POLLOUT, deadline);
-			if (r < 0)
-				return r;
-			continue;
-		}
-		if (rc != CURLE_OK)
-			return -EPIPE;
-		off += sent;
-	}
-	return 0;
-}
-
-/* Case-insensitive search for a header's value in a response head. */
-static const char *docker_find_header(const char *head, const char *name)
-{
-	size_t n = strlen(name);
-
-	for (const char *p = strstr(head, "\r\n"); p; p = strstr(p, "\r\n")) {
-		p += 2;
-		if (strncasecmp(p, name, n) == 0 && p[n] == ':')
-			return p + n + 1;
-	}
-	return NULL;
-}
-
-/*
- * Sends "<line> /v<version><path> <proto>" and the extra header lines on a
- * connection of its own and reads the answer's head; on 101 or 200 the
- * connection is handed out as a stream of the body (attach: hijacked; an
- * HTTP/1.0 GET: the body until the engine closes, never chunked).
- */
-static int docker_hijack(struct docker *d, const char *method, const char *path,
-                         const char *proto, const char *extra, const char *what,
-                         struct docker_attach **out, char *err, size_t errlen)
-{
-	struct docker_attach *a = NULL;
-	char req[1536], head[DOCKER_ATTACH_HDR_MAX + 1], ver[16];
-	char cerr[CURL_ERROR_SIZE] = "";
-	long long deadline = mono_ms() + d->timeout_ms;
-	size_t hlen = 0, body_off = 0;
-	curl_socket_t sock = CURL_SOCKET_BAD;
-	long status = 0, oserr = 0;
-	const char *eoh = NULL;
-	CURLcode rc;
-	ssize_t got;
-	int r, n;
-
-	*out = NULL;
-	r = docker_api_version(d, ver, sizeof(ver), err, errlen);
-	if (r < 0)
-		return r;
-	a = calloc(1, sizeof(*a));
-	if (!a || !(a->h = curl_easy_init())) {
-		snprintf(err, errlen, "out of memory");
-		r = -ENOMEM;
-		goto out;
-	}
-	a->fd = -1;
-	curl_easy_setopt(a->h, CURLOPT_URL, "http://docker/");
-	curl_easy_setopt(a->h, CURLOPT_UNIX_SOCKET_PATH, d->sock_path);
-	curl_easy_setopt(a->h, CURLOPT_CONNECT_ONLY, 1L);
-	curl_easy_setopt(a->h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(a->h, CURLOPT_CONNECTTIMEOUT_MS,
-	                 (long)DOCKER_CONNECT_TIMEOUT_MS);
-	curl_easy_setopt(a->h, CURLOPT_ERRORBUFFER, cerr);
-	rc = curl_easy_perform(a->h);
-	curl_easy_setopt(a->h, CURLOPT_ERRORBUFFER, NULL);
-	if (rc != CURLE_OK) {
-		const char *hint;
-
-		curl_easy_getinfo(a->h, CURLINFO_OS_ERRNO, &oserr);
-		hint = docker_connect_hint(oserr);
-		snprintf(err, errlen, "Docker engine not reachable at %s: %s",
-		         d->host,
-		         hint ? hint
-		              : (cerr[0] ? cerr : curl_easy_strerror(rc)));
-		docker_mark_down(d, err);
-		r = -ECONNREFUSED;
-		goto out;
-	}
-	if (curl_easy_getinfo(a->h, CURLINFO_ACTIVESOCKET, &sock) != CURLE_OK ||
-	    sock == CURL_SOCKET_BAD) {
-		snprintf(err, errlen, "attach: no socket from libcurl");
-		r = -EIO;
-		goto out;
-	}
-	a->fd = (int)sock;
-	n = snprintf(req, sizeof(req), "%s /v%s%s %s\r\nHost: docker\r\n%s\r\n",
-	             method, ver, path, proto, extra);
-	if (n < 0 || (size_t)n >= sizeof(req)) {
-		snprintf(err, errlen, "%s request too long", what);
-		r = -EINVAL;
-		goto out;
-	}
-	r = docker_attach_send(a->h, a->fd, req, (size_t)n, deadline);
-	if (r < 0) {
-		snprintf(err, errlen,
-		         "Docker engine at %s: sending the %s request "
-		         "failed: %s",
-		         d->host, what, strerror(-r));
-		docker_mark_down(d, err);
-		goto out;
-	}
-	/* Read up to the end of the response head; keep what follows. */
-	while (!eoh) {
-		if (hlen == DOCKER_ATTACH_HDR_MAX) {
-			snprintf(err, errlen,
-			         "Docker %s response head too long", what);
-			r = -EPROTO;
-			goto out;
-		}
-		r = docker_wait_fd(a->fd, POLLIN, deadline);
-		if (r < 0) {
-			snprintf(err, errlen,
-			         "Docker engine at %s did not answer the "
-			         "%s request within %u ms",
-			         d->host, what, d->timeout_ms);
-			docker_mark_down(d, err);
-			goto out;
-		}
-		got = recv(a->fd, head + hlen, DOCKER_ATTACH_HDR_MAX - hlen,
-		           MSG_DONTWAIT);
-		if (got < 0 && (errno == EAGAIN || errno == EINTR))
-			continue;
-		if (got <= 0) {
-			snprintf(err, errlen,
-			         "Docker engine at %s closed the %s "
-			         "connection",
-			         d->host, what);
-			docker_mark_down(d, err);
-			r = -ECONNREFUSED;
-			goto out;
-		}
-		hlen += (size_t)got;
-		head[hlen] = '\0';
-		eoh = memmem(head, hlen, "\r\n\r\n", 4);
-	}
-	body_off = (size_t)(eoh - head) + 4;
-	if (sscanf(head, "HTTP/1.%*1[01] %3ld", &status) != 1) {
-		snprintf(err, errlen,
-		         "Docker engine sent a malformed %s response", what);
-		r = -EPROTO;
-		goto out;
-	}
-	docker_mark_ok(d);
-	if (status != 101 && status != 200) {
-		/* The error body is JSON; read what arrives quickly. */
-		const char *cl = docker_find_header(head, "Content-Length");
-		uint64_t want = 0;
-		cJSON *j;
-		const char *msg;
-
-		/* A missing or malformed length: read what is there. */
-		if (cl) {
-			cl += strspn(cl, " \t");
-			if (num_u64n(cl, strcspn(cl, " \t\r\n"),
-			             DOCKER_ATTACH_HDR_MAX, &want) < 0)
-				want = 0;
-		}
-
-		while (want > hlen - body_off && hlen < DOCKER_ATTACH_HDR_MAX &&
-		       docker_wait_fd(a->fd, POLLIN, mono_ms() + 1000) == 0) {
-			got = recv(a->fd, head + hlen,
-			           DOCKER_ATTACH_HDR_MAX - hlen, MSG_DONTWAIT);
-			if (got <= 0)
-				break;
-			hlen += (size_t)got;
-		}
-		head[hlen] = '\0';
-		j = cJSON_ParseWithLength(head + body_off, hlen - body_off);
-		msg = cJSON_GetStringValue(
-		    cJSON_GetObjectItemCaseSensitive(j, "message"));
-		snprintf(err, errlen,
-		         "Docker engine refused the %s request: %s (HTTP %ld)",
-		         what, msg ? msg : "no message", status);
-		cJSON_Delete(j);
-		r = status == 404 ? -ENOENT : status == 409 ? -EBUSY : -EIO;
-		goto out;
-	}
-	memcpy(a->pending, head + body_off, hlen - body_off);
-	a->pend_len = hlen - body_off;
-	int fl = fcntl(a->fd, F_GETFL);
-
-	if (fl >= 0)
-		(void)fcntl(a->fd, F_SETFL, fl | O_NONBLOCK);
-	*out = a;
-	return 0;
-out:
-	docker_attach_close(a);
-	return r;
-}
-
-int docker_container_attach(struct docker *d, const char *id,
-                            struct docker_attach **out, char *err,
-                            size_t errlen)
-{
-	char path[256];
-
-	*out = NULL;
-	if (!docker_id_ok(id))
-		return docker_bad_id("container id", err, errlen);
-	snprintf(path, sizeof(path),
-	         "/containers/%s/attach?stream=1&stdin=1&stdout=1&stderr=1",
-	         id);
-	return docker_hijack(d, "POST", path, "HTTP/1.1",
-	                     "Content-Type: text/plain\r\n"
-	                     "Content-Length: 0\r\n"
-	                     "Connection: Upgrade\r\n"
-	                     "Upgrade: tcp\r\n",
-	                     "attach", out, err, errlen);
-}
-
-int docker_stream_get(struct docker *d, const char *path,
-                      struct docker_attach **out, char *err, size_t errlen)
-{
-	*out = NULL;
-	if (path[0] != '/' || strpbrk(path, " \r\n")) {
-		snprintf(err, errlen, "invalid Docker request path");
-		return -EINVAL;
-	}
-	return docker_hijack(d, "GET", path, "HTTP/1.0", "", "stream", out, err,
-	                     errlen);
-}
-
-int docker_request(struct docker *d, const char *method, const char *path,
-                   const char *body, unsigned timeout_ms, cJSON **out,
-                   char *err, size_t errlen)
-{
-	struct docker_req rq = {.method = method,
-	                        .path = path,
-	                        .versioned = true,
-	                        .body = body,
-	                        .timeout_ms = timeout_ms};
-	int r;
-
-	if (out)
-		*out = NULL;
-	if (path[0] != '/' || strpbrk(path, " \r\n")) {
-		snprintf(err, errlen, "invalid Docker request path");
-		return -EINVAL;
-	}
-	r = docker_call(d, &rq, err, errlen);
-	if (r == 0 && out && rq.resp.len > 0)
-		r = docker_parse(&rq, out, err, errlen);
-	buf_finish(&rq.resp);
-	return r;
-}
-
-int docker_attach_fd(const struct docker_attach *a)
-{
-	return a->fd;
-}
-
-bool docker_attach_pending(const struct docker_attach *a)
-{
-	return a->pend_off < a->pend_len;
-}
-
-ssize_t docker_attach_read(struct docker_attach *a, void *buf, size_t n)
-{
-	ssize_t got;
-
-	if (a->pend_off < a->pend_len) {
-		size_t take = a->pend_len - a->pend_off;
-
-		if (take > n)
-			take = n;
-		memcpy(buf, a->pending + a->pend_off, take);
-		a->pend_off += take;
-		return (ssize_t)take;
-	}
-	got = recv(a->fd, buf, n, MSG_DONTWAIT);
-	if (got < 0)
-		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
-	return got;
-}
-
-ssize_t docker_attach_write(struct docker_attach *a, const void *p, size_t n)
-{
-	ssize_t w = send(a->fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
-
-	if (w < 0)
-		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
-	return w;
-}
-
-void docker_attach_close_write(struct docker_attach *a)
-{
-	(void)shutdown(a->fd, SHUT_WR);
-}
-
-void docker_attach_close(struct docker_attach *a)
-{
-	if (!a)
-		return;
-	if (a->fd >= 0)
-		(void)shutdown(a->fd, SHUT_RDWR);
-	if (a->h)
-		curl_easy_cleanup(a->h);
-	free(a);
 }
