@@ -160,6 +160,7 @@ void catalog_image_finish(struct catalog_image *img)
 	free(img->image_id);
 	free(img->filename);
 	catalog_strv_free(img->command, img->n_command);
+	catalog_strv_free(img->check, img->n_check);
 	free(img->watchdog);
 	free(img->version);
 	free(img->description);
@@ -167,8 +168,9 @@ void catalog_image_finish(struct catalog_image *img)
 	memset(img, 0, sizeof(*img));
 }
 
-static int catalog_parse_command(const char *s, struct catalog_image *img,
-                                 char *err, size_t errlen)
+/* A command label (a JSON array of 1..CATALOG_COMMAND_MAX strings). */
+static int catalog_parse_argv(const char *label, const char *s, char ***out,
+                              size_t *nout, char *err, size_t errlen)
 {
 	cJSON *j = s ? cJSON_Parse(s) : NULL, *it;
 	int n, r = -EINVAL;
@@ -177,13 +179,12 @@ static int catalog_parse_command(const char *s, struct catalog_image *img,
 	n = cJSON_GetArraySize(j);
 	if (!cJSON_IsArray(j) || n < 1 || n > CATALOG_COMMAND_MAX) {
 		snprintf(err, errlen,
-		         "sandbox.command must be a JSON array of 1 to %d "
-		         "strings",
+		         "%s must be a JSON array of 1 to %d strings", label,
 		         CATALOG_COMMAND_MAX);
 		goto out;
 	}
-	img->command = calloc((size_t)n, sizeof(char *));
-	if (!img->command) {
+	*out = calloc((size_t)n, sizeof(char *));
+	if (!*out) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -192,20 +193,35 @@ static int catalog_parse_command(const char *s, struct catalog_image *img,
 
 		if (!a || !a[0] || strlen(a) > 4096) {
 			snprintf(err, errlen,
-			         "sandbox.command entries must be non-empty "
-			         "strings");
+			         "%s entries must be non-empty strings", label);
 			goto out;
 		}
-		img->command[i] = strdup(a);
-		if (!img->command[i]) {
+		(*out)[i] = strdup(a);
+		if (!(*out)[i]) {
 			r = -ENOMEM;
 			goto out;
 		}
-		img->n_command = ++i;
+		*nout = ++i;
 	}
 	r = 0;
 out:
 	cJSON_Delete(j);
+	return r;
+}
+
+/* sandbox.command (required) and sandbox.check (optional). */
+static int catalog_parse_commands(const cJSON *labels,
+                                  struct catalog_image *out, char *err,
+                                  size_t errlen)
+{
+	const char *check = catalog_label(labels, "sandbox.check");
+	int r = catalog_parse_argv("sandbox.command",
+	                           catalog_label(labels, "sandbox.command"),
+	                           &out->command, &out->n_command, err, errlen);
+
+	if (r == 0 && check && check[0])
+		r = catalog_parse_argv("sandbox.check", check, &out->check,
+		                       &out->n_check, err, errlen);
 	return r;
 }
 
@@ -320,8 +336,7 @@ int catalog_image_parse(const cJSON *s, struct catalog_image *out, char *err,
 		return -EINVAL;
 	}
 	if ((r = catalog_parse_identity(labels, id, out, err, errlen)) < 0 ||
-	    (r = catalog_parse_command(catalog_label(labels, "sandbox.command"),
-	                               out, err, errlen)) < 0 ||
+	    (r = catalog_parse_commands(labels, out, err, errlen)) < 0 ||
 	    (r = catalog_parse_options(labels, id, out, err, errlen)) < 0)
 		goto fail;
 	/* From here on only allocations can fail. */
@@ -542,25 +557,38 @@ const struct catalog_image *catalog_find(const struct catalog *c,
 	return NULL;
 }
 
-void catalog_languages(const struct catalog *c, char *out, size_t len)
+/* The languages of c (those with a check only, when checkable). */
+static void catalog_list(const struct catalog *c, bool checkable, char *out,
+                         size_t len)
 {
 	size_t off = 0;
 
 	if (len == 0)
 		return;
 	out[0] = '\0';
-	if (!c || c->n == 0) {
-		snprintf(out, len, "none");
-		return;
-	}
-	for (size_t i = 0; i < c->n && off < len; i++) {
-		int w = snprintf(out + off, len - off, "%s%s", i ? ", " : "",
-		                 c->items[i].language);
+	for (size_t i = 0; c && i < c->n && off < len; i++) {
+		int w;
 
+		if (checkable && c->items[i].n_check == 0)
+			continue;
+		w = snprintf(out + off, len - off, "%s%s", off ? ", " : "",
+		             c->items[i].language);
 		if (w < 0)
 			break;
 		off += (size_t)w;
 	}
+	if (off == 0)
+		snprintf(out, len, "none");
+}
+
+void catalog_languages(const struct catalog *c, char *out, size_t len)
+{
+	catalog_list(c, false, out, len);
+}
+
+void catalog_checkable(const struct catalog *c, char *out, size_t len)
+{
+	catalog_list(c, true, out, len);
 }
 
 struct catalog *catalog_ref(struct catalog *c)

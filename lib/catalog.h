@@ -7,6 +7,10 @@
  *   sandbox.filename           required, e.g. main.py (written to /sandbox)
  *   sandbox.command            required, JSON array, e.g.
  *                              ["python3","-u","/sandbox/main.py"]
+ *   sandbox.check              optional JSON array: a command that checks
+ *                              /sandbox/<filename> without running it
+ *                              (check_code); e.g. ["bash","-n",
+ *                              "/sandbox/main.sh"]
  *   sandbox.aliases            comma list, e.g. py,python3
  *   sandbox.watchdog           absolute path of a coreutils timeout(1)
  *   sandbox.priority           integer; the highest wins a language
@@ -37,6 +41,8 @@ struct catalog_image {
 	char *filename; /* the code file's name in /sandbox */
 	char **command; /* argv that runs /sandbox/<filename> */
 	size_t n_command;
+	char **check; /* argv of the syntax check, or NULL (n_check 0) */
+	size_t n_check;
 	char *watchdog;    /* absolute path of a timeout(1), or NULL */
 	char *version;     /* "" when not labelled */
 	char *description; /* "" when not labelled */
@@ -95,5 +101,8 @@ const struct catalog_image *catalog_find(const struct catalog *c,
 
 /* Writes "bash, python, typescript" (or "none") into out. */
 void catalog_languages(const struct catalog *c, char *out, size_t len);
+
+/* The same for the languages whose image has a sandbox.check. */
+void catalog_checkable(const struct catalog *c, char *out, size_t len);
 
 #endif

@@ -245,11 +245,13 @@ int oneoff_box_spec(const struct config *cfg, const struct oneoff_spec *sp,
                     struct box_spec *o, struct oneoff_spec_store *st)
 {
 	const struct catalog_image *img = sp->image;
+	char *const *argv = sp->check ? img->check : img->command;
+	size_t argc = sp->check ? img->n_check : img->n_command;
 	size_t nc = 0, ne = 0;
 
 	memset(st, 0, sizeof(*st));
 	memset(o, 0, sizeof(*o));
-	if (img->n_command == 0 || img->n_command > CATALOG_COMMAND_MAX)
+	if (argc == 0 || argc > CATALOG_COMMAND_MAX)
 		return -EINVAL;
 	/* The image's own deadline: kill -9 shortly after ours would. */
 	if (img->watchdog) {
@@ -260,8 +262,8 @@ int oneoff_box_spec(const struct config *cfg, const struct oneoff_spec *sp,
 		st->cmd[nc++] = "KILL";
 		st->cmd[nc++] = st->limit_arg;
 	}
-	for (size_t i = 0; i < img->n_command; i++)
-		st->cmd[nc++] = img->command[i];
+	for (size_t i = 0; i < argc; i++)
+		st->cmd[nc++] = argv[i];
 
 	st->env = calloc(sp->n_env + 4, sizeof(*st->env));
 	if (!st->env)
@@ -288,14 +290,15 @@ int oneoff_box_spec(const struct config *cfg, const struct oneoff_spec *sp,
 	o->n_cmd = nc;
 	o->env = st->env;
 	o->n_env = ne;
-	o->workdir = "/data";
+	/* A check has no /data: the checker must not see or touch it. */
+	o->workdir = sp->check ? "/tmp" : "/data";
 	o->labels[o->n_labels++] = (struct box_label){"sandbox.kind", "run"};
 	o->labels[o->n_labels++] =
 	    (struct box_label){"sandbox.run", sp->run_id};
 	if (sp->tenant_fp)
 		o->labels[o->n_labels++] =
 		    (struct box_label){"sandbox.tenant", sp->tenant_fp};
-	if (sp->workspace_host_path)
+	if (sp->workspace_host_path && !sp->check)
 		o->mounts[o->n_mounts++] = (struct box_mount){
 		    sp->workspace_host_path, "/data", false, false};
 	o->mounts[o->n_mounts++] =
@@ -538,7 +541,8 @@ int oneoff_run(const struct oneoff_env *r, const struct runner_request *req,
 	spec.image = img;
 	spec.run_id = dir.run_id;
 	spec.code_host_dir = dir.host_dir;
-	spec.workspace_host_path = req->workspace_host_path;
+	spec.workspace_host_path = req->check ? NULL : req->workspace_host_path;
+	spec.check = req->check;
 	spec.file_base_url = req->file_base_url;
 	spec.tenant_fp = req->tenant ? tenant_fp : NULL;
 	spec.env = req->env;
@@ -555,8 +559,12 @@ int oneoff_run(const struct oneoff_env *r, const struct runner_request *req,
 	}
 	spec.deadline = time(NULL) + 2 * (time_t)r->cfg->docker_timeout_s +
 	                res->timeout_s + RUNNER_WATCHDOG_GRACE_S + 10;
-	if (oneoff_box_spec(r->cfg, &spec, &bs, &st) < 0) {
-		snprintf(res->message, sizeof(res->message), "out of memory");
+	rc = oneoff_box_spec(r->cfg, &spec, &bs, &st);
+	if (rc < 0) {
+		snprintf(res->message, sizeof(res->message), "%s",
+		         rc == -ENOMEM ? "out of memory"
+		                       : "the runner image has no command for "
+		                         "this run (sandbox.check missing?)");
 		goto out;
 	}
 	have_spec = true;

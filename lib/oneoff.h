@@ -62,6 +62,8 @@ struct oneoff_spec {
 	/* The variable that loads /sandbox/inputs.json, or NULL. */
 	const char *inputs_env;
 	time_t deadline; /* unix seconds, for the label */
+	/* The image's sandbox.check instead of its command; no /data. */
+	bool check;
 };
 
 /*

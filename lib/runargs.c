@@ -170,11 +170,46 @@ int runargs_parse(const cJSON *args, const struct config *cfg,
 	return runargs_check(req, cfg, err, errlen);
 }
 
+int runargs_check_parse(const cJSON *args, const struct config *cfg,
+                        struct runner_request *req, char *err, size_t errlen)
+{
+	const char *conv;
+
+	if (runargs_str(args, "language", &req->language, NULL) < 0 ||
+	    !req->language)
+		return errmsg_fail(-EINVAL, err, errlen,
+		                   "language is required: one of the languages "
+		                   "list_runners names, e.g. \"python\"");
+	if (runargs_str(args, "code", &req->code, &req->code_len) < 0 ||
+	    !req->code)
+		return errmsg_fail(-EINVAL, err, errlen,
+		                   "code is required: the program's source as "
+		                   "a string");
+	if (runargs_str(args, "conversationId", &conv, NULL) < 0)
+		return errmsg_fail(-EINVAL, err, errlen,
+		                   "conversationId must be a string");
+	req->check = true;
+	req->one_off = true;
+	req->timeout_s = cfg->max_timeout_s < RUNARGS_CHECK_TIMEOUT_S
+	                     ? cfg->max_timeout_s
+	                     : RUNARGS_CHECK_TIMEOUT_S;
+	return runargs_check(req, cfg, err, errlen);
+}
+
 int runargs_check(const struct runner_request *req, const struct config *cfg,
                   char *err, size_t errlen)
 {
 	size_t env_total = 0;
 	char msg[256];
+
+	/* A check reads the code only: nothing it could act on or leak. */
+	if (req->check &&
+	    (req->network || req->n_env || req->stdin_data ||
+	     req->inputs_json || req->workspace_host_path || req->workspace))
+		return errmsg_fail(-EINVAL, err, errlen,
+		                   "a syntax check takes only a language and "
+		                   "code: no network, environment, stdin, "
+		                   "inputs or /data");
 
 	if (req->timeout_s > cfg->max_timeout_s)
 		return errmsg_fail(-EINVAL, err, errlen,

@@ -44,8 +44,21 @@ runargs_parse(const cJSON *args, const struct config *cfg,
               size_t errlen);
 void runargs_store_finish(struct runargs_store *st);
 
+#define RUNARGS_CHECK_TIMEOUT_S 30 /* a check's time limit (or the max) */
+
 /*
- * Checks the caller-facing fields of req against cfg. 0, -EINVAL (bad
+ * Fills req from check_code's arguments (language, code; conversationId
+ * is accepted and unused): a check, one-off, RUNARGS_CHECK_TIMEOUT_S,
+ * then runargs_check. Strings are borrowed from args. 0 or -EINVAL with a
+ * message for the model in err.
+ */
+__attribute__((warn_unused_result)) int
+runargs_check_parse(const cJSON *args, const struct config *cfg,
+                    struct runner_request *req, char *err, size_t errlen);
+
+/*
+ * Checks the caller-facing fields of req against cfg. A check
+ * (req->check) may carry nothing but its language and code. 0, -EINVAL (bad
  * value), or -EPERM (network asked for but not allowed by the operator),
  * with a message for the model in err.
  */

@@ -285,6 +285,8 @@ static int runner_warm(struct runner *r, const struct runner_request *req,
 		why = "network";
 	else if (req->one_off)
 		why = "one_off";
+	else if (req->check)
+		why = "check";
 	else if ((req->memory_mb && req->memory_mb != r->cfg->memory_mb) ||
 	         (req->cpus > 0 && req->cpus != r->cfg->cpus))
 		why = "limits"; /* warm boxes all have the default limits */
@@ -459,6 +461,15 @@ int runner_run(struct runner *r, const struct runner_request *req,
 		                     "no runner for language '%.40s'; "
 		                     "available: %s",
 		                     req->language, langs);
+	}
+	if (req->check && img->n_check == 0) {
+		catalog_checkable(cat, langs, sizeof(langs));
+		catalog_put(cat);
+		return runner_refuse(res, -EOPNOTSUPP,
+		                     "the %s runner has no syntax checker "
+		                     "(its image has no sandbox.check label); "
+		                     "languages that can be checked: %s",
+		                     img->language, langs);
 	}
 	runner_result_fill_image(res, img);
 

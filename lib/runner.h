@@ -104,6 +104,11 @@ struct runner_request {
 	/* Optional; called about once a second while the run goes on. */
 	void (*on_tick)(void *arg);
 	void *event_arg;
+	/*
+	 * Run the image's syntax check (catalog.h: sandbox.check) on the
+	 * code instead of the code: always one-off, never with /data.
+	 */
+	bool check;
 };
 
 struct runner_output {
@@ -186,9 +191,11 @@ void runner_result_finish(struct runner_result *res);
  * may. Returns a negative errno with
  * a message for the caller in res->message when the request was refused
  * before any work: -ENOENT unknown language (the message lists the
- * available ones), -EINVAL bad limits, sizes or variables, -EPERM network
- * asked for but not allowed by the operator, -ESHUTDOWN draining. Blocks
- * for the run; release res with runner_result_finish in every case.
+ * available ones), -EOPNOTSUPP a check asked of a runner without one
+ * (the message lists those with one), -EINVAL bad limits, sizes or
+ * variables, -EPERM network asked for but not allowed by the operator,
+ * -ESHUTDOWN draining. Blocks for the run; release res with
+ * runner_result_finish in every case.
  */
 __attribute__((warn_unused_result)) int
 runner_run(struct runner *r, const struct runner_request *req,

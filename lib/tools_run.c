@@ -20,6 +20,7 @@
 #include "log.h"
 #include "tools_content.h"
 #include "runargs.h"
+#include "tools_check.h"
 #include "util/mono.h"
 
 /* Time a run waits for an earlier run of the same conversation. */
@@ -722,5 +723,6 @@ void tools_run_register(struct mcp_server *srv, struct runner *r,
 	tools_run_list_tool.data = &tools_run_ctx;
 	mcp_server_add_tool(srv, &tools_run_code_tool);
 	mcp_server_add_tool(srv, &tools_run_list_tool);
+	tools_check_register(srv, r);
 	runner_set_changed_cb(r, tools_run_changed, srv);
 }

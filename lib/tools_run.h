@@ -25,10 +25,10 @@
 #include "workspace.h"
 
 /*
- * Registers run_code and list_runners on srv and makes runner catalog
- * changes send notifications/tools/list_changed. srv, r and wm are
- * borrowed and must outlive the server. Call once per process, before
- * serving starts.
+ * Registers run_code, list_runners and check_code (tools_check.h) on srv and
+ * makes runner catalog changes send notifications/tools/list_changed. srv, r
+ * and wm are borrowed and must outlive the server. Call once per process,
+ * before serving starts.
  */
 void tools_run_register(struct mcp_server *srv, struct runner *r,
                         struct workspace_mgr *wm);

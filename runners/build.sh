@@ -11,7 +11,9 @@
 # After each build the image is run (no network, read-only root, uid 64321) to
 # detect the interpreter and library versions, which become the labels
 # sandbox.version, sandbox.libraries and sandbox.description, and to run a smoke
-# test through the sandbox.command label. See docs/runners.md.
+# test through the sandbox.command label (and, when the image has one, through
+# sandbox.check: the smoke program passes, a syntax error fails). See
+# docs/runners.md.
 set -Eeuo pipefail
 umask 022
 
@@ -343,6 +345,35 @@ smoke_test() {
     die "$lang: smoke test failed (exit $rc): ${CMD_ARGS[*]}"
   fi
   log "$lang: smoke test ok (${CMD_ARGS[*]}; files written to /data: ${files:-none})"
+  check_test "$lang" "$image" "$src" "$filename" "$watchdog"
+}
+
+# sandbox.check (check_code), the way the daemon runs it: no /data, cwd /tmp.
+# The smoke program must pass; ")(}{" is a syntax error in every language.
+check_test() {
+  local lang="$1" image="$2" src="$3" filename="$4" watchdog="$5" check tmp
+  check="$(label_of "$image" sandbox.check)"
+  [[ -n "$check" ]] || { warn "$lang: no sandbox.check label: check_code cannot check $lang"; return 0; }
+  parse_command_label "$check" || die "$lang: sandbox.check is not a JSON array of plain strings: $check"
+  tmp="$(mktemp -d "${TMPDIR:-/tmp}/mcp-sandboxd-check.XXXXXX")"
+  mkdir "$tmp/good" "$tmp/bad"
+  cp "$src" "$tmp/good/$filename"
+  printf ')(}{\n' >"$tmp/bad/$filename"
+  chmod -R a+rX "$tmp"
+  local out rc=0 bad=0
+  out="$(timeout 120 docker run "${SANDBOX_RUN_OPTS[@]}" --cpus 1 -w /tmp \
+    --mount "type=bind,src=$tmp/good,dst=/sandbox,readonly" \
+    "$image" "$watchdog" -s KILL 60s "${CMD_ARGS[@]}" 2>&1)" || rc=$?
+  timeout 120 docker run "${SANDBOX_RUN_OPTS[@]}" --cpus 1 -w /tmp \
+    --mount "type=bind,src=$tmp/bad,dst=/sandbox,readonly" \
+    "$image" "$watchdog" -s KILL 60s "${CMD_ARGS[@]}" >/dev/null 2>&1 || bad=$?
+  rm -rf "$tmp"
+  if ((rc != 0)); then
+    printf '%s\n' "$out" | tail -n 30 >&2
+    die "$lang: sandbox.check refused the smoke program (exit $rc): ${CMD_ARGS[*]}"
+  fi
+  ((bad != 0)) || die "$lang: sandbox.check accepted a syntax error: ${CMD_ARGS[*]}"
+  log "$lang: check test ok (${CMD_ARGS[*]})"
 }
 
 build_lang() {

@@ -108,6 +108,24 @@ static void test_parse(void)
 	is_int(catalog_image_parse(s, &img, err, sizeof(err)), -EINVAL,
 	       "command with a non-string refused");
 	set_label(s, "sandbox.command", "[\"python3\"]");
+	is_int(catalog_image_parse(s, &img, err, sizeof(err)), 0,
+	       "sandbox.check is optional");
+	ok(img.check == NULL && img.n_check == 0, "no check without the label");
+	catalog_image_finish(&img);
+	set_label(s, "sandbox.check", "[\"bash\",\"-n\",\"/sandbox/main.sh\"]");
+	is_int(catalog_image_parse(s, &img, err, sizeof(err)), 0,
+	       "sandbox.check parses");
+	is_int(img.n_check, 3, "check array");
+	is_str(img.n_check == 3 ? img.check[1] : NULL, "-n", "check entry");
+	catalog_image_finish(&img);
+	set_label(s, "sandbox.check", "bash -n main.sh");
+	is_int(catalog_image_parse(s, &img, err, sizeof(err)), -EINVAL,
+	       "check that is not a JSON array refused");
+	ok(strstr(err, "sandbox.check") != NULL, "message names sandbox.check");
+	set_label(s, "sandbox.check", "[\"bash\",\"\"]");
+	is_int(catalog_image_parse(s, &img, err, sizeof(err)), -EINVAL,
+	       "check with an empty entry refused");
+	set_label(s, "sandbox.check", NULL);
 	set_label(s, "sandbox.watchdog", "timeout");
 	is_int(catalog_image_parse(s, &img, err, sizeof(err)), -EINVAL,
 	       "relative watchdog refused");
@@ -151,6 +169,8 @@ static void test_resolve(void)
 	    list, summary(ID("6"), "node:1", 50, "node", "js,nodejs", "50"));
 	bad = summary(ID("7"), "broken:1", 100, NULL, NULL, NULL);
 	cJSON_AddItemToArray(list, bad);
+	set_label(cJSON_GetArrayItem(list, 3), "sandbox.check",
+	          "[\"python3\",\"-c\",\"pass\"]");
 
 	log_set_level(LOG_LEVEL_ERROR);
 	is_int(catalog_build(list, &c), 0, "catalog built");
@@ -172,6 +192,8 @@ static void test_resolve(void)
 	ok(catalog_find(c, "") == NULL, "empty name: NULL");
 	catalog_languages(c, langs, sizeof(langs));
 	is_str(langs, "node, python, typescript", "languages listed, sorted");
+	catalog_checkable(c, langs, sizeof(langs));
+	is_str(langs, "python", "only languages with a check are checkable");
 	catalog_put(c);
 
 	/* Same input in another order resolves the same way. */
@@ -198,6 +220,8 @@ static void test_resolve(void)
 	is_int(catalog_build(NULL, &c), 0, "empty catalog");
 	catalog_languages(c, langs, sizeof(langs));
 	is_str(langs, "none", "empty catalog lists none");
+	catalog_checkable(c, langs, sizeof(langs));
+	is_str(langs, "none", "empty catalog: nothing checkable");
 	catalog_put(c);
 }
 

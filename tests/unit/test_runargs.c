@@ -231,10 +231,70 @@ static void test_check(void)
 	       "inputs over the limit");
 }
 
+/* check_code's arguments: a check, one-off, short, nothing but code. */
+static void test_syntax_check(void)
+{
+	struct config cfg;
+	struct runner_request req;
+	char err[256];
+	cJSON *a;
+
+	fill_config(&cfg);
+	memset(&req, 0, sizeof(req));
+	a = cJSON_Parse("{\"conversationId\":\"c\",\"language\":\"go\","
+	                "\"code\":\"package main\"}");
+	is_int(runargs_check_parse(a, &cfg, &req, err, sizeof(err)), 0,
+	       "check arguments parse");
+	ok(req.check && req.one_off, "a one-off check");
+	is_int(req.timeout_s, RUNARGS_CHECK_TIMEOUT_S, "the check's limit");
+	is_str(req.language, "go", "language");
+	cJSON_Delete(a);
+
+	cfg.max_timeout_s = 10;
+	memset(&req, 0, sizeof(req));
+	a = cJSON_Parse("{\"language\":\"go\",\"code\":\"x\"}");
+	is_int(runargs_check_parse(a, &cfg, &req, err, sizeof(err)), 0,
+	       "conversationId is optional");
+	is_int(req.timeout_s, 10, "never above the operator's maximum");
+	cJSON_Delete(a);
+
+	memset(&req, 0, sizeof(req));
+	a = cJSON_Parse("{\"language\":\"go\"}");
+	is_int(runargs_check_parse(a, &cfg, &req, err, sizeof(err)), -EINVAL,
+	       "code is required");
+	ok(strstr(err, "code is required") != NULL, "says so: %s", err);
+	cJSON_Delete(a);
+	memset(&req, 0, sizeof(req));
+	a = cJSON_Parse("{\"language\":\"go\",\"code\":\"x\","
+	                "\"conversationId\":5}");
+	is_int(runargs_check_parse(a, &cfg, &req, err, sizeof(err)), -EINVAL,
+	       "a conversationId that is not a string");
+	cJSON_Delete(a);
+
+	memset(&req, 0, sizeof(req));
+	req.language = "go";
+	req.code = "x";
+	req.code_len = 1;
+	req.check = true;
+	is_int(runargs_check(&req, &cfg, err, sizeof(err)), 0, "a bare check");
+	req.workspace_host_path = "/srv/ws/abc";
+	is_int(runargs_check(&req, &cfg, err, sizeof(err)), -EINVAL,
+	       "a check never gets /data");
+	req.workspace_host_path = NULL;
+	req.network = true;
+	is_int(runargs_check(&req, &cfg, err, sizeof(err)), -EINVAL,
+	       "a check never gets network");
+	req.network = false;
+	req.stdin_data = "";
+	is_int(runargs_check(&req, &cfg, err, sizeof(err)), -EINVAL,
+	       "a check takes no stdin");
+}
+
 int main(void)
 {
 	test_limits();
 	test_inputs();
 	test_check();
+	test_syntax_check();
 	return tap_done();
 }

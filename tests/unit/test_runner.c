@@ -313,6 +313,45 @@ static void test_body(void)
 	is_str(cJSON_GetStringValue(get(b, "HostConfig.NetworkMode")), "none",
 	       "allowed but not asked for: none");
 	cJSON_Delete(b);
+
+	/* A syntax check: the check command, never /data, same hardening. */
+	{
+		char c0[] = "bash", c1[] = "-n", c2[] = "/sandbox/main.sh";
+		char *chk[] = {c0, c1, c2};
+
+		img.check = chk;
+		img.n_check = 3;
+		img.watchdog = wd;
+		sp.check = true;
+		sp.workspace_host_path = "/srv/root/ws/abc";
+		b = oneoff_create_body(&cfg, "seccomp={}", "inst-1",
+		                       "feedface00000000", &sp);
+		hc = get(b, "HostConfig");
+		x = get(b, "Cmd");
+		ok(cJSON_GetArraySize(x) == 7 &&
+		       strcmp(cJSON_GetArrayItem(x, 4)->valuestring, "bash") ==
+		           0 &&
+		       strcmp(cJSON_GetArrayItem(x, 5)->valuestring, "-n") == 0,
+		   "check: the sandbox.check command behind the watchdog");
+		is_int(cJSON_GetArraySize(get(hc, "Mounts")), 1,
+		       "check: no /data even with a workspace path");
+		is_str(cJSON_GetStringValue(get(b, "WorkingDir")), "/tmp",
+		       "check: works in /tmp");
+		ok(cJSON_IsTrue(get(hc, "ReadonlyRootfs")) &&
+		       array_has(get(hc, "CapDrop"), "ALL") &&
+		       array_has(get(hc, "SecurityOpt"),
+		                 "no-new-privileges:true") &&
+		       strcmp(cJSON_GetStringValue(get(hc, "NetworkMode")),
+		              "none") == 0,
+		   "check: same hardening, no network");
+		cJSON_Delete(b);
+		img.n_check = 0;
+		img.check = NULL;
+		b = oneoff_create_body(&cfg, "seccomp={}", "inst-1",
+		                       "feedface00000000", &sp);
+		ok(b == NULL, "check: refused for an image without one");
+		cJSON_Delete(b);
+	}
 }
 
 static cJSON *container(const char *managed, const char *owner,
