@@ -486,6 +486,96 @@ oneoff_drive(const struct oneoff_env *r, const struct runner_request *req,
  * made (the result says so, and the caller may retry with a fresh
  * catalog), else 0.
  */
+/* What oneoff_box_spec needs to know of this run. */
+static void oneoff_fill_spec(const struct oneoff_env *r,
+                             const struct runner_request *req,
+                             const struct catalog_image *img,
+                             const struct runner_result *res,
+                             const struct oneoff_dir *dir, char tenant_fp[13],
+                             struct oneoff_spec *spec)
+{
+	if (req->tenant)
+		log_fingerprint(req->tenant, strlen(req->tenant), tenant_fp);
+	spec->image = img;
+	spec->run_id = dir->run_id;
+	spec->code_host_dir = dir->host_dir;
+	spec->workspace_host_path =
+	    req->check ? NULL : req->workspace_host_path;
+	spec->check = req->check;
+	spec->file_base_url = req->file_base_url;
+	spec->tenant_fp = req->tenant ? tenant_fp : NULL;
+	spec->env = req->env;
+	spec->n_env = req->n_env;
+	spec->network = req->network;
+	spec->timeout_s = res->timeout_s;
+	spec->memory_mb = req->memory_mb;
+	spec->cpus = req->cpus;
+	if (req->inputs_json) {
+		struct oneoff_inputs in;
+
+		oneoff_inputs_for(img->language, &in);
+		spec->inputs_env = in.env;
+	}
+	spec->deadline = time(NULL) + 2 * (time_t)r->cfg->docker_timeout_s +
+	                 res->timeout_s + RUNNER_WATCHDOG_GRACE_S + 10;
+}
+
+/*
+ * Creates, attaches and starts the box and waits until it runs (a cluster
+ * may queue it). 0, or a negative errno with res->message (and
+ * RUNNER_CANCELLED when cancelled while queued); -ENOENT when the image is
+ * gone. ph receives the times of create, attach and start.
+ */
+static int oneoff_start(const struct oneoff_env *r,
+                        const struct runner_request *req,
+                        const struct catalog_image *img,
+                        const struct box_spec *bs, struct box **box,
+                        struct box_stream **s, struct runner_result *res,
+                        long long ph[3])
+{
+	char msg[512] = "";
+	long long t_wait;
+	int rc;
+
+	ph[0] = mono_ms();
+	rc = box_create(r->be, bs, box, msg, sizeof(msg));
+	if (rc == -ENOENT) {
+		snprintf(res->message, sizeof(res->message),
+		         "the runner image %s for %s is gone from the engine "
+		         "(%s); the runner list is being refreshed, try again",
+		         img->image, img->language, msg);
+		return rc;
+	}
+	if (rc < 0)
+		goto fail;
+	snprintf(res->container, sizeof(res->container), "%s", (*box)->id);
+	ph[1] = mono_ms();
+	rc = box_attach(*box, s, msg, sizeof(msg));
+	if (rc < 0)
+		goto fail;
+	ph[2] = mono_ms();
+	rc = box_start(*box, msg, sizeof(msg));
+	if (rc < 0)
+		goto fail;
+	/* A cluster may queue the box: the time limit starts after. */
+	t_wait = mono_ms();
+	rc = box_wait_running(*box, runner_cancel_fd(req->cancel), msg,
+	                      sizeof(msg));
+	res->queue_ms += mono_ms() - t_wait;
+	if (rc == -ECANCELED) {
+		res->status = RUNNER_CANCELLED;
+		snprintf(res->message, sizeof(res->message),
+		         "cancelled while waiting for a sandbox");
+		return rc;
+	}
+	if (rc == 0)
+		return 0;
+fail:
+	snprintf(res->message, sizeof(res->message), "%s", msg);
+	/* Only a create that found no image means "image gone". */
+	return rc == -ENOENT ? -EIO : rc;
+}
+
 int oneoff_run(const struct oneoff_env *r, const struct runner_request *req,
                const struct catalog_image *img, struct runner_result *res)
 {
@@ -536,29 +626,7 @@ int oneoff_run(const struct oneoff_env *r, const struct runner_request *req,
 			goto out;
 		}
 	}
-	if (req->tenant)
-		log_fingerprint(req->tenant, strlen(req->tenant), tenant_fp);
-	spec.image = img;
-	spec.run_id = dir.run_id;
-	spec.code_host_dir = dir.host_dir;
-	spec.workspace_host_path = req->check ? NULL : req->workspace_host_path;
-	spec.check = req->check;
-	spec.file_base_url = req->file_base_url;
-	spec.tenant_fp = req->tenant ? tenant_fp : NULL;
-	spec.env = req->env;
-	spec.n_env = req->n_env;
-	spec.network = req->network;
-	spec.timeout_s = res->timeout_s;
-	spec.memory_mb = req->memory_mb;
-	spec.cpus = req->cpus;
-	if (req->inputs_json) {
-		struct oneoff_inputs in;
-
-		oneoff_inputs_for(img->language, &in);
-		spec.inputs_env = in.env;
-	}
-	spec.deadline = time(NULL) + 2 * (time_t)r->cfg->docker_timeout_s +
-	                res->timeout_s + RUNNER_WATCHDOG_GRACE_S + 10;
+	oneoff_fill_spec(r, req, img, res, &dir, tenant_fp, &spec);
 	rc = oneoff_box_spec(r->cfg, &spec, &bs, &st);
 	if (rc < 0) {
 		snprintf(res->message, sizeof(res->message), "%s",
@@ -573,43 +641,10 @@ int oneoff_run(const struct oneoff_env *r, const struct runner_request *req,
 		bs.stdin_path = ONEOFF_STDIN_PATH;
 	bs.exclusive = req->workspace_name;
 
-	ph[0] = mono_ms();
-	rc = box_create(r->be, &bs, &box, msg, sizeof(msg));
-	if (rc == -ENOENT) {
-		ret = -ENOENT;
-		snprintf(res->message, sizeof(res->message),
-		         "the runner image %s for %s is gone from the engine "
-		         "(%s); the runner list is being refreshed, try again",
-		         img->image, img->language, msg);
-		goto out;
-	}
+	rc = oneoff_start(r, req, img, &bs, &box, &s, res, ph);
 	if (rc < 0) {
-		snprintf(res->message, sizeof(res->message), "%s", msg);
-		goto out;
-	}
-	snprintf(res->container, sizeof(res->container), "%s", box->id);
-	ph[1] = mono_ms();
-	rc = box_attach(box, &s, msg, sizeof(msg));
-	if (rc == 0) {
-		ph[2] = mono_ms();
-		rc = box_start(box, msg, sizeof(msg));
-	}
-	if (rc == 0) {
-		/* A cluster may queue the box: the time limit starts after. */
-		long long t_wait = mono_ms();
-
-		rc = box_wait_running(box, runner_cancel_fd(req->cancel), msg,
-		                      sizeof(msg));
-		res->queue_ms += mono_ms() - t_wait;
-	}
-	if (rc == -ECANCELED) {
-		res->status = RUNNER_CANCELLED;
-		snprintf(res->message, sizeof(res->message),
-		         "cancelled while waiting for a sandbox");
-		goto out;
-	}
-	if (rc < 0) {
-		snprintf(res->message, sizeof(res->message), "%s", msg);
+		if (rc == -ENOENT)
+			ret = -ENOENT;
 		goto out;
 	}
 	t_start = mono_ms();
