@@ -6,6 +6,7 @@
  * the last node check (guarded by lock, written by the check thread).
  */
 #include "swarm/backend_swarm.h"
+#include "swarm/swarm_internal.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -28,354 +29,7 @@
 #include "util/num.h"
 #include "util/pct.h"
 
-#define SW_CHUNK (64 * 1024)
-#define SW_ID_MAX 64
-#define SW_POLL_MS 200         /* task state while starting, running */
-#define SW_NODE_POLL_MS 2000   /* the node of a running task */
-#define SW_CHECK_EVERY_S 600   /* node check */
-#define SW_CHECK_WAIT_MS 60000 /* a node check's tasks to end */
-#define SW_RM_VERIFY_MS 120000 /* tasks to disappear after removal */
-#define SW_RM_RETRY_MS 1000
-
-struct sw_task {
-	bool have;
-	char id[SW_ID_MAX];
-	char node[SW_ID_MAX];
-	char state[16];
-	char message[160];
-	char err[256];
-	bool has_exit;
-	int exit_code;
-};
-
-struct sw_rm {
-	struct sw_rm *next;
-	char id[SW_ID_MAX];
-	char name[SWARM_NAME_MAX];
-	time_t hard_deadline; /* wall clock: remove by then whatever */
-	bool scaled;
-	bool deleted;
-	long long next_ms;
-	long long give_up_ms;
-};
-
-struct sw_backend {
-	struct backend base;
-	const struct config *cfg;
-	struct docker *docker;
-	char boot[17];
-
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	bool stop;
-	struct sw_rm *rm_head;
-	pthread_t rm_thread, check_thread;
-	bool rm_started, check_started;
-	char probe_image[80]; /* a runner image id, for the node check */
-	bool checked;
-	unsigned nodes_eligible, nodes_ok;
-	char nodes_bad[512];
-	time_t checked_at;
-};
-
-struct sw_stream;
-
-struct sw_box {
-	struct box base;
-	struct sw_backend *be;
-	char name[SWARM_NAME_MAX];
-	char id[SW_ID_MAX]; /* the service, once created */
-	char *body;         /* the create body */
-	cJSON *sent;
-	bool created, started, killed, node_lost;
-	time_t t_create;       /* wall clock */
-	time_t run_span;       /* spec deadline - t_create */
-	time_t label_deadline; /* on the service */
-	time_t hard_deadline;  /* by then the in-task watchdog killed it */
-	long long queue_deadline;
-	long long next_node_check;
-	struct sw_task task;
-	char node_host[64];
-	struct sw_stream *stream; /* borrowed, while open */
-	char ehead[64];           /* the first bytes of stderr */
-	size_t ehead_len;
-};
-
-struct sw_stream {
-	struct box_stream base;
-	struct sw_box *b;
-	struct docker_attach *a; /* the follow connection, or NULL */
-	int ep, tfd;
-	struct dstream ds;
-	bool final; /* feeding the read without follow */
-	box_output_fn fn;
-	void *arg;
-	unsigned long long seen[2], skip[2];
-	int error; /* sticky */
-	bool ended;
-	long long next_check;
-	char *buf;
-};
-
 static const struct backend_impl sw_impl;
-static const struct box_stream_impl sw_stream_impl;
-
-static struct sw_backend *sw_of(struct backend *be)
-{
-	return (struct sw_backend *)be;
-}
-
-/* ---- the manager's answers ---------------------------------------------- */
-
-/* "<base>filters=<{"key":[value]}>" into path. */
-static int sw_filter(char *path, size_t len, const char *base, const char *key,
-                     const char *value)
-{
-	char json[256], enc[768];
-	int n;
-
-	n = snprintf(json, sizeof(json), "{\"%s\":[\"%s\"]}", key, value);
-	if (n < 0 || (size_t)n >= sizeof(json) || strpbrk(value, "\"\\") ||
-	    pct_encode_buf(json, false, enc, sizeof(enc)) < 0)
-		return -EINVAL;
-	n = snprintf(path, len, "%sfilters=%s", base, enc);
-	return n < 0 || (size_t)n >= len ? -EINVAL : 0;
-}
-
-static void sw_copy(char *dst, size_t len, const cJSON *o, const char *path)
-{
-	const cJSON *x = o;
-	char key[32];
-
-	while (x && *path) {
-		size_t n = strcspn(path, ".");
-
-		if (n >= sizeof(key)) {
-			x = NULL;
-			break;
-		}
-		memcpy(key, path, n);
-		key[n] = '\0';
-		x = cJSON_GetObjectItemCaseSensitive(x, key);
-		path += n + (path[n] == '.');
-	}
-	snprintf(dst, len, "%s", cJSON_IsString(x) ? x->valuestring : "");
-}
-
-/* 0: not started yet, 1: starting or running, 2: terminal. */
-static int sw_rank(const char *state)
-{
-	static const char *const run[] = {"starting", "running"};
-	static const char *const end[] = {"complete", "shutdown", "failed",
-	                                  "rejected", "remove",   "orphaned"};
-
-	for (size_t i = 0; i < sizeof(run) / sizeof(run[0]); i++)
-		if (strcmp(state, run[i]) == 0)
-			return 1;
-	for (size_t i = 0; i < sizeof(end) / sizeof(end[0]); i++)
-		if (strcmp(state, end[i]) == 0)
-			return 2;
-	return 0;
-}
-
-static void sw_task_fill(struct sw_task *t, const cJSON *j)
-{
-	const cJSON *cs, *ec;
-
-	memset(t, 0, sizeof(*t));
-	t->have = true;
-	sw_copy(t->id, sizeof(t->id), j, "ID");
-	sw_copy(t->node, sizeof(t->node), j, "NodeID");
-	sw_copy(t->state, sizeof(t->state), j, "Status.State");
-	sw_copy(t->message, sizeof(t->message), j, "Status.Message");
-	sw_copy(t->err, sizeof(t->err), j, "Status.Err");
-	cs = cJSON_GetObjectItemCaseSensitive(
-	    cJSON_GetObjectItemCaseSensitive(j, "Status"), "ContainerStatus");
-	ec = cJSON_GetObjectItemCaseSensitive(cs, "ExitCode");
-	if (cJSON_IsNumber(ec) && sw_rank(t->state) == 2 &&
-	    cJSON_GetObjectItemCaseSensitive(cs, "ContainerID")) {
-		t->has_exit = true;
-		t->exit_code = (int)ec->valuedouble;
-	}
-}
-
-/*
- * The tasks of a service (an array, caller owns). -ENOENT never: a
- * service that is gone has no tasks.
- */
-static int sw_tasks(struct sw_backend *be, const char *svc, cJSON **out,
-                    char *err, size_t errlen)
-{
-	char path[1024];
-	int rc;
-
-	*out = NULL;
-	if (sw_filter(path, sizeof(path), "/tasks?", "service", svc) < 0) {
-		snprintf(err, errlen, "invalid service id");
-		return -EINVAL;
-	}
-	rc = docker_request(be->docker, "GET", path, NULL, 0, out, err, errlen);
-	if (rc == 0 && !cJSON_IsArray(*out)) {
-		cJSON_Delete(*out);
-		*out = NULL;
-		snprintf(err, errlen, "the Swarm manager sent no task list");
-		return -EPROTO;
-	}
-	return rc;
-}
-
-/* The service's one task (the newest), or t->have false. */
-static int sw_task_get(struct sw_backend *be, const char *svc,
-                       struct sw_task *t, char *err, size_t errlen)
-{
-	cJSON *list = NULL, *j, *best = NULL;
-	double best_v = -1;
-	int rc;
-
-	memset(t, 0, sizeof(*t));
-	rc = sw_tasks(be, svc, &list, err, errlen);
-	if (rc < 0)
-		return rc;
-	cJSON_ArrayForEach (j, list) {
-		const cJSON *v = cJSON_GetObjectItemCaseSensitive(
-		    cJSON_GetObjectItemCaseSensitive(j, "Version"), "Index");
-		double vi = cJSON_IsNumber(v) ? v->valuedouble : 0;
-
-		if (!best || vi > best_v) {
-			best = j;
-			best_v = vi;
-		}
-	}
-	if (best)
-		sw_task_fill(t, best);
-	cJSON_Delete(list);
-	return 0;
-}
-
-/* A node's state ("ready", "down", ...) and host name. */
-static int sw_node(struct sw_backend *be, const char *id, char *state,
-                   size_t slen, char *host, size_t hlen, char *err,
-                   size_t errlen)
-{
-	char path[128];
-	cJSON *j = NULL;
-	int rc;
-
-	state[0] = '\0';
-	if (host)
-		host[0] = '\0';
-	if (!id[0] || strlen(id) > 64 ||
-	    strspn(id, "abcdefghijklmnopqrstuvwxyz0123456789") != strlen(id)) {
-		snprintf(err, errlen, "invalid node id");
-		return -EINVAL;
-	}
-	snprintf(path, sizeof(path), "/nodes/%s", id);
-	rc = docker_request(be->docker, "GET", path, NULL, 0, &j, err, errlen);
-	if (rc == 0) {
-		sw_copy(state, slen, j, "Status.State");
-		if (host)
-			sw_copy(host, hlen, j, "Description.Hostname");
-	}
-	cJSON_Delete(j);
-	return rc;
-}
-
-static bool sw_id_ok(const char *id)
-{
-	size_t n = strlen(id);
-
-	return n > 0 && n < SW_ID_MAX &&
-	       strspn(id, "abcdefghijklmnopqrstuvwxyz0123456789") == n;
-}
-
-static int sw_service_delete(struct sw_backend *be, const char *id, char *err,
-                             size_t errlen)
-{
-	char path[128];
-
-	if (!sw_id_ok(id)) {
-		snprintf(err, errlen, "invalid service id");
-		return -EINVAL;
-	}
-	snprintf(path, sizeof(path), "/services/%s", id);
-	return docker_request(be->docker, "DELETE", path, NULL, 0, NULL, err,
-	                      errlen);
-}
-
-/* GET /services/{id}: the Spec and Version.Index. *spec is owned. */
-static int sw_service_get(struct sw_backend *be, const char *id, cJSON **svc,
-                          cJSON **spec, double *version, char *err,
-                          size_t errlen)
-{
-	char path[128];
-	const cJSON *v;
-	int rc;
-
-	*svc = NULL;
-	*spec = NULL;
-	if (!sw_id_ok(id)) {
-		snprintf(err, errlen, "invalid service id");
-		return -EINVAL;
-	}
-	snprintf(path, sizeof(path), "/services/%s", id);
-	rc = docker_request(be->docker, "GET", path, NULL, 0, svc, err, errlen);
-	if (rc < 0)
-		return rc;
-	*spec = cJSON_GetObjectItemCaseSensitive(*svc, "Spec");
-	v = cJSON_GetObjectItemCaseSensitive(
-	    cJSON_GetObjectItemCaseSensitive(*svc, "Version"), "Index");
-	if (!cJSON_IsObject(*spec) || !cJSON_IsNumber(v)) {
-		cJSON_Delete(*svc);
-		*svc = NULL;
-		*spec = NULL;
-		snprintf(err, errlen, "the Swarm manager sent no service spec");
-		return -EPROTO;
-	}
-	*version = v->valuedouble;
-	return 0;
-}
-
-/* Sets the replicas of a replicated service (the spec as the engine has it). */
-static int sw_service_scale(struct sw_backend *be, const char *id,
-                            unsigned replicas, const cJSON *must_match,
-                            char *err, size_t errlen)
-{
-	cJSON *svc = NULL, *spec, *r;
-	char path[160], *txt = NULL;
-	double version = 0;
-	int rc;
-
-	rc = sw_service_get(be, id, &svc, &spec, &version, err, errlen);
-	if (rc < 0)
-		return rc;
-	if (must_match) {
-		rc = swarm_spec_verify(must_match, spec, err, errlen);
-		if (rc < 0)
-			goto out;
-	}
-	r = cJSON_GetObjectItemCaseSensitive(
-	    cJSON_GetObjectItemCaseSensitive(spec, "Mode"), "Replicated");
-	if (!cJSON_IsObject(r)) {
-		snprintf(err, errlen, "the run's service is not replicated");
-		rc = -EPROTO;
-		goto out;
-	}
-	cJSON_DeleteItemFromObjectCaseSensitive(r, "Replicas");
-	if (!cJSON_AddNumberToObject(r, "Replicas", replicas) ||
-	    !(txt = cJSON_PrintUnformatted(spec))) {
-		snprintf(err, errlen, "out of memory");
-		rc = -ENOMEM;
-		goto out;
-	}
-	snprintf(path, sizeof(path), "/services/%s/update?version=%.0f", id,
-	         version);
-	rc =
-	    docker_request(be->docker, "POST", path, txt, 0, NULL, err, errlen);
-out:
-	cJSON_free(txt);
-	cJSON_Delete(svc);
-	return rc;
-}
 
 /* ---- removal ------------------------------------------------------------ */
 
@@ -385,7 +39,7 @@ static void sw_rm_queue(struct sw_backend *be, struct sw_box *b)
 	char err[256];
 
 	if (!m) {
-		if (sw_service_delete(be, b->id, err, sizeof(err)) < 0)
+		if (swarm_service_delete(be, b->id, err, sizeof(err)) < 0)
 			log_warnx("removing service %s: %s", b->name, err);
 		return;
 	}
@@ -415,7 +69,7 @@ static bool sw_rm_step(struct sw_backend *be, struct sw_rm *m)
 	if (m->deleted) {
 		cJSON *list = NULL;
 
-		rc = sw_tasks(be, m->id, &list, err, sizeof(err));
+		rc = swarm_tasks(be, m->id, &list, err, sizeof(err));
 		if (rc == 0 && cJSON_GetArraySize(list) == 0) {
 			cJSON_Delete(list);
 			log_debug("service %s removed, no task left", m->name);
@@ -437,18 +91,18 @@ static bool sw_rm_step(struct sw_backend *be, struct sw_rm *m)
 		return false;
 	}
 	if (!m->scaled) {
-		rc = sw_service_scale(be, m->id, 0, NULL, err, sizeof(err));
+		rc = swarm_service_scale(be, m->id, 0, NULL, err, sizeof(err));
 		if (rc == -ENOENT)
 			return true;
 		if (rc == 0)
 			m->scaled = true;
 	}
-	rc = sw_task_get(be, m->id, &t, err, sizeof(err));
-	if (rc == 0 && t.have && sw_rank(t.state) != 2 && t.node[0] &&
+	rc = swarm_task_get(be, m->id, &t, err, sizeof(err));
+	if (rc == 0 && t.have && swarm_rank(t.state) != 2 && t.node[0] &&
 	    time(NULL) <= m->hard_deadline && !be->stop) {
 		/* Still running (or its node is away): keep the lock. */
-		if (sw_node(be, t.node, st, sizeof(st), NULL, 0, err,
-		            sizeof(err)) == 0 &&
+		if (swarm_node(be, t.node, st, sizeof(st), NULL, 0, err,
+		               sizeof(err)) == 0 &&
 		    strcmp(st, "ready") != 0)
 			log_debug("service %s: its node is %s; removing it by "
 			          "the run's hard deadline",
@@ -456,7 +110,7 @@ static bool sw_rm_step(struct sw_backend *be, struct sw_rm *m)
 		m->next_ms = now + SW_RM_RETRY_MS / 2;
 		return false;
 	}
-	rc = sw_service_delete(be, m->id, err, sizeof(err));
+	rc = swarm_service_delete(be, m->id, err, sizeof(err));
 	if (rc < 0 && rc != -ENOENT) {
 		if (be->stop) {
 			log_warnx("removing service %s: %s", m->name, err);
@@ -623,7 +277,7 @@ static int sw_try_create(struct sw_box *b, char *err, size_t errlen)
 	if (rc < 0)
 		return rc;
 	id = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "ID"));
-	if (!id || !sw_id_ok(id)) {
+	if (!id || !swarm_id_ok(id)) {
 		cJSON_Delete(j);
 		snprintf(err, errlen, "the Swarm manager sent no service id");
 		return -EPROTO;
@@ -631,12 +285,12 @@ static int sw_try_create(struct sw_box *b, char *err, size_t errlen)
 	snprintf(b->id, sizeof(b->id), "%s", id);
 	cJSON_Delete(j);
 	b->created = true;
-	rc = sw_service_scale(be, b->id, 1, b->sent, err, errlen);
+	rc = swarm_service_scale(be, b->id, 1, b->sent, err, errlen);
 	if (rc < 0) {
 		char msg[256];
 
 		log_warnx("service %s: %s", b->name, err);
-		if (sw_service_delete(be, b->id, msg, sizeof(msg)) < 0)
+		if (swarm_service_delete(be, b->id, msg, sizeof(msg)) < 0)
 			log_warnx("removing service %s: %s", b->name, msg);
 		b->created = false;
 		b->id[0] = '\0';
@@ -655,13 +309,11 @@ static int sw_box_start(struct box *base, char *err, size_t errlen)
 	return rc < 0 ? rc : 0;
 }
 
-static int sw_stream_follow(struct sw_stream *s, char *err, size_t errlen);
-
-static int sw_refresh(struct sw_box *b, char *err, size_t errlen)
+int swarm_refresh(struct sw_box *b, char *err, size_t errlen)
 {
-	int rc = sw_task_get(b->be, b->id, &b->task, err, errlen);
+	int rc = swarm_task_get(b->be, b->id, &b->task, err, errlen);
 
-	if (rc == 0 && b->task.have && sw_rank(b->task.state) >= 1 &&
+	if (rc == 0 && b->task.have && swarm_rank(b->task.state) >= 1 &&
 	    !b->started) {
 		b->started = true;
 		/* The in-task watchdog fires within run_span of now. */
@@ -686,14 +338,15 @@ static int sw_box_wait_running(struct box *base, int cancel_fd, char *err,
 		}
 		if (b->created) {
 			if (b->stream && !b->stream->a) {
-				rc = sw_stream_follow(b->stream, err, errlen);
+				rc =
+				    swarm_stream_follow(b->stream, err, errlen);
 				if (rc < 0)
 					return rc;
 			}
-			rc = sw_refresh(b, err, errlen);
+			rc = swarm_refresh(b, err, errlen);
 			if (rc < 0)
 				return rc;
-			if (b->task.have && sw_rank(b->task.state) >= 1)
+			if (b->task.have && swarm_rank(b->task.state) >= 1)
 				return 0;
 		}
 		if (mono_ms() > b->queue_deadline) {
@@ -715,7 +368,7 @@ static int sw_box_wait_running(struct box *base, int cancel_fd, char *err,
 	}
 }
 
-static bool sw_node_gone(struct sw_box *b)
+bool swarm_node_gone(struct sw_box *b)
 {
 	char st[16], err[256];
 
@@ -724,15 +377,15 @@ static bool sw_node_gone(struct sw_box *b)
 	if (!b->task.node[0] || mono_ms() < b->next_node_check)
 		return false;
 	b->next_node_check = mono_ms() + SW_NODE_POLL_MS;
-	if (sw_node(b->be, b->task.node, st, sizeof(st), b->node_host,
-	            sizeof(b->node_host), err, sizeof(err)) < 0)
+	if (swarm_node(b->be, b->task.node, st, sizeof(st), b->node_host,
+	               sizeof(b->node_host), err, sizeof(err)) < 0)
 		return false; /* the manager's trouble, not the node's */
 	b->node_lost =
 	    strcmp(st, "down") == 0 || strcmp(st, "disconnected") == 0;
 	return b->node_lost;
 }
 
-static int sw_lost_msg(struct sw_box *b, char *err, size_t errlen)
+int swarm_lost_msg(struct sw_box *b, char *err, size_t errlen)
 {
 	struct tm tm;
 	char when[32];
@@ -760,15 +413,15 @@ static int sw_box_wait(struct box *base, unsigned timeout_ms, char *err,
 	if (!b->created)
 		return 0;
 	for (;;) {
-		rc = sw_refresh(b, err, errlen);
+		rc = swarm_refresh(b, err, errlen);
 		if (rc == -ENOENT || (rc == 0 && !b->task.have && b->killed))
 			return 0;
 		if (rc < 0)
 			return rc;
-		if (b->task.have && sw_rank(b->task.state) == 2)
+		if (b->task.have && swarm_rank(b->task.state) == 2)
 			return 0;
-		if (sw_node_gone(b))
-			return sw_lost_msg(b, err, errlen);
+		if (swarm_node_gone(b))
+			return swarm_lost_msg(b, err, errlen);
 		if (mono_ms() >= end) {
 			snprintf(err, errlen,
 			         "the run's task is still %s after %u ms",
@@ -790,13 +443,13 @@ static int sw_box_inspect(struct box *base, struct box_state *out, char *err,
 	memset(out, 0, sizeof(*out));
 	out->exit_code = -1;
 	if (b->node_lost)
-		return sw_lost_msg(b, err, errlen);
-	if (b->created && !(b->task.have && sw_rank(b->task.state) == 2)) {
-		rc = sw_refresh(b, err, errlen);
+		return swarm_lost_msg(b, err, errlen);
+	if (b->created && !(b->task.have && swarm_rank(b->task.state) == 2)) {
+		rc = swarm_refresh(b, err, errlen);
 		if (rc < 0 && rc != -ENOENT)
 			return rc;
 	}
-	out->running = b->task.have && sw_rank(b->task.state) < 2;
+	out->running = b->task.have && swarm_rank(b->task.state) < 2;
 	snprintf(out->status, sizeof(out->status), "%s",
 	         b->task.have ? b->task.state : "removed");
 	snprintf(out->error, sizeof(out->error), "%s", b->task.err);
@@ -816,7 +469,7 @@ static int sw_box_inspect(struct box *base, struct box_state *out, char *err,
 	}
 	if (b->task.have && !b->killed &&
 	    (strcmp(b->task.state, "rejected") == 0 ||
-	     (sw_rank(b->task.state) == 2 && !b->task.has_exit))) {
+	     (swarm_rank(b->task.state) == 2 && !b->task.has_exit))) {
 		snprintf(err, errlen,
 		         "the Swarm could not run the task on node %.12s: %s "
 		         "(is the runner image loaded on every sandbox node?)",
@@ -840,7 +493,7 @@ static int sw_box_signal(struct box *base, const char *sig, char *err,
 	if (!b->created || b->killed)
 		return -ESRCH;
 	/* Scaled to none, not removed: the name stays the lock. */
-	rc = sw_service_scale(b->be, b->id, 0, NULL, err, errlen);
+	rc = swarm_service_scale(b->be, b->id, 0, NULL, err, errlen);
 	if (rc == 0)
 		b->killed = true;
 	return rc;
@@ -855,300 +508,6 @@ static void sw_box_release(struct box *base)
 	cJSON_Delete(b->sent);
 	cJSON_free(b->body);
 	free(b);
-}
-
-/* ---- a box's stream: the service's logs --------------------------------- */
-
-static int sw_frame(void *arg, enum dstream_id id, const char *p, size_t n)
-{
-	struct sw_stream *s = arg;
-	int w = id == DSTREAM_STDERR || id == DSTREAM_SYSTEM ? 1 : 0;
-
-	if (s->final && s->skip[w] > 0) {
-		size_t k = s->skip[w] < n ? (size_t)s->skip[w] : n;
-
-		s->skip[w] -= k;
-		p += k;
-		n -= k;
-		if (n == 0)
-			return 0;
-	}
-	if (w == 1 && s->b->ehead_len < sizeof(s->b->ehead) - 1) {
-		struct sw_box *b = s->b;
-		size_t k = sizeof(b->ehead) - 1 - b->ehead_len;
-
-		k = k < n ? k : n;
-		memcpy(b->ehead + b->ehead_len, p, k);
-		b->ehead_len += k;
-		b->ehead[b->ehead_len] = '\0';
-	}
-	s->seen[w] += n;
-	return s->fn(s->arg, w + 1, p, n);
-}
-
-static int sw_logs_path(const struct sw_box *b, bool follow, char *path,
-                        size_t len)
-{
-	int n = snprintf(path, len, "/services/%s/logs?stdout=1&stderr=1%s",
-	                 b->id, follow ? "&follow=1" : "");
-
-	return n < 0 || (size_t)n >= len || !sw_id_ok(b->id) ? -EINVAL : 0;
-}
-
-static int sw_stream_follow(struct sw_stream *s, char *err, size_t errlen)
-{
-	struct epoll_event ev = {.events = EPOLLIN};
-	char path[160];
-	int rc;
-
-	if (sw_logs_path(s->b, true, path, sizeof(path)) < 0) {
-		snprintf(err, errlen, "invalid service id");
-		return -EINVAL;
-	}
-	rc = docker_stream_get(s->b->be->docker, path, &s->a, err, errlen);
-	if (rc < 0)
-		return rc;
-	ev.data.fd = docker_attach_fd(s->a);
-	if (epoll_ctl(s->ep, EPOLL_CTL_ADD, ev.data.fd, &ev) < 0) {
-		rc = -errno;
-		snprintf(err, errlen, "epoll: %s", strerror(errno));
-		docker_attach_close(s->a);
-		s->a = NULL;
-	}
-	return rc;
-}
-
-static void sw_stream_unfollow(struct sw_stream *s)
-{
-	if (!s->a)
-		return;
-	(void)epoll_ctl(s->ep, EPOLL_CTL_DEL, docker_attach_fd(s->a), NULL);
-	docker_attach_close(s->a);
-	s->a = NULL;
-}
-
-/*
- * The task is terminal: reads the whole log once more, without follow,
- * and hands on what follow had not (per stream, after the bytes already
- * seen). Follow holds back a last line without a newline, and may lag.
- */
-static int sw_stream_final(struct sw_stream *s, char *err, size_t errlen)
-{
-	struct docker_attach *a = NULL;
-	long long end =
-	    mono_ms() + (long long)s->b->be->cfg->docker_timeout_s * 1000;
-	char path[160];
-	int rc;
-
-	sw_stream_unfollow(s);
-	if (sw_logs_path(s->b, false, path, sizeof(path)) < 0) {
-		snprintf(err, errlen, "invalid service id");
-		return -EINVAL;
-	}
-	rc = docker_stream_get(s->b->be->docker, path, &a, err, errlen);
-	if (rc < 0)
-		return rc;
-	s->final = true;
-	s->skip[0] = s->seen[0];
-	s->skip[1] = s->seen[1];
-	dstream_init(&s->ds, 0, sw_frame, s);
-	for (;;) {
-		struct pollfd p = {.fd = docker_attach_fd(a), .events = POLLIN};
-		ssize_t got = docker_attach_read(a, s->buf, SW_CHUNK);
-
-		if (got == -EAGAIN) {
-			long long left = end - mono_ms();
-
-			if (left <= 0) {
-				snprintf(err, errlen,
-				         "the end of the run's output did not "
-				         "arrive from the Swarm in time");
-				rc = -ETIMEDOUT;
-				break;
-			}
-			(void)poll(&p, 1, (int)(left > 1000 ? 1000 : left));
-			continue;
-		}
-		if (got < 0) {
-			snprintf(err, errlen, "reading the run's output: %s",
-			         strerror((int)-got));
-			rc = (int)got;
-			break;
-		}
-		if (got == 0) {
-			rc = dstream_end(&s->ds);
-			if (rc < 0)
-				snprintf(err, errlen, "run output stream: %s",
-				         dstream_strerror(rc));
-			break;
-		}
-		rc = dstream_feed(&s->ds, s->buf, (size_t)got);
-		if (rc < 0) {
-			if (rc == -EPROTO || rc == -EMSGSIZE)
-				snprintf(err, errlen, "run output stream: %s",
-				         dstream_strerror(rc));
-			break;
-		}
-	}
-	docker_attach_close(a);
-	return rc;
-}
-
-static int sw_stream_fd(const struct box_stream *base)
-{
-	return ((const struct sw_stream *)base)->ep;
-}
-
-static bool sw_stream_pending(const struct box_stream *base)
-{
-	const struct sw_stream *s = (const struct sw_stream *)base;
-
-	return s->a && docker_attach_pending(s->a);
-}
-
-/* Looks at the task: 1 when it is terminal, 0 not yet, or -errno. */
-static int sw_stream_check(struct sw_stream *s, char *err, size_t errlen)
-{
-	struct sw_box *b = s->b;
-	int rc;
-
-	s->next_check = mono_ms() + SW_POLL_MS;
-	rc = sw_refresh(b, err, errlen);
-	if (rc == -ENOENT)
-		return 1;
-	if (rc < 0)
-		return 0; /* a slow manager is not the run's end */
-	if (b->task.have && sw_rank(b->task.state) == 2)
-		return 1;
-	if (!b->task.have && b->killed)
-		return 1;
-	if (sw_node_gone(b))
-		return sw_lost_msg(b, err, errlen);
-	return 0;
-}
-
-static int sw_stream_pump(struct box_stream *base, box_output_fn fn, void *arg,
-                          char *err, size_t errlen)
-{
-	struct sw_stream *s = (struct sw_stream *)base;
-	uint64_t ticks;
-	ssize_t got = -EAGAIN;
-	int rc;
-
-	if (s->error)
-		return s->error;
-	if (s->ended)
-		return 0;
-	if (read(s->tfd, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
-		log_debug("swarm stream: timerfd: %s", strerror(errno));
-	s->fn = fn;
-	s->arg = arg;
-	if (s->a) {
-		if (!s->ds.fn)
-			dstream_init(&s->ds, 0, sw_frame, s);
-		got = docker_attach_read(s->a, s->buf, SW_CHUNK);
-		if (got > 0) {
-			rc = dstream_feed(&s->ds, s->buf, (size_t)got);
-			if (rc == -EPROTO || rc == -EMSGSIZE) {
-				snprintf(err, errlen, "run output stream: %s",
-				         dstream_strerror(rc));
-				return s->error = rc;
-			}
-			if (rc < 0)
-				return s->error = rc;
-			return 1;
-		}
-		if (got != -EAGAIN)
-			sw_stream_unfollow(s); /* the final read has it all */
-	}
-	if (mono_ms() < s->next_check)
-		return -EAGAIN;
-	rc = sw_stream_check(s, err, errlen);
-	if (rc < 0)
-		return s->error = rc;
-	if (rc == 0)
-		return -EAGAIN;
-	rc = sw_stream_final(s, err, errlen);
-	if (rc < 0)
-		return s->error = rc;
-	s->ended = true;
-	return 1;
-}
-
-static ssize_t sw_stream_write(struct box_stream *base, const void *p, size_t n)
-{
-	(void)base;
-	(void)p;
-	(void)n;
-	return -EPIPE; /* stdin is a file (BACKEND_STDIN is not set) */
-}
-
-static void sw_stream_close_write(struct box_stream *base)
-{
-	(void)base;
-}
-
-static void sw_stream_close(struct box_stream *base)
-{
-	struct sw_stream *s = (struct sw_stream *)base;
-
-	sw_stream_unfollow(s);
-	if (s->b)
-		s->b->stream = NULL;
-	if (s->ep >= 0)
-		close(s->ep);
-	if (s->tfd >= 0)
-		close(s->tfd);
-	free(s->buf);
-	free(s);
-}
-
-static const struct box_stream_impl sw_stream_impl = {
-    .fd = sw_stream_fd,
-    .pending = sw_stream_pending,
-    .pump = sw_stream_pump,
-    .write = sw_stream_write,
-    .close_write = sw_stream_close_write,
-    .close = sw_stream_close,
-};
-
-/*
- * The stream exists before the service (one-off runs attach before they
- * start); its log connection opens once the service does. Its descriptor
- * is an epoll set of that connection and a timer, so a poller wakes both
- * for output and to look at the task's state.
- */
-static int sw_box_attach(struct box *base, struct box_stream **out, char *err,
-                         size_t errlen)
-{
-	struct sw_box *b = (struct sw_box *)base;
-	struct itimerspec its = {.it_interval = {0, SW_POLL_MS * 1000000L},
-	                         .it_value = {0, SW_POLL_MS * 1000000L}};
-	struct epoll_event ev = {.events = EPOLLIN};
-	struct sw_stream *s = calloc(1, sizeof(*s));
-
-	*out = NULL;
-	if (!s) {
-		snprintf(err, errlen, "out of memory");
-		return -ENOMEM;
-	}
-	s->base.impl = &sw_stream_impl;
-	s->ep = epoll_create1(EPOLL_CLOEXEC);
-	s->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	s->buf = malloc(SW_CHUNK);
-	ev.data.fd = s->tfd;
-	if (s->ep < 0 || s->tfd < 0 || !s->buf ||
-	    timerfd_settime(s->tfd, 0, &its, NULL) < 0 ||
-	    epoll_ctl(s->ep, EPOLL_CTL_ADD, s->tfd, &ev) < 0) {
-		snprintf(err, errlen, "cannot make the output stream: %s",
-		         s->buf ? strerror(errno) : "out of memory");
-		sw_stream_close(&s->base);
-		return -ENOMEM;
-	}
-	s->b = b;
-	b->stream = s;
-	*out = &s->base;
-	return 0;
 }
 
 /* ---- the node check ------------------------------------------------------ */
@@ -1187,7 +546,7 @@ static void sw_check_nodes(struct sw_backend *be, const char *image)
 		const char *v = cJSON_GetStringValue(
 		    cJSON_GetObjectItemCaseSensitive(j, "ID"));
 
-		snprintf(id, sizeof(id), "%s", v && sw_id_ok(v) ? v : "");
+		snprintf(id, sizeof(id), "%s", v && swarm_id_ok(v) ? v : "");
 	}
 	while (mono_ms() < end && !be->stop) {
 		bool all = true;
@@ -1195,13 +554,13 @@ static void sw_check_nodes(struct sw_backend *be, const char *image)
 		cJSON_Delete(list);
 		list = NULL;
 		usleep(500 * 1000);
-		if (sw_tasks(be, id, &list, err, sizeof(err)) < 0)
+		if (swarm_tasks(be, id, &list, err, sizeof(err)) < 0)
 			continue;
 		cJSON_ArrayForEach (t, list) {
 			struct sw_task tk;
 
-			sw_task_fill(&tk, t);
-			all = all && sw_rank(tk.state) == 2;
+			swarm_task_fill(&tk, t);
+			all = all && swarm_rank(tk.state) == 2;
 		}
 		/* Global tasks appear within a second of the service. */
 		if (all && mono_ms() > end - SW_CHECK_WAIT_MS + 3000)
@@ -1212,14 +571,14 @@ static void sw_check_nodes(struct sw_backend *be, const char *image)
 		char host[64] = "", st[16];
 		size_t n = strlen(bad);
 
-		sw_task_fill(&tk, t);
+		swarm_task_fill(&tk, t);
 		eligible++;
 		if (tk.has_exit && tk.exit_code == 0) {
 			ok++;
 			continue;
 		}
-		if (sw_node(be, tk.node, st, sizeof(st), host, sizeof(host),
-		            err, sizeof(err)) < 0)
+		if (swarm_node(be, tk.node, st, sizeof(st), host, sizeof(host),
+		               err, sizeof(err)) < 0)
 			snprintf(host, sizeof(host), "%.12s", tk.node);
 		snprintf(bad + n, sizeof(bad) - n, "%s%s (%s)", n ? ", " : "",
 		         host,
@@ -1247,7 +606,7 @@ static void sw_check_nodes(struct sw_backend *be, const char *image)
 	else
 		log_info("swarm: %u sandbox nodes checked", eligible);
 out:
-	if (id[0] && sw_service_delete(be, id, err, sizeof(err)) < 0 &&
+	if (id[0] && swarm_service_delete(be, id, err, sizeof(err)) < 0 &&
 	    !be->stop)
 		log_warnx("removing the node check service: %s", err);
 	cJSON_Delete(list);
@@ -1312,7 +671,8 @@ static int sw_list(struct sw_backend *be, const char *label, cJSON **out,
 	int rc;
 
 	*out = NULL;
-	if (sw_filter(path, sizeof(path), "/services?", "label", label) < 0) {
+	if (swarm_filter(path, sizeof(path), "/services?", "label", label) <
+	    0) {
 		snprintf(err, errlen, "invalid label filter");
 		return -EINVAL;
 	}
@@ -1346,7 +706,7 @@ static int sw_reap(struct backend *base, char *err, size_t errlen)
 		if (!id || !backend_docker_reap_wanted(
 		               spec, be->cfg->instance_name, be->boot, now))
 			continue;
-		rc = sw_service_delete(be, id, msg, sizeof(msg));
+		rc = swarm_service_delete(be, id, msg, sizeof(msg));
 		if (rc == 0 || rc == -ENOENT) {
 			log_info("reaped leftover service %.25s", id);
 			removed++;
@@ -1371,7 +731,7 @@ static void sw_sweep_own(struct backend *base)
 		const char *id = cJSON_GetStringValue(
 		    cJSON_GetObjectItemCaseSensitive(s, "ID"));
 
-		if (id && sw_service_delete(be, id, err, sizeof(err)) < 0)
+		if (id && swarm_service_delete(be, id, err, sizeof(err)) < 0)
 			log_warnx("removing service %.25s at shutdown: %s", id,
 			          err);
 	}
@@ -1450,7 +810,7 @@ static const struct backend_impl sw_impl = {
     .health = sw_health,
     .ping = sw_ping,
     .box_create = sw_box_create,
-    .box_attach = sw_box_attach,
+    .box_attach = swarm_box_attach,
     .box_start = sw_box_start,
     .box_wait_running = sw_box_wait_running,
     .box_wait = sw_box_wait,
