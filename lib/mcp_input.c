@@ -282,9 +282,10 @@ char *mcp_input_load(struct mcp_call *c)
 			return refuse(c, err);
 		}
 		a = cJSON_GetObjectItemCaseSensitive(payload, "a");
-		cJSON_ArrayForEach (it, a)
+		cJSON_ArrayForEach (it, a) {
 			cJSON_AddItemToObject(answers, it->string,
 			                      cJSON_Duplicate(it, true));
+		}
 		cJSON_Delete(payload);
 	}
 	/* This round's answers win over earlier ones of the same key. */

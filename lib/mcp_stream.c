@@ -50,6 +50,7 @@ struct mcp_msg *mcp_msg_new(char *text)
 	atomic_init(&m->refs, 1);
 	m->data = text;
 	m->len = strlen(text);
+	m->code = 0; /* not an error response unless the caller says so */
 	return m;
 }
 
