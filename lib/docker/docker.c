@@ -323,6 +323,19 @@ static int docker_call_failed(struct docker *d, const struct docker_req *rq,
 		docker_mark_down(d, err);
 		return -ECONNREFUSED;
 	}
+	if (rc == CURLE_RECV_ERROR || rc == CURLE_SEND_ERROR ||
+	    rc == CURLE_GOT_NOTHING || rc == CURLE_PARTIAL_FILE) {
+		/* The engine closed or reset the connection mid-request: it
+		 * went away (stopped, restarted, its socket proxy died). */
+		snprintf(err, errlen,
+		         "Docker engine not reachable at %s: the connection "
+		         "broke during %s %s (%s)",
+		         d->host, rq->method, rq->path,
+		         oserr ? strerror((int)oserr)
+		               : (cerr[0] ? cerr : curl_easy_strerror(rc)));
+		docker_mark_down(d, err);
+		return -ECONNREFUSED;
+	}
 	if (rc == CURLE_OPERATION_TIMEDOUT) {
 		snprintf(err, errlen,
 		         "Docker engine at %s did not answer %s %s within "

@@ -76,6 +76,16 @@ static void fake_serve(struct fake *f, int fd)
 		           "{\"message\":\"No such container: gone\"}");
 	} else if (strstr(req, "/containers/slow/json")) {
 		usleep(1500 * 1000); /* past the client's 1 s */
+	} else if (strstr(req, "/containers/dropped/json")) {
+		/* The engine goes away before answering: close at once. */
+	} else if (strstr(req, "/containers/cut/json")) {
+		/* The engine goes away halfway through its answer. */
+		static const char half[] =
+		    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+		    "Content-Length: 400\r\n\r\n{\"State\":{";
+
+		if (write(fd, half, sizeof(half) - 1) < 0)
+			return;
 	} else if (strstr(req, "/containers/junk/json")) {
 		fake_reply(fd, 200, "{not json");
 	} else if (strstr(req, "/containers/ok/json")) {
@@ -305,6 +315,16 @@ static void test_client(void)
 	       -ETIMEDOUT, "hung engine -> -ETIMEDOUT");
 	ok(strstr(err, "did not answer") != NULL, "timeout message (%s)", err);
 	usleep(700 * 1000); /* the fake engine serves one call at a time */
+	is_int(docker_container_inspect(d, "dropped", &st, err, sizeof(err)),
+	       -ECONNREFUSED, "connection closed without an answer");
+	ok(strstr(err, "not reachable") && strstr(err, "broke during GET"),
+	   "a dropped connection names the engine (%s)", err);
+	docker_health(d, &h);
+	ok(!h.reachable, "a dropped connection marks the engine down");
+	is_int(docker_container_inspect(d, "cut", &st, err, sizeof(err)),
+	       -ECONNREFUSED, "answer cut off halfway");
+	ok(strstr(err, "not reachable") && strstr(err, "broke during GET"),
+	   "a cut answer names the engine (%s)", err);
 	is_int(docker_container_kill(d, "busy", "KILL", err, sizeof(err)),
 	       -ESRCH, "kill of a stopped container -> -ESRCH");
 	is_int(docker_container_inspect(d, "../etc", &st, err, sizeof(err)),
