@@ -94,7 +94,10 @@ struct box_spec {
 	 * backends that can hold such a lock (a Swarm service name); or NULL.
 	 */
 	const char *exclusive;
-	bool network;       /* only when the operator allows it */
+	bool network; /* only when the operator allows it */
+	/* A package installer: SANDBOX_PACKAGES_NETWORK when packages are
+	 * on (packages.h), whatever network says. */
+	bool install;
 	unsigned memory_mb; /* 0: SANDBOX_MEMORY_MB */
 	double cpus;        /* 0: SANDBOX_CPUS */
 	time_t deadline;    /* unix time after which it may be reaped */

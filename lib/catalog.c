@@ -257,13 +257,13 @@ static int catalog_parse_identity(const cJSON *labels, const char *id,
 	return 0;
 }
 
-/* sandbox.watchdog and sandbox.priority, both optional. */
+/* sandbox.watchdog, sandbox.packages and sandbox.priority, all optional. */
 static int catalog_parse_options(const cJSON *labels, const char *id,
                                  struct catalog_image *out, char *err,
                                  size_t errlen)
 {
 	const char *wd = catalog_label(labels, "sandbox.watchdog");
-	const char *prio;
+	const char *prio, *pk;
 
 	if (wd && wd[0]) {
 		if (wd[0] != '/' || strlen(wd) > 256 ||
@@ -277,6 +277,17 @@ static int catalog_parse_options(const cJSON *labels, const char *id,
 		out->watchdog = strdup(wd);
 		if (!out->watchdog)
 			return -ENOMEM;
+	}
+	pk = catalog_label(labels, "sandbox.packages");
+	if (pk && pk[0]) {
+		if (strcmp(pk, "pip") != 0 && strcmp(pk, "npm") != 0) {
+			snprintf(err, errlen,
+			         "image %.19s: sandbox.packages must be pip or "
+			         "npm (the installer run_code's packages use)",
+			         id);
+			return -EINVAL;
+		}
+		snprintf(out->packages, sizeof(out->packages), "%s", pk);
 	}
 	prio = catalog_label(labels, "sandbox.priority");
 	if (prio && prio[0]) {

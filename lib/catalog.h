@@ -43,7 +43,9 @@ struct catalog_image {
 	size_t n_command;
 	char **check; /* argv of the syntax check, or NULL (n_check 0) */
 	size_t n_check;
-	char *watchdog;    /* absolute path of a timeout(1), or NULL */
+	char *watchdog; /* absolute path of a timeout(1), or NULL */
+	/* sandbox.packages: the package manager ("pip", "npm"), or "" */
+	char packages[8];
 	char *version;     /* "" when not labelled */
 	char *description; /* "" when not labelled */
 	char **libraries;  /* "name version" */

@@ -225,6 +225,36 @@ static const struct setting settings[] = {
      "After a timeout or cancel: how long an interrupted run may take to "
      "stop before it (and, for Python, its state) is killed"},
 
+    /* packages on demand */
+    {"SANDBOX_PACKAGES", SET_BOOL, "true", OFF(packages), 0, 0, "true",
+     "Whether run_code may install packages (pip for Python, npm for "
+     "TypeScript) into a conversation's cache; the installer alone has "
+     "network, the code never"},
+    {"SANDBOX_PACKAGES_PIP_INDEX", SET_STR, "https://pypi.org/simple",
+     OFF(pip_index), 0, 0, "https://pypi.example.com/simple",
+     "Python package index (PEP 503 simple API) pip installs from; an "
+     "http:// index is trusted as given"},
+    {"SANDBOX_PACKAGES_NPM_REGISTRY", SET_STR, "https://registry.npmjs.org/",
+     OFF(npm_registry), 0, 0, "https://npm.example.com/",
+     "npm registry TypeScript/JavaScript packages come from"},
+    {"SANDBOX_PACKAGES_TIMEOUT_SECONDS", SET_UINT, "120",
+     OFF(packages_timeout_s), 5, 3600, "120",
+     "Time limit of one installation (on top of the run's own)"},
+    {"SANDBOX_PACKAGES_MAX_MB", SET_UINT, "0", OFF(packages_max_mb), 0, 1048576,
+     "50",
+     "Size one conversation's package cache of a language may reach; "
+     "past it the cache is emptied and the call fails (0: only "
+     "WORKSPACE_QUOTA_MB, which the cache counts against)"},
+    {"SANDBOX_PACKAGES_NETWORK", SET_STR, "bridge", OFF(packages_network), 0, 0,
+     "bridge",
+     "Docker network the installers run on (e.g. one that reaches only "
+     "your mirror)"},
+    {"SANDBOX_PACKAGES_CA_FILE", SET_STR, "", OFF(packages_ca_file), 0, 0,
+     "/etc/ssl/certs/ca-certificates.crt",
+     "PEM bundle of the certificate authorities the installers trust "
+     "(give the whole bundle, e.g. behind a TLS-inspecting proxy; "
+     "default: the image's own)"},
+
     /* workspaces and files */
     {"SANDBOX_ROOT", SET_STR, "/var/lib/mcp-sandboxd", OFF(sandbox_root), 0, 0,
      "/var/lib/mcp-sandboxd",

@@ -108,6 +108,15 @@ struct config {
 	char *pool_preload;
 	unsigned interrupt_grace_ms;
 
+	/* packages on demand (packages.h) */
+	bool packages;
+	char *pip_index;    /* URL of a PEP 503 simple index */
+	char *npm_registry; /* URL of an npm registry */
+	unsigned packages_timeout_s;
+	unsigned packages_max_mb; /* 0: only the workspace quota */
+	char *packages_network;   /* Docker network of the installers */
+	char *packages_ca_file;   /* "" = the image's CAs */
+
 	/* workspaces and files */
 	char *sandbox_root;
 	char *sandbox_host_path;

@@ -763,6 +763,76 @@ static int derive_paths(struct config *cfg, char *err, size_t errlen)
 	return 0;
 }
 
+/* An installer's index or registry: an http(s) URL without spaces. */
+static bool package_url_ok(const char *u)
+{
+	size_t n = strlen(u);
+
+	if (n > 512 ||
+	    (strncmp(u, "https://", 8) != 0 && strncmp(u, "http://", 7) != 0))
+		return false;
+	for (const char *p = u; *p; p++)
+		if ((unsigned char)*p <= ' ' || (unsigned char)*p >= 0x7f ||
+		    strchr("\"'`\\<>{}|^", *p))
+			return false;
+	/* A host after the scheme. */
+	u = strstr(u, "://") + 3;
+	return isalnum((unsigned char)*u) || *u == '[';
+}
+
+/* Packages on demand: the index, the registry, the network, the CAs. */
+static int derive_packages(struct config *cfg, char *err, size_t errlen)
+{
+	const char *net = cfg->packages_network;
+
+	if (!package_url_ok(cfg->pip_index))
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "SANDBOX_PACKAGES_PIP_INDEX='%.200s' must be "
+		    "an http(s) URL of a simple index, e.g. "
+		    "SANDBOX_PACKAGES_PIP_INDEX=https://pypi.org/"
+		    "simple",
+		    cfg->pip_index);
+	if (!package_url_ok(cfg->npm_registry))
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "SANDBOX_PACKAGES_NPM_REGISTRY='%.200s' must "
+		    "be an http(s) URL of an npm registry, e.g. "
+		    "SANDBOX_PACKAGES_NPM_REGISTRY=https://"
+		    "registry.npmjs.org/",
+		    cfg->npm_registry);
+	if (!net[0] || strlen(net) > 64 ||
+	    strspn(net, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	                "0123456789_.-") != strlen(net) ||
+	    net[0] == '-' || net[0] == '.')
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "SANDBOX_PACKAGES_NETWORK='%.64s' must be the "
+		    "name of a Docker network, e.g. "
+		    "SANDBOX_PACKAGES_NETWORK=bridge",
+		    net);
+	if (strcmp(net, "host") == 0 || strcmp(net, "none") == 0 ||
+	    strncmp(net, "container:", 10) == 0)
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "SANDBOX_PACKAGES_NETWORK=%s is refused: %s; use bridge or "
+		    "a network of your own that reaches the index",
+		    net,
+		    strcmp(net, "none") == 0
+		        ? "installers need a network (to turn packages off, "
+		          "set SANDBOX_PACKAGES=false)"
+		        : "it would give installers the host's network");
+	if (cfg->packages_ca_file[0] && access(cfg->packages_ca_file, R_OK) < 0)
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "SANDBOX_PACKAGES_CA_FILE='%s' cannot be read: %s; give a "
+		    "PEM file of CA certificates, e.g. "
+		    "SANDBOX_PACKAGES_CA_FILE=/etc/ssl/certs/"
+		    "ca-certificates.crt",
+		    cfg->packages_ca_file, strerror(errno));
+	return 0;
+}
+
 /* The settings that depend on others; after the table was parsed. */
 int config_derive(struct config *cfg, char *err, size_t errlen)
 {
@@ -780,6 +850,8 @@ int config_derive(struct config *cfg, char *err, size_t errlen)
 	if (r < 0)
 		return r;
 	r = derive_cluster(cfg, err, errlen);
+	if (r == 0)
+		r = derive_packages(cfg, err, errlen);
 	if (r < 0)
 		return r;
 	r = parse_secret(cfg, err, errlen);

@@ -299,8 +299,10 @@ static int walk_dir(int dirfd, const char *rel, dev_t dev, size_t max_entries,
 			r = r < 0 ? r : 0;
 			goto out;
 		}
-		if (!S_ISDIR(sb.st_mode) || sb.st_dev != dev) {
+		if (r == FSTREE_WALK_SKIP || !S_ISDIR(sb.st_mode) ||
+		    sb.st_dev != dev) {
 			free(child);
+			r = 0;
 			continue;
 		}
 		if (depth + 1 >= FSNAME_DEPTH_MAX) {

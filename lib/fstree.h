@@ -74,9 +74,11 @@ struct fstree_walk_stats {
 };
 
 /*
- * Returns 0 to go on, 1 to stop the walk (not an error), or a negative
- * errno to abort it.
+ * Returns 0 to go on, 1 to stop the walk (not an error), FSTREE_WALK_SKIP
+ * to go on without descending into this directory, or a negative errno to
+ * abort it.
  */
+#define FSTREE_WALK_SKIP 2
 typedef int (*fstree_walk_fn)(void *data, const struct fstree_entry *e);
 
 /*

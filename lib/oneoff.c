@@ -19,6 +19,7 @@
 #include "buf.h"
 #include "docker/backend_docker.h"
 #include "log.h"
+#include "packages.h"
 #include "util/hex.h"
 #include "util/mono.h"
 
@@ -169,6 +170,15 @@ static int oneoff_code(const struct oneoff_env *r, struct oneoff_dir *b,
 	if (rc == 0 && req->inputs_json && in.file &&
 	    strcmp(in.file, img->filename) != 0)
 		rc = oneoff_put(dfd, in.file, in.text, strlen(in.text));
+	if (rc == 0 && req->aux_name)
+		rc =
+		    oneoff_put(dfd, req->aux_name, req->aux_text, req->aux_len);
+	/* Bun finds the conversation's packages by walking up from the
+	 * code, before the image's own /node_modules. */
+	if (rc == 0 && r->cfg->packages && !req->install && !req->check &&
+	    strcmp(img->packages, "npm") == 0 &&
+	    symlinkat(PACKAGES_NODE_MODULES, dfd, "node_modules") < 0)
+		rc = -errno;
 	if (rc < 0)
 		goto fail;
 	close(dfd);
@@ -237,21 +247,53 @@ void oneoff_spec_store_finish(struct oneoff_spec_store *st)
 {
 	free(st->env);
 	free(st->base_url_env);
+	free(st->pythonpath_env);
 	st->env = NULL;
 	st->base_url_env = NULL;
+	st->pythonpath_env = NULL;
+}
+
+/* Whether the inputs' variable is a PYTHONPATH (merged with ours). */
+static bool oneoff_inputs_on_path(const struct oneoff_spec *sp)
+{
+	return sp->inputs_env &&
+	       strncmp(sp->inputs_env, "PYTHONPATH=", 11) == 0;
+}
+
+/*
+ * The variable that puts the package cache on Python's path (after the
+ * inputs' /sandbox when there is one), or NULL when packages do not apply.
+ */
+static int oneoff_pythonpath(const struct config *cfg,
+                             const struct oneoff_spec *sp,
+                             struct oneoff_spec_store *st)
+{
+	if (!cfg->packages || sp->install || sp->check ||
+	    strcmp(sp->image->packages, "pip") != 0)
+		return 0;
+	st->pythonpath_env = buf_asprintf(
+	    "PYTHONPATH=%s%s", oneoff_inputs_on_path(sp) ? "/sandbox:" : "",
+	    PACKAGES_PYTHON_DIR);
+	return st->pythonpath_env ? 0 : -ENOMEM;
 }
 
 int oneoff_box_spec(const struct config *cfg, const struct oneoff_spec *sp,
                     struct box_spec *o, struct oneoff_spec_store *st)
 {
 	const struct catalog_image *img = sp->image;
-	char *const *argv = sp->check ? img->check : img->command;
-	size_t argc = sp->check ? img->n_check : img->n_command;
+	const char *const *argv =
+	    sp->argv
+	        ? sp->argv
+	        : (const char *const *)(sp->check ? img->check : img->command);
+	size_t argc = sp->argv    ? sp->n_argv
+	              : sp->check ? img->n_check
+	                          : img->n_command;
 	size_t nc = 0, ne = 0;
 
 	memset(st, 0, sizeof(*st));
 	memset(o, 0, sizeof(*o));
-	if (argc == 0 || argc > CATALOG_COMMAND_MAX)
+	if (argc == 0 ||
+	    argc > (sp->argv ? CATALOG_COMMAND_MAX + 72 : CATALOG_COMMAND_MAX))
 		return -EINVAL;
 	/* The image's own deadline: kill -9 shortly after ours would. */
 	if (img->watchdog) {
@@ -265,9 +307,11 @@ int oneoff_box_spec(const struct config *cfg, const struct oneoff_spec *sp,
 	for (size_t i = 0; i < argc; i++)
 		st->cmd[nc++] = argv[i];
 
-	st->env = calloc(sp->n_env + 4, sizeof(*st->env));
-	if (!st->env)
+	st->env = calloc(sp->n_env + 5, sizeof(*st->env));
+	if (!st->env || oneoff_pythonpath(cfg, sp, st) < 0) {
+		oneoff_spec_store_finish(st);
 		return -ENOMEM;
+	}
 	st->env[ne++] = "HOME=/tmp";
 	st->env[ne++] = "LANG=C.UTF-8";
 	if (sp->file_base_url) {
@@ -282,8 +326,11 @@ int oneoff_box_spec(const struct config *cfg, const struct oneoff_spec *sp,
 	for (size_t i = 0; i < sp->n_env; i++)
 		st->env[ne++] = sp->env[i];
 	/* After the caller's: the engine keeps the last of a name. */
-	if (sp->inputs_env)
+	if (sp->inputs_env &&
+	    !(st->pythonpath_env && oneoff_inputs_on_path(sp)))
 		st->env[ne++] = sp->inputs_env;
+	if (st->pythonpath_env)
+		st->env[ne++] = st->pythonpath_env;
 
 	o->image = img->image_id;
 	o->cmd = st->cmd;
@@ -305,6 +352,7 @@ int oneoff_box_spec(const struct config *cfg, const struct oneoff_spec *sp,
 	    (struct box_mount){sp->code_host_dir, "/sandbox", true, false};
 	o->open_stdin = true;
 	o->network = sp->network;
+	o->install = sp->install;
 	o->memory_mb = sp->memory_mb;
 	o->cpus = sp->cpus;
 	o->measure = true;
@@ -507,10 +555,13 @@ static void oneoff_fill_spec(const struct oneoff_env *r,
 	spec->env = req->env;
 	spec->n_env = req->n_env;
 	spec->network = req->network;
+	spec->argv = req->argv;
+	spec->n_argv = req->n_argv;
+	spec->install = req->install;
 	spec->timeout_s = res->timeout_s;
 	spec->memory_mb = req->memory_mb;
 	spec->cpus = req->cpus;
-	if (req->inputs_json) {
+	if (req->inputs_json && !req->install) {
 		struct oneoff_inputs in;
 
 		oneoff_inputs_for(img->language, &in);

@@ -64,6 +64,11 @@ struct oneoff_spec {
 	time_t deadline; /* unix seconds, for the label */
 	/* The image's sandbox.check instead of its command; no /data. */
 	bool check;
+	/* A package installer (packages.h): argv instead of the command,
+	 * on the installers' network, without the runs' package paths. */
+	const char *const *argv;
+	size_t n_argv;
+	bool install;
 };
 
 /*
@@ -85,10 +90,11 @@ void oneoff_inputs_for(const char *language, struct oneoff_inputs *out);
 
 /* Storage for what oneoff_box_spec's box_spec points to. */
 struct oneoff_spec_store {
-	const char *cmd[CATALOG_COMMAND_MAX + 4];
+	const char *cmd[CATALOG_COMMAND_MAX + 80];
 	char limit_arg[24];
 	const char **env;
 	char *base_url_env;
+	char *pythonpath_env;
 };
 
 /*

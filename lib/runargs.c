@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "packages.h"
 #include "util/errmsg.h"
 
 /* An optional string argument: NULL when absent or null. */
@@ -38,6 +39,8 @@ void runargs_store_finish(struct runargs_store *st)
 		return;
 	runargs_env_free(st->env);
 	cJSON_free(st->inputs);
+	free(st->packages);
+	st->packages = NULL;
 	st->env = NULL;
 	st->inputs = NULL;
 }
@@ -104,6 +107,51 @@ static int runargs_inputs(const cJSON *args, const struct config *cfg,
 	return 0;
 }
 
+/* packages: an optional array of distinct non-empty strings. */
+static int runargs_packages(const cJSON *args, struct runner_request *req,
+                            const char ***list, char *err, size_t errlen)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, "packages");
+	const cJSON *e;
+	int n;
+
+	req->packages = NULL;
+	req->n_packages = 0;
+	if (!v || cJSON_IsNull(v))
+		return 0;
+	n = cJSON_GetArraySize(v);
+	if (!cJSON_IsArray(v) || n > PACKAGES_MAX)
+		return errmsg_fail(-EINVAL, err, errlen,
+		                   "packages must be a list of at most %d "
+		                   "package names, e.g. [\"pandas\", "
+		                   "\"tabulate==0.9.0\"] for Python or "
+		                   "[\"zod\"] for TypeScript",
+		                   PACKAGES_MAX);
+	if (n == 0)
+		return 0;
+	*list = calloc((size_t)n, sizeof(**list));
+	if (!*list)
+		return errmsg_fail(-ENOMEM, err, errlen, "out of memory");
+	cJSON_ArrayForEach (e, v) {
+		const char *s = cJSON_GetStringValue(e);
+
+		if (!s || !s[0])
+			return errmsg_fail(
+			    -EINVAL, err, errlen,
+			    "packages must be non-empty strings, "
+			    "e.g. [\"pandas\"]");
+		for (size_t i = 0; i < req->n_packages; i++)
+			if (strcmp((*list)[i], s) == 0)
+				return errmsg_fail(-EINVAL, err, errlen,
+				                   "package '%.64s' is listed "
+				                   "twice; name each once",
+				                   s);
+		(*list)[req->n_packages++] = s;
+	}
+	req->packages = *list;
+	return 0;
+}
+
 int runargs_parse(const cJSON *args, const struct config *cfg,
                   struct runner_request *req, struct runargs_store *st,
                   char *err, size_t errlen)
@@ -113,6 +161,7 @@ int runargs_parse(const cJSON *args, const struct config *cfg,
 
 	st->env = NULL;
 	st->inputs = NULL;
+	st->packages = NULL;
 	if (runargs_str(args, "language", &req->language, NULL) < 0 ||
 	    !req->language)
 		return errmsg_fail(-EINVAL, err, errlen,
@@ -167,6 +216,9 @@ int runargs_parse(const cJSON *args, const struct config *cfg,
 	rc = runargs_inputs(args, cfg, req, &st->inputs, err, errlen);
 	if (rc < 0)
 		return rc;
+	rc = runargs_packages(args, req, &st->packages, err, errlen);
+	if (rc < 0)
+		return rc;
 	return runargs_check(req, cfg, err, errlen);
 }
 
@@ -203,13 +255,13 @@ int runargs_check(const struct runner_request *req, const struct config *cfg,
 	char msg[256];
 
 	/* A check reads the code only: nothing it could act on or leak. */
-	if (req->check &&
-	    (req->network || req->n_env || req->stdin_data ||
-	     req->inputs_json || req->workspace_host_path || req->workspace))
+	if (req->check && (req->network || req->n_env || req->stdin_data ||
+	                   req->inputs_json || req->workspace_host_path ||
+	                   req->workspace || req->n_packages))
 		return errmsg_fail(-EINVAL, err, errlen,
 		                   "a syntax check takes only a language and "
 		                   "code: no network, environment, stdin, "
-		                   "inputs or /data");
+		                   "inputs, packages or /data");
 
 	if (req->timeout_s > cfg->max_timeout_s)
 		return errmsg_fail(-EINVAL, err, errlen,

@@ -26,13 +26,15 @@
 
 /* What runargs_parse allocates for a request. */
 struct runargs_store {
-	char **env;   /* NULL-terminated "NAME=value" */
-	char *inputs; /* the inputs object as compact JSON, or NULL */
+	char **env;            /* NULL-terminated "NAME=value" */
+	char *inputs;          /* the inputs object as compact JSON, or NULL */
+	const char **packages; /* borrowed strings of args */
 };
 
 /*
  * Fills the caller-facing fields of req (language, code, stdin, env,
- * network, timeout_s, memory_mb, cpus, inputs) from run_code's arguments,
+ * network, timeout_s, memory_mb, cpus, inputs, packages) from run_code's
+ * arguments (packages are checked against their manager by the runner),
  * then runargs_check. Strings are borrowed from args; the environment and
  * the inputs' JSON are allocated into st (free with runargs_store_finish
  * whatever the result). Other fields of req are left as they are. Returns

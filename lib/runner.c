@@ -32,6 +32,7 @@
 #include "docker/backend_docker.h"
 #include "log.h"
 #include "oneoff.h"
+#include "packages.h"
 #include "runargs.h"
 #include "slots.h"
 #include "stats.h"
@@ -164,8 +165,10 @@ void runner_result_finish(struct runner_result *res)
 	free(res->out.text);
 	free(res->err.text);
 	cJSON_free(res->value_json);
+	cJSON_free(res->packages_json);
 	res->out.text = res->err.text = NULL;
 	res->value_json = NULL;
+	res->packages_json = NULL;
 }
 
 /* What a result says before the run: the limits, nothing measured. */
@@ -409,7 +412,8 @@ static void runner_charge(struct runner *r, const struct runner_request *req,
 
 	if (!r->budget)
 		return;
-	ms = budget_charge_ms(res->cpu_ms, wall, res->cpus, &estimated);
+	ms = budget_charge_ms(res->cpu_ms, wall, res->cpus, &estimated) +
+	     res->packages_cpu_ms;
 	rc = budget_charge(r->budget, req->tenant, ms, (long long)time(NULL));
 	if (rc < 0) {
 		log_warnx("budget: cannot charge %lld ms of CPU to a tenant "
@@ -437,6 +441,59 @@ static void runner_count(struct runner *r, const struct runner_request *req,
 		stats_observe(r->m_duration, lang,
 		              (double)res->duration_ms / 1000.0);
 	stats_observe(r->m_queue, NULL, (double)res->queue_ms / 1000.0);
+}
+
+/*
+ * Refuses packages the server cannot install for img: 0, or a negative
+ * errno with the reason (and what does work) in res->message.
+ */
+static int runner_check_packages(struct runner *r,
+                                 const struct runner_request *req,
+                                 const struct catalog_image *img,
+                                 const struct catalog *cat,
+                                 struct runner_result *res)
+{
+	char langs[256] = "", msg[256];
+	size_t n = 0;
+
+	if (!r->cfg->packages)
+		return runner_refuse(
+		    res, -EPERM,
+		    "packages are turned off on this server "
+		    "(SANDBOX_PACKAGES=false); use the "
+		    "libraries the runners have (list_runners)");
+	if (r->cfg->swarm)
+		return runner_refuse(
+		    res, -EOPNOTSUPP,
+		    "packages cannot be installed on this "
+		    "server: its sandbox nodes have no network "
+		    "(SANDBOX_BACKEND=swarm); use the libraries "
+		    "the runners have (list_runners)");
+	if (!img->packages[0]) {
+		for (size_t i = 0; i < cat->n; i++)
+			if (cat->items[i].packages[0] && n < sizeof(langs))
+				n += (size_t)snprintf(
+				    langs + n, sizeof(langs) - n, "%s%s (%s)",
+				    n ? ", " : "", cat->items[i].language,
+				    cat->items[i].packages);
+		return runner_refuse(
+		    res, -EOPNOTSUPP,
+		    "the %s runner cannot install packages "
+		    "(its image has no sandbox.packages label); "
+		    "languages that can: %s",
+		    img->language, n ? langs : "none");
+	}
+	if (req->n_packages > PACKAGES_MAX)
+		return runner_refuse(
+		    res, -EINVAL,
+		    "%zu packages asked for; at most %d in one "
+		    "run",
+		    req->n_packages, PACKAGES_MAX);
+	for (size_t i = 0; i < req->n_packages; i++)
+		if (packages_check_spec(img->packages, req->packages[i], msg,
+		                        sizeof(msg)) < 0)
+			return runner_refuse(res, -EINVAL, "%s", msg);
+	return 0;
 }
 
 int runner_run(struct runner *r, const struct runner_request *req,
@@ -471,6 +528,11 @@ int runner_run(struct runner *r, const struct runner_request *req,
 		                     "languages that can be checked: %s",
 		                     img->language, langs);
 	}
+	if (req->n_packages &&
+	    (rc = runner_check_packages(r, req, img, cat, res)) < 0) {
+		catalog_put(cat);
+		return rc;
+	}
 	runner_result_fill_image(res, img);
 
 	if (runner_over_budget(r, req, res)) {
@@ -485,7 +547,8 @@ int runner_run(struct runner *r, const struct runner_request *req,
 	}
 	t_slot = mono_ms();
 	res->queue_ms = t_slot - t0;
-	if (runner_warm(r, req, img, res) != 0 &&
+	if (packages_prepare(&r->oneoff, req, img, res) == 0 &&
+	    runner_warm(r, req, img, res) != 0 &&
 	    oneoff_run(&r->oneoff, req, img, res) == -ENOENT)
 		runner_retry_vanished(r, req, &cat, &img, res);
 	slots_release(r->slots, req->tenant, mono_ms() - t_slot);

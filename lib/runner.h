@@ -109,6 +109,22 @@ struct runner_request {
 	 * code instead of the code: always one-off, never with /data.
 	 */
 	bool check;
+	/* Packages to install into the conversation's cache first
+	 * (packages.h), checked there against the image's manager. */
+	const char *const *packages;
+	size_t n_packages;
+	/*
+	 * Internal, for the package installer (packages.c): argv instead of
+	 * the image's command, on the installers' network
+	 * (SANDBOX_PACKAGES_NETWORK), with the file aux_name (aux_text)
+	 * beside the code, and none of the run's package paths.
+	 */
+	const char *const *argv;
+	size_t n_argv;
+	bool install;
+	const char *aux_name;
+	const char *aux_text;
+	size_t aux_len;
 };
 
 struct runner_output {
@@ -168,6 +184,12 @@ struct runner_result {
 	long long memory_peak_bytes;
 	unsigned memory_mb; /* the limits that applied */
 	double cpus;
+	/* Packages (packages.h): what was installed and reused, as JSON
+	 * (owned) and a line for people; NULL and "" when none were asked. */
+	char *packages_json;
+	char packages_note[160];
+	bool install_failed;       /* the code did not run: see message */
+	long long packages_cpu_ms; /* the installer's CPU time */
 };
 
 struct attachio_capture;

@@ -325,8 +325,10 @@ static int list_visit(void *data, const struct fstree_entry *e)
 {
 	struct listing *l = data;
 
+	/* The package cache (packages.h) only when asked for by path. */
 	if (S_ISDIR(e->st->st_mode))
-		return 0;
+		return strcmp(e->rel, ".mcp/packages") == 0 ? FSTREE_WALK_SKIP
+		                                            : 0;
 	if (!S_ISREG(e->st->st_mode)) {
 		if (l->n_skipped++ < SKIPPED_MAX) {
 			cJSON *o = cJSON_CreateObject();

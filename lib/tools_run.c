@@ -479,7 +479,7 @@ static cJSON *tools_run_code_call(void *data, struct mcp_call *call,
 	struct tools_run_ctx *ctx = data;
 	const struct config *cfg = runner_config(ctx->runner);
 	const char *conv;
-	struct runargs_store st = {NULL, NULL};
+	struct runargs_store st = {NULL, NULL, NULL};
 	char err[512];
 	struct workspace *ws = NULL;
 	struct runner_cancel *cancel = NULL;
@@ -622,6 +622,8 @@ static cJSON *tools_run_list_call(void *data, struct mcp_call *call,
 		    o, "libraries",
 		    tools_run_strings(m->libraries, m->n_libraries));
 		cJSON_AddStringToObject(o, "filename", m->filename);
+		if (m->packages[0] && cfg->packages && !cfg->swarm)
+			cJSON_AddStringToObject(o, "packages", m->packages);
 	}
 	cJSON_AddNumberToObject(lim, "memory_mb", cfg->memory_mb);
 	cJSON_AddNumberToObject(lim, "cpus", cfg->cpus);
@@ -630,6 +632,7 @@ static cJSON *tools_run_list_call(void *data, struct mcp_call *call,
 	cJSON_AddNumberToObject(lim, "pids_limit", cfg->pids_limit);
 	cJSON_AddNumberToObject(lim, "tmp_mb", cfg->tmp_mb);
 	cJSON_AddBoolToObject(lim, "network_allowed", cfg->allow_network);
+	cJSON_AddBoolToObject(lim, "packages", cfg->packages && !cfg->swarm);
 	cJSON_AddNumberToObject(lim, "max_code_bytes",
 	                        (double)cfg->code_max_bytes);
 	cJSON_AddNumberToObject(lim, "max_stdin_bytes",
@@ -646,7 +649,8 @@ static cJSON *tools_run_list_call(void *data, struct mcp_call *call,
 	               cfg->memory_mb, cfg->cpus, cfg->timeout_s,
 	               cfg->max_timeout_s, cfg->pids_limit,
 	               cfg->allow_network ? "on request" : "off") < 0 ||
-	    tools_run_describe_runners(&text, cat) < 0)
+	    tools_run_describe_runners(&text, cat,
+	                               cfg->packages && !cfg->swarm) < 0)
 		goto fail;
 	for (size_t i = 0; i < cat->n; i++)
 		if (buf_printf(&text, "%s%s: image %s", i ? "\n" : "\n\n",

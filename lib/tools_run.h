@@ -55,6 +55,7 @@ void tools_run_describe(struct runner *runner, char **description,
 
 /* Appends the "Languages:" list of cat to b. 0 or a buf error. */
 __attribute__((warn_unused_result)) int
-tools_run_describe_runners(struct buf *b, const struct catalog *cat);
+tools_run_describe_runners(struct buf *b, const struct catalog *cat,
+                           bool packages);
 
 #endif

@@ -15,6 +15,7 @@
 
 #include "buf.h"
 #include "files.h"
+#include "packages.h"
 #include "runargs.h"
 
 const char tools_run_output_schema[] =
@@ -99,7 +100,9 @@ const char tools_run_output_schema[] =
     "\"memory_mb\":{\"type\":\"integer\",\"description\":\"the "
     "memory limit that applied\"},"
     "\"cpus\":{\"type\":\"number\",\"description\":\"the CPU limit "
-    "that applied, in cores\"}},"
+    "that applied, in cores\"},"
+    "\"packages\":{\"type\":\"object\",\"description\":\"installed now, "
+    "reused from the cache; failed: the code did not run\"}},"
     "\"required\":[\"status\",\"exit_code\",\"stdout\",\"stderr\","
     "\"stdout_truncated\",\"stderr_truncated\",\"duration_ms\","
     "\"queue_ms\"]}";
@@ -118,13 +121,15 @@ const char tools_run_input_schema[] =
     "\"memory_mb\":{\"type\":\"integer\"},"
     "\"cpus\":{\"type\":\"number\"},"
     "\"inputs\":{\"type\":\"object\"},"
+    "\"packages\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"
     "\"session\":{\"type\":\"string\",\"enum\":[\"continue\",\"new\"],"
     "\"default\":\"continue\"}},"
     "\"required\":[\"conversationId\",\"language\",\"code\"]}";
 
 /* ---- descriptions from the catalog -------------------------------------- */
 
-int tools_run_describe_runners(struct buf *b, const struct catalog *cat)
+int tools_run_describe_runners(struct buf *b, const struct catalog *cat,
+                               bool packages)
 {
 	int r = 0;
 
@@ -151,6 +156,9 @@ int tools_run_describe_runners(struct buf *b, const struct catalog *cat)
 		for (size_t j = 0; r == 0 && j < m->n_libraries; j++)
 			r = buf_printf(b, "%s%s", j ? ", " : " Libraries: ",
 			               m->libraries[j]);
+		if (r == 0 && packages && m->packages[0])
+			r = buf_printf(b, ". More with packages (%s)",
+			               m->packages);
 	}
 	return r;
 }
@@ -239,7 +247,8 @@ void tools_run_describe(struct runner *runner, char **description,
 	r = cfg->warm ? tools_run_describe_warm(&b, cfg)
 	              : tools_run_describe_cold(&b, cfg);
 	if (r == 0)
-		r = tools_run_describe_runners(&b, cat);
+		r = tools_run_describe_runners(&b, cat,
+		                               cfg->packages && !cfg->swarm);
 	if (r == 0)
 		*description = buf_take(&b, NULL);
 	buf_finish(&b);
@@ -314,6 +323,24 @@ void tools_run_describe(struct runner *runner, char **description,
 	    "Data for the program: readable as JSON in /sandbox/inputs.json, "
 	    "and in Python and TypeScript/JavaScript already loaded as the "
 	    "variable inputs");
+	p = cJSON_GetObjectItemCaseSensitive(props, "packages");
+	cJSON_AddNumberToObject(p, "maxItems", PACKAGES_MAX);
+	if (cfg->packages && !cfg->swarm)
+		cJSON_AddStringToObject(
+		    p, "description",
+		    "Packages to install before the run, for Python (pip: "
+		    "\"tabulate\", \"polars==1.2.0\") and TypeScript/"
+		    "JavaScript (npm: \"lodash\", \"zod@3.23.8\"); kept in "
+		    "the conversation's cache (/data/.mcp/packages, counts "
+		    "against its quota) and reused by later runs. Only the "
+		    "installer has network, never the code; pip installs "
+		    "wheels only and npm packages' install scripts are "
+		    "skipped");
+	else
+		cJSON_AddStringToObject(p, "description",
+		                        "Package installation is turned off on "
+		                        "this server: use the libraries the "
+		                        "runners have");
 	p = cJSON_GetObjectItemCaseSensitive(props, "timeout_seconds");
 	cJSON_AddNumberToObject(p, "maximum", cfg->max_timeout_s);
 	cJSON_AddNumberToObject(p, "default", cfg->timeout_s);
@@ -332,6 +359,12 @@ static int tools_run_advice(struct buf *b, const struct runner_result *res,
 	case RUNNER_COMPLETED:
 		return 0;
 	case RUNNER_FAILED:
+		if (res->install_failed)
+			return buf_printf(
+			    b,
+			    "The packages could not be installed, "
+			    "so the code did not run: %s.",
+			    res->message);
 		return buf_printf(b,
 		                  "The program exited with code %d. Read "
 		                  "stderr, fix the code and run it again.",
@@ -669,14 +702,20 @@ cJSON *tools_run_result(const struct runner_result *res,
 		cJSON_AddNumberToObject(sc, "cpu_ms", (double)res->cpu_ms);
 	if (res->error_name[0])
 		cJSON_AddStringToObject(sc, "error_name", res->error_name);
+	if (res->packages_json && (t = cJSON_Parse(res->packages_json)) != NULL)
+		cJSON_AddItemToObject(sc, "packages", t);
 
 	r = tools_run_session_note(&text, &res->session);
 	if (r == 0)
 		r = buf_printf(&text, "status: %s",
 		               runner_status_name(res->status));
+	if (r == 0 && res->install_failed)
+		r = buf_puts(&text, " while installing packages; the code "
+		                    "did not run");
 	if (r == 0 && res->exit_code >= 0)
 		r = buf_printf(&text, ", exit code %d", res->exit_code);
-	if (r == 0 && !not_run && res->status != RUNNER_ERROR)
+	if (r == 0 && !not_run && res->status != RUNNER_ERROR &&
+	    !res->install_failed)
 		r = buf_printf(&text, ", %lld ms", res->duration_ms);
 	if (r == 0 && res->queue_ms >= 1000)
 		r = buf_printf(&text, " (queued %lld ms)", res->queue_ms);
@@ -687,6 +726,8 @@ cJSON *tools_run_result(const struct runner_result *res,
 		r = tools_run_usage(sc, &text, res);
 	if (r == 0 && !not_run)
 		r = tools_run_session_line(&text, &res->session, cfg);
+	if (r == 0 && res->packages_note[0])
+		r = buf_printf(&text, "\npackages: %s", res->packages_note);
 	if (r == 0)
 		r = tools_run_stream_text(&text, "stdout", &res->out);
 	if (r == 0)

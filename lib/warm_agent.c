@@ -23,6 +23,7 @@
 #include "attachio.h"
 #include "buf.h"
 #include "log.h"
+#include "packages.h"
 #include "util/errmsg.h"
 #include "util/hex.h"
 #include "util/mono.h"
@@ -236,6 +237,19 @@ static int warm_wait_ready(struct warm_box *b, long long until_ms, char *err,
 	                   io.proto[0] ? ": " : "", io.proto);
 }
 
+/* node_modules beside the code, to the conversation's npm packages. */
+static int warm_link_packages(const char *dir)
+{
+	char path[PATH_MAX];
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/node_modules", dir) >=
+	    sizeof(path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return symlink(PACKAGES_NODE_MODULES, path);
+}
+
 int warm_box_start(const struct warm_env *env, const struct catalog_image *img,
                    const struct runner_request *req, const char *key,
                    struct warm_box **out, char *err, size_t errlen)
@@ -244,7 +258,9 @@ int warm_box_start(const struct warm_env *env, const struct catalog_image *img,
 	struct warm_box *b = calloc(1, sizeof(*b));
 	struct box_spec bs;
 	const char *cmd[8];
-	const char *envv[] = {"HOME=/tmp", "LANG=C.UTF-8"};
+	const char *envv[] = {"HOME=/tmp", "LANG=C.UTF-8",
+	                      "MCPSD_PYTHON_PACKAGES=" PACKAGES_PYTHON_DIR};
+	bool pip = cfg->packages && strcmp(img->packages, "pip") == 0;
 	char pool_host[PATH_MAX], tenant_fp[13];
 	long long t0 = mono_ms();
 	int rc;
@@ -280,8 +296,17 @@ int warm_box_start(const struct warm_env *env, const struct catalog_image *img,
 	bs.image = img->image_id;
 	bs.cmd = cmd;
 	bs.n_cmd = warm_cmd(cfg, b->kernel, req == NULL, cmd);
+	/* Runs find the conversation's packages (packages.h): the Python
+	 * kernel puts them on sys.path, Bun walks up to the link. */
+	if (cfg->packages && strcmp(img->packages, "npm") == 0 &&
+	    warm_link_packages(b->dir) < 0) {
+		rc = errmsg_fail(-errno, err, errlen,
+		                 "cannot link the package cache in %s: %s",
+		                 b->dir, strerror(errno));
+		goto fail;
+	}
 	bs.env = envv;
-	bs.n_env = 2;
+	bs.n_env = pip ? 3 : 2;
 	bs.workdir = "/data";
 	bs.open_stdin = true;
 	bs.main_is_init = true; /* see docs/agent-protocol.md, Trust */

@@ -335,8 +335,19 @@ static int snap_add(struct workspace_snapshot *s, const struct fstree_entry *e)
 	return 0;
 }
 
+/*
+ * The package cache (packages.h) is the installers', not a run's output:
+ * thousands of files no result lists and no snapshot walks.
+ */
+static bool is_package_cache(const struct fstree_entry *e)
+{
+	return S_ISDIR(e->st->st_mode) && strcmp(e->rel, ".mcp/packages") == 0;
+}
+
 static int snap_visit(void *data, const struct fstree_entry *e)
 {
+	if (is_package_cache(e))
+		return FSTREE_WALK_SKIP;
 	if (S_ISDIR(e->st->st_mode))
 		return 0;
 	return snap_add(data, e);
@@ -404,6 +415,8 @@ static int changes_visit(void *data, const struct fstree_entry *e)
 	const struct snap_entry *old;
 	const struct stat *st = e->st;
 
+	if (is_package_cache(e))
+		return FSTREE_WALK_SKIP;
 	if (S_ISDIR(st->st_mode))
 		return 0;
 	old = snap_find(c->before, e->rel);

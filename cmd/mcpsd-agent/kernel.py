@@ -54,6 +54,8 @@ class _State:
     home = None  # directory between calls (set by C)
     loop = None  # event loop for top-level await
     sources = []  # code files registered in linecache, oldest first
+    packages = os.environ.pop("MCPSD_PYTHON_PACKAGES", None)  # cache dir
+    packages_seen = None  # its modification time at the last call
 
 
 class _Call:
@@ -518,7 +520,30 @@ def _flush():
             pass
 
 
+def _packages():
+    """Puts the conversation's package cache (installed by the daemon
+    before this call, see lib/packages.h) on sys.path ahead of the
+    system's packages, and makes imports see what changed in it."""
+    if not _State.packages:
+        return
+    try:
+        seen = os.stat(_State.packages).st_mtime_ns
+    except OSError:
+        seen = None
+    if seen == _State.packages_seen:
+        return
+    _State.packages_seen = seen
+    if seen is not None and _State.packages not in sys.path:
+        sys.path.insert(1 if sys.path and sys.path[0] == "" else 0,
+                        _State.packages)
+        # Child Pythons (subprocess, multiprocessing) find them too.
+        old = os.environ.get("PYTHONPATH")
+        os.environ["PYTHONPATH"] = _State.packages + (":" + old if old else "")
+    importlib.invalidate_caches()
+
+
 def _execute(payload, ns):
+    _packages()
     fields = {}
     for tag, value in _tlv(payload):
         fields.setdefault(tag, []).append(value)

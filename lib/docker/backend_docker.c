@@ -155,7 +155,11 @@ static int dk_opts_fill(const struct config *cfg, const char *seccomp_opt,
 	o->pids_limit = cfg->pids_limit;
 	o->shm_size_bytes = (long long)cfg->tmp_mb * 1024 * 1024;
 	o->oom_score_adj = 1000; /* under host pressure, sandboxes go first */
-	o->network_mode = sp->network && cfg->allow_network ? "bridge" : "none";
+	if (sp->install && cfg->packages)
+		o->network_mode = cfg->packages_network;
+	else
+		o->network_mode =
+		    sp->network && cfg->allow_network ? "bridge" : "none";
 	o->readonly_rootfs = true;
 	o->init = !sp->main_is_init;
 	o->ipc_mode = "private";

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static int n_run, n_failed;
 
@@ -55,4 +56,25 @@ int tap_done(void)
 	if (n_failed)
 		printf("# %d of %d failed\n", n_failed, n_run);
 	return n_failed ? 1 : 0;
+}
+
+void tap_put(const char *root, const char *rel, const char *text)
+{
+	char path[8192];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", root, rel);
+	f = fopen(path, "w");
+	if (f) {
+		fputs(text, f);
+		fclose(f);
+	}
+}
+
+void tap_mkdir(const char *root, const char *rel)
+{
+	char path[8192];
+
+	snprintf(path, sizeof(path), "%s/%s", root, rel);
+	(void)mkdir(path, 0755);
 }

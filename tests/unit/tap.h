@@ -17,6 +17,11 @@ bool tap_is_str(const char *got, const char *want, const char *file, int line,
 /* Prints the plan and returns the exit status (0 if all passed). */
 int tap_done(void);
 
+/* Fixtures: writes text to root/rel; makes the directory root/rel.
+ * Failures show up in the checks that follow. */
+void tap_put(const char *root, const char *rel, const char *text);
+void tap_mkdir(const char *root, const char *rel);
+
 #define ok(cond, ...) tap_ok((cond), __FILE__, __LINE__, __VA_ARGS__)
 #define is_int(got, want, name)                                                \
 	tap_is_int((long long)(got), (long long)(want), __FILE__, __LINE__,    \

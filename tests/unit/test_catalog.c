@@ -134,9 +134,21 @@ static void test_parse(void)
 	is_int(catalog_image_parse(s, &img, err, sizeof(err)), -EINVAL,
 	       "non-numeric priority refused");
 	set_label(s, "sandbox.priority", NULL);
+	set_label(s, "sandbox.packages", "apt");
+	is_int(catalog_image_parse(s, &img, err, sizeof(err)), -EINVAL,
+	       "unknown package manager refused");
+	ok(strstr(err, "sandbox.packages must be pip or npm") != NULL,
+	   "message names the managers (%s)", err);
+	set_label(s, "sandbox.packages", "npm");
+	is_int(catalog_image_parse(s, &img, err, sizeof(err)), 0,
+	       "sandbox.packages=npm");
+	is_str(img.packages, "npm", "package manager kept");
+	catalog_image_finish(&img);
+	set_label(s, "sandbox.packages", NULL);
 	is_int(catalog_image_parse(s, &img, err, sizeof(err)), 0,
 	       "optional labels may be absent");
-	ok(img.watchdog == NULL && img.priority == 0, "defaults");
+	ok(img.watchdog == NULL && img.priority == 0 && !img.packages[0],
+	   "defaults");
 	catalog_image_finish(&img);
 	set_label(s, "sandbox.runner", "false");
 	is_int(catalog_image_parse(s, &img, err, sizeof(err)), -EINVAL,

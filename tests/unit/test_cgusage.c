@@ -23,23 +23,12 @@ static char root[256]; /* the cgroup filesystem under test */
 
 static void put(const char *rel, const char *text)
 {
-	char path[PATH_MAX + 512];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s", root, rel);
-	f = fopen(path, "w");
-	if (f) {
-		fputs(text, f);
-		fclose(f);
-	}
+	tap_put(root, rel, text);
 }
 
 static void mk(const char *rel)
 {
-	char path[PATH_MAX + 512];
-
-	snprintf(path, sizeof(path), "%s/%s", root, rel);
-	(void)mkdir(path, 0755);
+	tap_mkdir(root, rel);
 }
 
 static bool exists(const char *rel)

@@ -290,8 +290,73 @@ static void test_syntax_check(void)
 	       "a check takes no stdin");
 }
 
+/* packages: a list of distinct strings; their form is the runner's. */
+static void test_packages(void)
+{
+	struct config cfg;
+	struct runner_request req;
+	struct runargs_store st;
+	char err[512];
+	cJSON *args = NULL;
+	int rc;
+
+	fill_config(&cfg);
+	rc = parse("{\"language\":\"python\",\"code\":\"1\","
+	           "\"packages\":[\"pandas\",\"tabulate==0.9.0\"]}",
+	           &cfg, &req, &st, err, sizeof(err), &args);
+	ok(rc == 0 && req.n_packages == 2 &&
+	       strcmp(req.packages[0], "pandas") == 0 &&
+	       strcmp(req.packages[1], "tabulate==0.9.0") == 0,
+	   "packages parsed in order (%s)", err);
+	runargs_store_finish(&st);
+	cJSON_Delete(args);
+	is_int(one("{\"language\":\"python\",\"code\":\"1\","
+	           "\"packages\":[]}",
+	           &cfg, NULL, &req),
+	       0, "an empty list is no packages");
+	is_int((int)req.n_packages, 0, "none");
+	is_int(one("{\"language\":\"python\",\"code\":\"1\","
+	           "\"packages\":null}",
+	           &cfg, NULL, NULL),
+	       0, "null is no packages");
+	is_int(one("{\"language\":\"python\",\"code\":\"1\","
+	           "\"packages\":\"pandas\"}",
+	           &cfg, "packages must be a list", NULL),
+	       -EINVAL, "a string is not a list");
+	is_int(one("{\"language\":\"python\",\"code\":\"1\","
+	           "\"packages\":[\"pandas\",3]}",
+	           &cfg, "non-empty strings", NULL),
+	       -EINVAL, "a number in the list");
+	is_int(one("{\"language\":\"python\",\"code\":\"1\","
+	           "\"packages\":[\"\"]}",
+	           &cfg, "non-empty strings", NULL),
+	       -EINVAL, "an empty name");
+	is_int(one("{\"language\":\"python\",\"code\":\"1\","
+	           "\"packages\":[\"a\",\"b\",\"a\"]}",
+	           &cfg, "listed twice", NULL),
+	       -EINVAL, "a name twice");
+	is_int(one("{\"language\":\"python\",\"code\":\"1\","
+	           "\"packages\":[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\","
+	           "\"g\",\"h\",\"i\",\"j\",\"k\",\"l\",\"m\",\"n\",\"o\","
+	           "\"p\",\"q\",\"r\",\"s\",\"t\",\"u\",\"v\",\"w\",\"x\","
+	           "\"y\",\"z\",\"aa\",\"ab\",\"ac\",\"ad\",\"ae\",\"af\","
+	           "\"ag\"]}",
+	           &cfg, "at most 32", NULL),
+	       -EINVAL, "more than PACKAGES_MAX");
+	memset(&req, 0, sizeof(req));
+	req.language = "python";
+	req.code = "1";
+	req.code_len = 1;
+	req.check = true;
+	req.n_packages = 1;
+	is_int(runargs_check(&req, &cfg, err, sizeof(err)), -EINVAL,
+	       "a syntax check takes no packages");
+	ok(strstr(err, "packages") != NULL, "and says so: %s", err);
+}
+
 int main(void)
 {
+	test_packages();
 	test_limits();
 	test_inputs();
 	test_check();

@@ -1,0 +1,822 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * packages: see packages.h.
+ */
+#include "packages.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "buf.h"
+#include "fstree.h"
+#include "log.h"
+#include "oneoff.h"
+#include "util/errmsg.h"
+#include "util/mono.h"
+#include "workspace.h"
+
+#define PACKAGES_CA_MAX (4u << 20)    /* bytes of SANDBOX_PACKAGES_CA_FILE */
+#define PACKAGES_JSON_MAX (64u << 10) /* bytes of a package.json we read */
+#define PACKAGES_DIR_SCAN_MAX 100000  /* entries of the pip cache we read */
+
+/* ---- specs -------------------------------------------------------------- */
+
+static bool is_alnum(char c)
+{
+	return isalnum((unsigned char)c) != 0;
+}
+
+/* A pip distribution name at p: its length, or 0. */
+static size_t pip_name_len(const char *p)
+{
+	size_t n = 0;
+
+	if (!is_alnum(p[0]))
+		return 0;
+	while (is_alnum(p[n]) || p[n] == '.' || p[n] == '_' || p[n] == '-')
+		n++;
+	while (n > 0 && !is_alnum(p[n - 1]))
+		n--;
+	return n;
+}
+
+/* A pip version comparison operator at p: its length, or 0. */
+static size_t pip_op_len(const char *p)
+{
+	static const char *const ops[] = {
+	    "===", "==", "!=", "<=", ">=", "~=", "<", ">"};
+
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
+		if (strncmp(p, ops[i], strlen(ops[i])) == 0)
+			return strlen(ops[i]);
+	return 0;
+}
+
+static int pip_check(const char *spec, const char *s, char *err, size_t errlen)
+{
+	const char *p = spec;
+	size_t n = pip_name_len(p);
+
+	if (n == 0)
+		return errmsg_fail(-EINVAL, err, errlen,
+		                   "pip package '%.64s' must start with a "
+		                   "distribution name (letters, digits, '.', "
+		                   "'_', '-'), e.g. \"pandas\" or "
+		                   "\"numpy>=1.26\"",
+		                   s);
+	p += n;
+	if (*p == '[') {
+		do {
+			p++;
+			n = pip_name_len(p);
+			if (n == 0)
+				return errmsg_fail(
+				    -EINVAL, err, errlen,
+				    "pip package '%.64s': extras are names "
+				    "in brackets, e.g. \"requests[socks]\"",
+				    s);
+			p += n;
+		} while (*p == ',');
+		if (*p++ != ']')
+			return errmsg_fail(
+			    -EINVAL, err, errlen,
+			    "pip package '%.64s': extras are names in "
+			    "brackets, e.g. \"requests[socks]\"",
+			    s);
+	}
+	while (*p) {
+		size_t op = pip_op_len(p), v;
+
+		if (op == 0)
+			break;
+		p += op;
+		v = strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTU"
+		              "VWXYZ0123456789.*+!_-");
+		if (v == 0) {
+			p--; /* an operator without a version */
+			break;
+		}
+		p += v;
+		if (*p == ',' && p[1])
+			p++;
+		else if (*p)
+			break;
+	}
+	if (*p)
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "pip package '%.64s' is not a name with an optional "
+		    "version "
+		    "(no spaces, URLs, paths, markers or options), e.g. "
+		    "\"pandas\", \"numpy==1.26.4\" or \"scipy>=1.11,<2\"",
+		    s);
+	return 0;
+}
+
+/* An npm name segment at p (scope or package): its length, or 0. */
+static size_t npm_segment_len(const char *p)
+{
+	size_t n = 0;
+
+	if (!is_alnum(p[0]))
+		return 0;
+	while (p[n] && (is_alnum(p[n]) || strchr("._~-", p[n]) != NULL))
+		n++;
+	return n;
+}
+
+static int npm_check(const char *spec, const char *s, char *err, size_t errlen)
+{
+	const char *p = spec;
+	size_t n;
+
+	if (*p == '@') {
+		n = npm_segment_len(p + 1);
+		if (n == 0 || p[1 + n] != '/')
+			return errmsg_fail(
+			    -EINVAL, err, errlen,
+			    "npm package '%.64s': a scoped name is "
+			    "@scope/name, e.g. \"@types/node\"",
+			    s);
+		p += n + 2;
+	}
+	n = npm_segment_len(p);
+	if (n == 0)
+		return errmsg_fail(-EINVAL, err, errlen,
+		                   "npm package '%.64s' must start with a "
+		                   "package name (letters, digits, '.', '_', "
+		                   "'~', '-'), e.g. \"zod\" or \"@types/node\"",
+		                   s);
+	p += n;
+	if (*p == '@' && p[1]) {
+		p++;
+		p += strspn(
+		    p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXY"
+		       "Z0123456789.^~<>=*+_|-");
+	}
+	if (*p)
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "npm package '%.64s' is not a name with an optional "
+		    "version "
+		    "(no spaces, URLs, git or file specs, aliases or options), "
+		    "e.g. \"zod\", \"date-fns@3.6.0\" or \"@scope/pkg@^1.2\"",
+		    s);
+	return 0;
+}
+
+/* spec as a message may show it: 64 bytes, '?' for what is not printable */
+static void packages_shown(const char *spec, char out[65])
+{
+	size_t i;
+
+	for (i = 0; i < 64 && spec[i]; i++)
+		out[i] = (unsigned char)spec[i] < 0x20 ||
+		                 (unsigned char)spec[i] >= 0x7f
+		             ? '?'
+		             : spec[i];
+	out[i] = '\0';
+}
+
+int packages_check_spec(const char *manager, const char *spec, char *err,
+                        size_t errlen)
+{
+	char shown[65];
+
+	if (!spec || !spec[0])
+		return errmsg_fail(-EINVAL, err, errlen,
+		                   "a package must be a non-empty name, e.g. "
+		                   "\"pandas\"");
+	if (strlen(spec) > PACKAGES_SPEC_MAX)
+		return errmsg_fail(-EINVAL, err, errlen,
+		                   "a package name is longer than %d bytes, "
+		                   "e.g. \"pandas\" is a good one",
+		                   PACKAGES_SPEC_MAX);
+	packages_shown(spec, shown);
+	if (strcmp(manager, "pip") == 0)
+		return pip_check(spec, shown, err, errlen);
+	if (strcmp(manager, "npm") == 0)
+		return npm_check(spec, shown, err, errlen);
+	return errmsg_fail(-EINVAL, err, errlen, "unknown package manager %.8s",
+	                   manager);
+}
+
+/* pip's normal form of a name (PEP 503, '_' for the separator). */
+static void pip_normalize(const char *p, size_t n, char *out, size_t outlen)
+{
+	size_t o = 0;
+	bool sep = false;
+
+	for (size_t i = 0; i < n && o + 1 < outlen; i++) {
+		if (p[i] == '-' || p[i] == '_' || p[i] == '.') {
+			sep = true;
+			continue;
+		}
+		if (sep && o > 0 && o + 2 < outlen)
+			out[o++] = '_';
+		sep = false;
+		out[o++] = (char)tolower((unsigned char)p[i]);
+	}
+	out[o] = '\0';
+}
+
+/* A plain release version (digits and dots, a pre/post suffix). */
+static bool plain_version(const char *v)
+{
+	return v[0] && isdigit((unsigned char)v[0]) &&
+	       strspn(v, "0123456789.abcdefghijklmnopqrstuvwxyz+-") ==
+	           strlen(v);
+}
+
+bool packages_spec_key(const char *manager, const char *spec, char *name,
+                       size_t nlen, char *pin, size_t plen)
+{
+	name[0] = pin[0] = '\0';
+	if (strcmp(manager, "pip") == 0) {
+		size_t n = pip_name_len(spec);
+
+		pip_normalize(spec, n, name, nlen);
+		if (spec[n] == '\0')
+			return true;
+		if (strncmp(spec + n, "==", 2) == 0 && spec[n + 2] != '=' &&
+		    plain_version(spec + n + 2) && !strchr(spec + n + 2, ',')) {
+			snprintf(pin, plen, "%s", spec + n + 2);
+			return true;
+		}
+		return false;
+	}
+	if (strcmp(manager, "npm") == 0) {
+		const char *at = strchr(spec + (spec[0] == '@'), '@');
+		size_t n = at ? (size_t)(at - spec) : strlen(spec);
+
+		snprintf(name, nlen, "%.*s", (int)n, spec);
+		if (!at)
+			return true;
+		if (isdigit((unsigned char)at[1]) &&
+		    strspn(at + 1, "0123456789.") == strlen(at + 1) &&
+		    strchr(at + 1, '.') != strrchr(at + 1, '.')) {
+			snprintf(pin, plen, "%s", at + 1);
+			return true;
+		}
+		return false;
+	}
+	return false;
+}
+
+/* ---- the cache ---------------------------------------------------------- */
+
+/* Whether the pip cache at dfd has "<name>-<version>.dist-info". */
+static bool pip_cached(int wsfd, const char *name, const char *pin)
+{
+	int dfd = fstree_open(wsfd, ".mcp/packages/python",
+	                      O_RDONLY | O_DIRECTORY, 0);
+	DIR *d;
+	struct dirent *e;
+	bool found = false;
+	size_t seen = 0;
+
+	if (dfd < 0)
+		return false;
+	d = fdopendir(dfd);
+	if (!d) {
+		close(dfd);
+		return false;
+	}
+	while (!found && seen++ < PACKAGES_DIR_SCAN_MAX && (e = readdir(d))) {
+		const char *end = strstr(e->d_name, ".dist-info");
+		const char *dash;
+		char norm[PACKAGES_SPEC_MAX + 1];
+
+		if (!end || end[10] != '\0')
+			continue;
+		dash = end;
+		while (dash > e->d_name && dash[-1] != '-')
+			dash--;
+		if (dash == e->d_name)
+			continue;
+		pip_normalize(e->d_name, (size_t)(dash - 1 - e->d_name), norm,
+		              sizeof(norm));
+		if (strcmp(norm, name) != 0)
+			continue;
+		found = !pin[0] || ((size_t)(end - dash) == strlen(pin) &&
+		                    strncmp(dash, pin, strlen(pin)) == 0);
+	}
+	closedir(d);
+	return found;
+}
+
+/* The "version" of node_modules/<name>/package.json, or "" (into out). */
+static void npm_version(int wsfd, const char *name, char *out, size_t outlen)
+{
+	char rel[PACKAGES_SPEC_MAX + 64];
+	struct stat st;
+	char *text = NULL;
+	cJSON *j = NULL;
+	const char *v;
+	ssize_t got;
+	int fd;
+
+	out[0] = '\0';
+	if ((size_t)snprintf(rel, sizeof(rel),
+	                     ".mcp/packages/node/node_modules/%s/package.json",
+	                     name) >= sizeof(rel))
+		return;
+	fd = fstree_open_regular(wsfd, rel, &st);
+	if (fd < 0)
+		return;
+	if (st.st_size <= 0 || st.st_size > (off_t)PACKAGES_JSON_MAX ||
+	    !(text = malloc((size_t)st.st_size + 1)))
+		goto out;
+	got = read(fd, text, (size_t)st.st_size);
+	if (got <= 0)
+		goto out;
+	text[got] = '\0';
+	j = cJSON_Parse(text);
+	v = cJSON_GetStringValue(
+	    cJSON_GetObjectItemCaseSensitive(j, "version"));
+	if (v && strlen(v) < outlen)
+		snprintf(out, outlen, "%s", v);
+	else
+		snprintf(out, outlen, "?");
+out:
+	cJSON_Delete(j);
+	free(text);
+	close(fd);
+}
+
+bool packages_cached(int wsfd, const char *manager, const char *spec)
+{
+	char name[PACKAGES_SPEC_MAX + 1], pin[PACKAGES_SPEC_MAX + 1];
+	char have[64];
+
+	if (!packages_spec_key(manager, spec, name, sizeof(name), pin,
+	                       sizeof(pin)) ||
+	    !name[0])
+		return false;
+	if (strcmp(manager, "pip") == 0)
+		return pip_cached(wsfd, name, pin);
+	npm_version(wsfd, name, have, sizeof(have));
+	return have[0] && (!pin[0] || strcmp(have, pin) == 0);
+}
+
+/* ---- the installer ------------------------------------------------------- */
+
+/*
+ * Run by sh -c in the runner image: $1 the cache directory, $2 the size cap
+ * in KiB (0: none), then the installer's argv. Prepares the directory and
+ * removes what would configure the installer from it (code of the
+ * conversation can write there), keeps the installer's temporary files on
+ * the same file system (hard links, renames, no tmpfs to fill), cleans up
+ * and enforces the cap.
+ */
+static const char packages_script[] =
+    "umask 022\n"
+    "d=$1 max=$2\n"
+    "shift 2\n"
+    "t=/data/.mcp/packages/.tmp.$$\n"
+    "mkdir -p \"$d\" \"$t\" && cd \"$d\" || exit 71\n"
+    "rm -rf bunfig.toml .bunfig.toml .npmrc .yarnrc .yarnrc.yml\n"
+    "case $d in */node) [ -f package.json ] && [ ! -L package.json ] || "
+    "{ rm -rf package.json; echo '{\"private\":true}' >package.json; };; "
+    "esac\n"
+    "[ -f /sandbox/ca.pem ] && export NODE_EXTRA_CA_CERTS=/sandbox/ca.pem\n"
+    "TMPDIR=$t BUN_INSTALL_CACHE_DIR=$t/bun \"$@\"\n"
+    "rc=$?\n"
+    "cd / && rm -rf \"$t\"\n"
+    "[ \"$rc\" -eq 0 ] || exit \"$rc\"\n"
+    /* pip --target --upgrade replaces a package but leaves the metadata
+     * of the version it replaced: keep the newest of each name. */
+    "case $d in */python) seen=' '\n"
+    "  for i in $(ls -dt -- \"$d\"/*.dist-info 2>/dev/null); do\n"
+    "    b=${i%.dist-info}\n"
+    "    n=$(basename \"${b%-*}\" | tr 'A-Z.-' 'a-z__' | tr -s _)\n"
+    "    case $seen in *\" $n \"*) rm -rf \"$i\";; *) seen=\"$seen$n \";; "
+    "esac\n"
+    "  done;; esac\n"
+    "if [ \"$max\" -gt 0 ]; then\n"
+    "  kb=$(du -sk \"$d\" | cut -f1)\n"
+    "  if [ \"$kb\" -gt \"$max\" ]; then\n"
+    "    echo \"mcp-sandboxd: the package cache would take $((kb / 1024)) "
+    "MB, more than the $((max / 1024)) MB allowed "
+    "(SANDBOX_PACKAGES_MAX_MB); it was emptied\" >&2\n"
+    "    rm -rf \"$d\"\n"
+    "    exit 75\n"
+    "  fi\n"
+    "fi\n";
+
+/* The host of an http:// URL (for pip's --trusted-host), else "". */
+static void http_host(const char *url, char *out, size_t outlen)
+{
+	const char *h, *end;
+
+	out[0] = '\0';
+	if (strncmp(url, "http://", 7) != 0)
+		return;
+	h = url + 7;
+	end = h + strcspn(h, "/?#");
+	if (memchr(h, '@', (size_t)(end - h)))
+		h = (const char *)memchr(h, '@', (size_t)(end - h)) + 1;
+	if ((size_t)(end - h) < outlen)
+		snprintf(out, outlen, "%.*s", (int)(end - h), h);
+}
+
+int packages_command(const struct config *cfg, const char *manager, bool ca,
+                     const char *const *specs, size_t n, struct packages_cmd *c)
+{
+	size_t k = 0;
+
+	memset(c, 0, sizeof(*c));
+	if (n == 0 || n > PACKAGES_MAX)
+		return -EINVAL;
+	snprintf(c->max_kb, sizeof(c->max_kb), "%llu",
+	         (unsigned long long)cfg->packages_max_mb * 1024ull);
+	c->argv[k++] = "sh";
+	c->argv[k++] = "-c";
+	c->argv[k++] = packages_script;
+	c->argv[k++] = "sh";
+	if (strcmp(manager, "pip") == 0) {
+		static const char *const pip[] = {"python3",
+		                                  "-I",
+		                                  "-m",
+		                                  "pip",
+		                                  "install",
+		                                  "--isolated",
+		                                  "--no-input",
+		                                  "--disable-pip-version-check",
+		                                  "--no-cache-dir",
+		                                  "--no-warn-script-location",
+		                                  "--progress-bar",
+		                                  "off",
+		                                  "--only-binary=:all:",
+		                                  "--upgrade",
+		                                  "--target",
+		                                  PACKAGES_PYTHON_DIR};
+
+		c->argv[k++] = PACKAGES_PYTHON_DIR;
+		c->argv[k++] = c->max_kb;
+		for (size_t i = 0; i < sizeof(pip) / sizeof(pip[0]); i++)
+			c->argv[k++] = pip[i];
+		c->argv[k++] = "--index-url";
+		c->argv[k++] = cfg->pip_index;
+		http_host(cfg->pip_index, c->host, sizeof(c->host));
+		if (c->host[0]) {
+			c->argv[k++] = "--trusted-host";
+			c->argv[k++] = c->host;
+		}
+		if (ca) {
+			c->argv[k++] = "--cert";
+			c->argv[k++] = "/sandbox/ca.pem";
+		}
+		c->argv[k++] = "--";
+	} else if (strcmp(manager, "npm") == 0) {
+		c->argv[k++] = PACKAGES_DIR "/node";
+		c->argv[k++] = c->max_kb;
+		c->argv[k++] = "bun";
+		c->argv[k++] = "add";
+		c->argv[k++] = "--ignore-scripts";
+		c->argv[k++] = "--no-progress";
+		c->argv[k++] = "--no-summary";
+		c->argv[k++] = "--registry";
+		c->argv[k++] = cfg->npm_registry;
+	} else {
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < n; i++)
+		c->argv[k++] = specs[i];
+	c->argc = k;
+	return 0;
+}
+
+void packages_first_error(const char *text, char *out, size_t outlen)
+{
+	const char *p = text;
+
+	out[0] = '\0';
+	while (p && *p) {
+		const char *eol = strchr(p, '\n');
+		size_t len = eol ? (size_t)(eol - p) : strlen(p);
+
+		while (len && (*p == ' ' || *p == '\t')) {
+			p++;
+			len--;
+		}
+		if ((len > 6 && strncmp(p, "ERROR:", 6) == 0) ||
+		    (len > 6 && strncmp(p, "error:", 6) == 0) ||
+		    (len > 14 && strncmp(p, "mcp-sandboxd: ", 14) == 0)) {
+			size_t o = 0;
+
+			for (size_t i = 0; i < len && o + 1 < outlen; i++)
+				out[o++] =
+				    (unsigned char)p[i] < ' ' || p[i] == 0x7f
+				        ? ' '
+				        : p[i];
+			out[o] = '\0';
+			return;
+		}
+		p = eol ? eol + 1 : NULL;
+	}
+}
+
+/* Reads SANDBOX_PACKAGES_CA_FILE; NULL with err when it cannot. */
+static char *packages_read_ca(const char *path, size_t *len, char *err,
+                              size_t errlen)
+{
+	struct buf b;
+	char chunk[8192];
+	FILE *f = fopen(path, "re");
+	size_t got;
+	char *text;
+
+	if (!f) {
+		errmsg_set(err, errlen,
+		           "cannot read SANDBOX_PACKAGES_CA_FILE %s: %s", path,
+		           strerror(errno));
+		return NULL;
+	}
+	buf_init(&b, PACKAGES_CA_MAX);
+	while ((got = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+		if (buf_append(&b, chunk, got) < 0) {
+			errmsg_set(err, errlen,
+			           "SANDBOX_PACKAGES_CA_FILE %s is larger than "
+			           "%u bytes (or memory ran out)",
+			           path, PACKAGES_CA_MAX);
+			fclose(f);
+			buf_finish(&b);
+			return NULL;
+		}
+	}
+	fclose(f);
+	text = buf_take(&b, len);
+	buf_finish(&b);
+	if (!text)
+		errmsg_set(err, errlen, "out of memory");
+	return text;
+}
+
+/* ---- one installation ---------------------------------------------------- */
+
+/* What packages_prepare worked out before the installer ran. */
+struct packages_plan {
+	const char *manager;
+	const char *missing[PACKAGES_MAX];
+	size_t n_missing;
+	cJSON *reused;
+};
+
+/* res->packages_json and packages_note; ir is NULL when nothing ran. */
+static void packages_report(const struct packages_plan *pl,
+                            const struct runner_result *ir, bool ok,
+                            struct runner_result *res)
+{
+	cJSON *j = cJSON_CreateObject(), *inst;
+	int n;
+
+	cJSON_AddStringToObject(j, "manager", pl->manager);
+	inst = cJSON_AddArrayToObject(j, "installed");
+	for (size_t i = 0; ok && i < pl->n_missing; i++)
+		cJSON_AddItemToArray(inst, cJSON_CreateString(pl->missing[i]));
+	cJSON_AddItemReferenceToObject(j, "reused", pl->reused);
+	if (ir) {
+		cJSON_AddNumberToObject(j, "install_ms",
+		                        (double)ir->duration_ms);
+		if (ir->cpu_ms >= 0)
+			cJSON_AddNumberToObject(j, "install_cpu_ms",
+			                        (double)ir->cpu_ms);
+	}
+	cJSON_AddStringToObject(j, "cache",
+	                        strcmp(pl->manager, "pip") == 0
+	                            ? PACKAGES_PYTHON_DIR
+	                            : PACKAGES_NODE_MODULES);
+	if (!ok)
+		cJSON_AddBoolToObject(j, "failed", true);
+	res->packages_json = cJSON_PrintUnformatted(j);
+	cJSON_Delete(j);
+	n = 0;
+	if (ir && ok)
+		n = snprintf(res->packages_note, sizeof(res->packages_note),
+		             "installed %zu (%s, %.1f s)", pl->n_missing,
+		             pl->manager, (double)ir->duration_ms / 1000.0);
+	if (cJSON_GetArraySize(pl->reused) > 0 && n >= 0 &&
+	    (size_t)n < sizeof(res->packages_note))
+		snprintf(res->packages_note + n, sizeof(res->packages_note) - n,
+		         "%sreused %d from the cache", n ? "; " : "",
+		         cJSON_GetArraySize(pl->reused));
+}
+
+/* A failed installation: res tells the model what the installer said. */
+static void packages_failed(const struct config *cfg,
+                            const struct packages_plan *pl,
+                            struct runner_result *ir, struct runner_result *res)
+{
+	char first[300] = "";
+
+	packages_first_error(ir->err.text ? ir->err.text : "", first,
+	                     sizeof(first));
+	if (!first[0])
+		packages_first_error(ir->out.text ? ir->out.text : "", first,
+		                     sizeof(first));
+	res->status = RUNNER_FAILED;
+	res->install_failed = true;
+	res->exit_code = -1;
+	res->duration_ms = 0;
+	if (ir->status == RUNNER_TIMED_OUT)
+		snprintf(res->message, sizeof(res->message),
+		         "installing %s packages took longer than %u s "
+		         "(SANDBOX_PACKAGES_TIMEOUT_SECONDS) and was stopped; "
+		         "ask for fewer or smaller packages",
+		         pl->manager, cfg->packages_timeout_s);
+	else if (ir->status == RUNNER_OOM_KILLED)
+		snprintf(res->message, sizeof(res->message),
+		         "the %s installer ran out of memory; ask for fewer "
+		         "packages at once",
+		         pl->manager);
+	else if (ir->exit_code == PACKAGES_EXIT_TOO_BIG)
+		snprintf(res->message, sizeof(res->message),
+		         "%s; ask for fewer or smaller packages",
+		         first[0] ? first + 14
+		                  : "the package cache is too big");
+	else if (strstr(ir->err.text ? ir->err.text : "", "No space left") ||
+	         strstr(ir->err.text ? ir->err.text : "", "ENOSPC") ||
+	         strstr(ir->out.text ? ir->out.text : "", "ENOSPC"))
+		snprintf(res->message, sizeof(res->message),
+		         "the packages do not fit in this conversation's "
+		         "workspace (%zu MB, WORKSPACE_QUOTA_MB, or %u files); "
+		         "delete files in /data or ask for fewer packages",
+		         cfg->workspace_quota_bytes >> 20,
+		         cfg->workspace_max_files);
+	else
+		snprintf(res->message, sizeof(res->message),
+		         "%s exited with code %d: %s. Check the names and "
+		         "versions (as on %s)",
+		         strcmp(pl->manager, "pip") == 0 ? "pip" : "bun add",
+		         ir->exit_code, first[0] ? first : "see stderr",
+		         strcmp(pl->manager, "pip") == 0 ? cfg->pip_index
+		                                         : cfg->npm_registry);
+	/* The installer's output is the output: it says what went wrong. */
+	free(res->out.text);
+	free(res->err.text);
+	res->out = ir->out;
+	res->err = ir->err;
+	memset(&ir->out, 0, sizeof(ir->out));
+	memset(&ir->err, 0, sizeof(ir->err));
+}
+
+/* Runs the installer for pl->missing in a one-off box of img. */
+static int packages_install(const struct oneoff_env *env,
+                            const struct runner_request *req,
+                            const struct catalog_image *img,
+                            const struct packages_plan *pl,
+                            struct runner_result *ir)
+{
+	const struct config *cfg = env->cfg;
+	struct runner_request ireq;
+	struct packages_cmd cmd;
+	char *ca = NULL;
+	size_t ca_len = 0;
+	int rc;
+
+	memset(ir, 0, sizeof(*ir));
+	ir->exit_code = -1;
+	ir->cpu_ms = ir->memory_peak_bytes = -1;
+	ir->timeout_s = cfg->packages_timeout_s;
+	if (cfg->packages_ca_file[0]) {
+		ca = packages_read_ca(cfg->packages_ca_file, &ca_len,
+		                      ir->message, sizeof(ir->message));
+		if (!ca) {
+			ir->status = RUNNER_ERROR;
+			return 0;
+		}
+	}
+	rc = packages_command(cfg, pl->manager, ca != NULL, pl->missing,
+	                      pl->n_missing, &cmd);
+	if (rc < 0) {
+		free(ca);
+		ir->status = RUNNER_ERROR;
+		snprintf(ir->message, sizeof(ir->message),
+		         "no installer for %s", pl->manager);
+		return 0;
+	}
+	memset(&ireq, 0, sizeof(ireq));
+	ireq.language = req->language;
+	ireq.code = "";
+	ireq.argv = cmd.argv;
+	ireq.n_argv = cmd.argc;
+	ireq.install = true;
+	ireq.aux_name = ca ? "ca.pem" : NULL;
+	ireq.aux_text = ca;
+	ireq.aux_len = ca_len;
+	ireq.timeout_s = cfg->packages_timeout_s;
+	/* pip and bun want more than a small run: what the operator allows. */
+	ireq.memory_mb =
+	    cfg->memory_mb < 512
+	        ? (cfg->memory_max_mb < 512 ? cfg->memory_max_mb : 512)
+	        : 0;
+	ireq.cpus =
+	    cfg->cpus < 1.0 ? (cfg->cpus_max < 1.0 ? cfg->cpus_max : 1.0) : 0;
+	ir->memory_mb = ireq.memory_mb ? ireq.memory_mb : cfg->memory_mb;
+	ir->cpus = ireq.cpus > 0 ? ireq.cpus : cfg->cpus;
+	ireq.workspace_host_path = req->workspace_host_path;
+	ireq.workspace = req->workspace;
+	ireq.workspace_name = req->workspace_name;
+	ireq.one_off = true;
+	ireq.tenant = req->tenant;
+	ireq.stdout_fd = ireq.stderr_fd = -1;
+	ireq.cancel = req->cancel;
+	ireq.on_output = req->on_output;
+	ireq.on_tick = req->on_tick;
+	ireq.event_arg = req->event_arg;
+	rc = oneoff_run(env, &ireq, img, ir);
+	free(ca);
+	return rc;
+}
+
+/* Which of req's packages the cache lacks; 1 with res filled on refusal. */
+static int packages_plan(const struct runner_request *req,
+                         const struct catalog_image *img,
+                         struct packages_plan *pl, struct runner_result *res)
+{
+	int wsfd = req->workspace ? workspace_dirfd(req->workspace) : -1;
+
+	memset(pl, 0, sizeof(*pl));
+	pl->manager = img->packages;
+	pl->reused = cJSON_CreateArray();
+	if (!pl->reused || wsfd < 0 || !req->workspace_host_path) {
+		res->status = RUNNER_ERROR;
+		snprintf(res->message, sizeof(res->message), "%s",
+		         pl->reused ? "packages need the conversation's "
+		                      "workspace, and it is not open"
+		                    : "out of memory");
+		return 1;
+	}
+	for (size_t i = 0; i < req->n_packages; i++) {
+		if (packages_cached(wsfd, pl->manager, req->packages[i]))
+			cJSON_AddItemToArray(
+			    pl->reused, cJSON_CreateString(req->packages[i]));
+		else
+			pl->missing[pl->n_missing++] = req->packages[i];
+	}
+	return 0;
+}
+
+int packages_prepare(const struct oneoff_env *env,
+                     const struct runner_request *req,
+                     const struct catalog_image *img, struct runner_result *res)
+{
+	struct packages_plan pl;
+	struct runner_result ir;
+	long long t0 = mono_ms();
+	int ret = 0;
+
+	if (req->n_packages == 0)
+		return 0;
+	if (packages_plan(req, img, &pl, res)) {
+		cJSON_Delete(pl.reused);
+		return 1;
+	}
+	if (pl.n_missing == 0) {
+		packages_report(&pl, NULL, true, res);
+		cJSON_Delete(pl.reused);
+		return 0;
+	}
+	/* An image that vanished is an error with a message, as any. */
+	(void)packages_install(env, req, img, &pl, &ir);
+	res->packages_cpu_ms = ir.cpu_ms > 0 ? ir.cpu_ms : 0;
+	log_info("packages %s lang=%s: %zu to install, %d reused: %s in "
+	         "%lld ms",
+	         pl.manager, img->language, pl.n_missing,
+	         cJSON_GetArraySize(pl.reused), runner_status_name(ir.status),
+	         mono_ms() - t0);
+	if (ir.status == RUNNER_COMPLETED) {
+		packages_report(&pl, &ir, true, res);
+	} else if (ir.status == RUNNER_CANCELLED) {
+		res->status = RUNNER_CANCELLED;
+		snprintf(res->message, sizeof(res->message),
+		         "cancelled while installing packages");
+		ret = 1;
+	} else if (ir.status == RUNNER_ERROR ||
+	           ir.status == RUNNER_OUTPUT_LIMIT) {
+		res->status = RUNNER_ERROR;
+		snprintf(res->message, sizeof(res->message),
+		         "installing packages: %.400s",
+		         ir.status == RUNNER_ERROR && ir.message[0]
+		             ? ir.message
+		             : "the installer wrote more output than allowed");
+		ret = 1;
+	} else {
+		packages_report(&pl, &ir, false, res);
+		packages_failed(env->cfg, &pl, &ir, res);
+		ret = 1;
+	}
+	runner_result_finish(&ir);
+	cJSON_Delete(pl.reused);
+	return ret;
+}

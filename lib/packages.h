@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * packages: run_code's packages on demand. A run may name packages (pip
+ * requirements for Python, npm packages for TypeScript/JavaScript); those
+ * not yet in the conversation's cache are installed first by the runner
+ * image's own installer (label sandbox.packages: pip or npm), in a one-off
+ * box that alone has network (SANDBOX_PACKAGES_NETWORK), into
+ *   /data/.mcp/packages/python        (pip --target)
+ *   /data/.mcp/packages/node          (package.json, node_modules)
+ * on the workspace's file system, so the cache counts against its quota
+ * and later runs and the warm session find it (PYTHONPATH and the
+ * kernel's sys.path; a node_modules link beside the code).
+ *
+ * Installation never runs code of a package: pip takes wheels only
+ * (--only-binary=:all:, no setup.py) and npm packages' lifecycle scripts
+ * are skipped (--ignore-scripts). The installer never imports or reads
+ * configuration from the cache the conversation's code can write (python3
+ * -I, pip --isolated, bunfig.toml and .npmrc removed first). Specs are
+ * names with an optional version, never URLs, paths or options.
+ *
+ * Threads: stateless and thread-safe.
+ */
+#ifndef MCPSD_PACKAGES_H
+#define MCPSD_PACKAGES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "catalog.h"
+#include "config.h"
+#include "runner.h"
+
+#define PACKAGES_MAX 32       /* packages in one run */
+#define PACKAGES_SPEC_MAX 128 /* bytes of one spec */
+#define PACKAGES_DIR "/data/.mcp/packages"
+#define PACKAGES_PYTHON_DIR PACKAGES_DIR "/python"
+#define PACKAGES_NODE_MODULES PACKAGES_DIR "/node/node_modules"
+/* The installer's exit status when the cache passed SANDBOX_PACKAGES_MAX_MB */
+#define PACKAGES_EXIT_TOO_BIG 75
+
+struct oneoff_env;
+
+/*
+ * Checks one spec for manager ("pip" or "npm"). pip: a distribution name
+ * with optional extras and version clauses, e.g. "pandas", "requests[socks]",
+ * "numpy>=1.26,<2". npm: a package name, optionally scoped, with an
+ * optional version or range or tag after '@', e.g. "zod", "@scope/pkg@^1.2".
+ * 0, or -EINVAL with the rule it broke and an example in err.
+ */
+__attribute__((warn_unused_result)) int packages_check_spec(const char *manager,
+                                                            const char *spec,
+                                                            char *err,
+                                                            size_t errlen);
+
+/*
+ * The name of a valid spec as the cache knows it (pip: lower case, runs
+ * of '-', '_', '.' as one '_'; npm: as written) and its exact version
+ * when it pins one ("==1.2" or "@1.2.3"), else "" in pin; "" in pin and
+ * false returned when the spec cannot be checked against the cache
+ * (extras, ranges, tags): then it is always installed. true when the
+ * cache can answer for it.
+ */
+bool packages_spec_key(const char *manager, const char *spec, char *name,
+                       size_t nlen, char *pin, size_t plen);
+
+/*
+ * Whether a spec is already in the cache of the workspace whose root is
+ * wsfd (which hostile code has written: nothing is followed or trusted
+ * beyond a name and a version).
+ */
+bool packages_cached(int wsfd, const char *manager, const char *spec);
+
+/* The argv of an installation, pointing into itself and cfg. */
+struct packages_cmd {
+	const char *argv[PACKAGES_MAX + 40];
+	size_t argc;
+	char host[256];  /* --trusted-host of an http:// index */
+	char max_kb[24]; /* SANDBOX_PACKAGES_MAX_MB in KiB, "0" for none */
+};
+
+/*
+ * Fills cmd with the installer of manager for specs (all valid): a short
+ * sh script that prepares the cache directory, runs pip or bun with
+ * everything fixed here, cleans up and enforces the size cap. ca: a CA
+ * bundle is mounted at /sandbox/ca.pem. Pure. -EINVAL for an unknown
+ * manager or too many specs.
+ */
+__attribute__((warn_unused_result)) int
+packages_command(const struct config *cfg, const char *manager, bool ca,
+                 const char *const *specs, size_t n, struct packages_cmd *cmd);
+
+/*
+ * The first line of an installer's output that says what went wrong
+ * ("ERROR: ..." from pip, "error: ..." from bun), copied into out
+ * (bounded, control characters replaced); "" when there is none.
+ */
+void packages_first_error(const char *text, char *out, size_t outlen);
+
+/*
+ * Before a run of req in img: installs what req->packages lacks in the
+ * cache. 0 when the code may run (res->packages_json and packages_note
+ * say what was installed and reused); 1 when it must not, with res filled
+ * (status failed and why, the installer's output as stdout and stderr;
+ * cancelled; or error for engine trouble).
+ */
+int packages_prepare(const struct oneoff_env *env,
+                     const struct runner_request *req,
+                     const struct catalog_image *img,
+                     struct runner_result *res);
+
+#endif

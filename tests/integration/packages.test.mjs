@@ -1,0 +1,291 @@
+// SPDX-License-Identifier: MIT
+// Packages on demand through the real MCP endpoint with the official SDK
+// client, against the real engine and runner images: pip installs from a
+// package index this test serves (PyPI is not reachable here), npm packages
+// come from the npm registry this machine reaches; a second run reuses the
+// conversation's cache without asking the index; the warm session sees new
+// packages and keeps its state; the run itself still has no network;
+// unknown packages, sdists (no setup.py ever runs), bad specs, languages
+// without an installer, the size cap, the time limit and the operator's off
+// switch all give a clear result.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { describeRun } from './lib/sandbox.mjs';
+import { SLOW, expectStatus, py, run, startWarm, stopWarm } from './lib/warm.mjs';
+import { serveIndex, wheel } from './lib/pyindex.mjs';
+
+const T = 300_000 * SLOW;
+const CA = '/etc/ssl/certs/ca-certificates.crt';
+
+const dep = wheel('mcpsd-dep', '2.0', { 'mcpsd_dep/__init__.py': 'def helper():\n    return "dep-ok"\n' });
+const demo = wheel('mcpsd-demo', '1.0', { 'mcpsd_demo/__init__.py': 'from mcpsd_dep import helper\nVALUE = 1\n' }, [
+  'mcpsd-dep',
+]);
+const demo2 = wheel('mcpsd-demo', '2.0', { 'mcpsd_demo/__init__.py': 'from mcpsd_dep import helper\nVALUE = 42\n' }, [
+  'mcpsd-dep',
+]);
+// 3 MB that a zip of STORED entries keeps at 3 MB.
+const big = wheel('mcpsd-big', '1.0', { 'mcpsd_big/__init__.py': 'X = 1\n', 'mcpsd_big/blob.bin': randomBytes(3 << 20) });
+const slow = wheel('mcpsd-slow', '1.0', { 'mcpsd_slow/__init__.py': 'X = 1\n' });
+// Only a source distribution: installing it would run its setup.py.
+const sdistOnly = { file: 'mcpsd-sdist-1.0.tar.gz', data: Buffer.from('not really a tarball') };
+
+const PROJECTS = {
+  'mcpsd-demo': [demo, demo2],
+  'mcpsd-dep': [dep],
+  'mcpsd-big': [big],
+  'mcpsd-slow': [slow],
+  'mcpsd-sdist': [sdistOnly],
+};
+
+/** Requests for files (downloads) since a mark in the index's log. */
+const downloads = (idx, from) => idx.requests.slice(from).filter((u) => u.startsWith('/files/'));
+
+/** A refusal: no structured result, isError, the text matching re. */
+function expectRefused(r, re) {
+  assert.equal(r.sc, undefined, `refused before running: ${describeRun(r)}`);
+  assert.equal(r.result.isError, true);
+  assert.match(r.text, re);
+}
+
+/** Whether the npm registry answers this machine (the CI machines' does). */
+function registryReachable() {
+  try {
+    execFileSync('npm', ['view', 'is-odd@3.0.1', 'version'], { stdio: 'pipe', timeout: 60_000 });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe('packages on demand', () => {
+  let d, idx;
+  before(async () => {
+    idx = await serveIndex(PROJECTS);
+    d = await startWarm({
+      name: 'packages',
+      env: {
+        SANDBOX_PACKAGES_PIP_INDEX: idx.url,
+        // Behind this machine's TLS-inspecting proxy the installers need
+        // the host's bundle; elsewhere it is the same public roots.
+        ...(existsSync(CA) ? { SANDBOX_PACKAGES_CA_FILE: CA } : {}),
+      },
+    });
+  });
+  after(async () => {
+    await stopWarm(d);
+    await idx?.close();
+  });
+
+  test('pip: installed on demand with its dependency, imported, then reused from the cache', { timeout: T }, async () => {
+    const mark = idx.requests.length;
+    const r = await py(d.client, 'pip', 'import mcpsd_demo\nprint(mcpsd_demo.VALUE, mcpsd_demo.helper())', {
+      packages: ['mcpsd-demo'],
+    });
+    expectStatus(r, 'completed');
+    assert.equal(r.sc.stdout, '42 dep-ok\n');
+    assert.equal(r.sc.packages.manager, 'pip');
+    assert.deepEqual(r.sc.packages.installed, ['mcpsd-demo']);
+    assert.deepEqual(r.sc.packages.reused, []);
+    assert.ok(r.sc.packages.install_ms > 0, JSON.stringify(r.sc.packages));
+    assert.equal(r.sc.packages.cache, '/data/.mcp/packages/python');
+    assert.match(r.text, /\npackages: installed 1 \(pip, \d+\.\d s\)/);
+    assert.deepEqual(
+      downloads(idx, mark).sort(),
+      ['/files/mcpsd_demo-2.0-py3-none-any.whl', '/files/mcpsd_dep-2.0-py3-none-any.whl'],
+      'the newest version and the dependency came from the index',
+    );
+    assert.ok(!(r.sc.files ?? []).some((f) => f.name.startsWith('.mcp/packages')), 'the cache is not listed as the run\'s files');
+
+    const mark2 = idx.requests.length;
+    const again = await py(d.client, 'pip', 'import mcpsd_demo\nprint(mcpsd_demo.VALUE)', { packages: ['mcpsd-demo'] });
+    expectStatus(again, 'completed');
+    assert.equal(again.sc.stdout, '42\n');
+    assert.deepEqual(again.sc.packages.reused, ['mcpsd-demo']);
+    assert.deepEqual(again.sc.packages.installed, []);
+    assert.equal(again.sc.packages.install_ms, undefined);
+    assert.deepEqual(idx.requests.slice(mark2), [], 'the second run asked the index nothing');
+    assert.match(again.text, /\npackages: reused 1 from the cache/);
+
+    // Without packages, one-off (another memory limit): the cache is on the path.
+    const oneoff = await py(d.client, 'pip', 'import mcpsd_demo, sys\nprint(mcpsd_demo.VALUE, mcpsd_demo.__file__)', {
+      memory_mb: 200,
+    });
+    expectStatus(oneoff, 'completed');
+    assert.equal(oneoff.sc.session.state, 'none');
+    assert.equal(oneoff.sc.stdout, '42 /data/.mcp/packages/python/mcpsd_demo/__init__.py\n');
+
+    // A pin that differs from the cache installs that version.
+    const pinned = await py(d.client, 'pip', 'import mcpsd_demo\nprint(mcpsd_demo.VALUE)', {
+      packages: ['mcpsd-demo==1.0'],
+      session: 'new',
+    });
+    expectStatus(pinned, 'completed');
+    assert.deepEqual(pinned.sc.packages.installed, ['mcpsd-demo==1.0']);
+    assert.equal(pinned.sc.stdout, '1\n');
+
+    // Another conversation has a cache of its own.
+    const other = await py(d.client, 'pip-other', 'import mcpsd_demo', {});
+    expectStatus(other, 'failed');
+    assert.match(other.sc.stderr, /ModuleNotFoundError: No module named 'mcpsd_demo'/);
+  });
+
+  test('the warm session sees packages installed after it started and keeps its state', { timeout: T }, async () => {
+    const first = await py(d.client, 'warm-pip', 'x = 41\nprint("set")');
+    expectStatus(first, 'completed');
+    assert.equal(first.sc.session.stateful, true);
+    const r = await py(d.client, 'warm-pip', 'import mcpsd_dep\nprint(x + 1, mcpsd_dep.helper())', {
+      packages: ['mcpsd-dep'],
+    });
+    expectStatus(r, 'completed');
+    assert.equal(r.sc.session.state, 'continued', JSON.stringify(r.sc.session));
+    assert.equal(r.sc.stdout, '42 dep-ok\n');
+    assert.deepEqual(r.sc.packages.installed, ['mcpsd-dep']);
+  });
+
+  test('the run itself has no network, only the installer had', { timeout: T }, async () => {
+    const code = [
+      'import socket',
+      'try:',
+      `    socket.create_connection((${JSON.stringify(idx.host)}, ${idx.port}), timeout=3)`,
+      '    print("connected")',
+      'except OSError as e:',
+      '    print("no network:", type(e).__name__)',
+    ].join('\n');
+    const r = await py(d.client, 'pip-net', code, { packages: ['mcpsd-dep'] });
+    expectStatus(r, 'completed');
+    assert.deepEqual(r.sc.packages.installed, ['mcpsd-dep'], 'the installer reached the index');
+    assert.match(r.sc.stdout, /^no network: /, describeRun(r));
+  });
+
+  test('an unknown package, a missing version and an sdist: failed, the installer\'s words, the code not run', { timeout: T }, async () => {
+    const r = await py(d.client, 'pip-bad', 'print("RAN")', { packages: ['mcpsd-no-such-thing'] });
+    expectStatus(r, 'failed');
+    assert.equal(r.sc.exit_code, null);
+    assert.equal(r.sc.packages.failed, true);
+    assert.doesNotMatch(r.sc.stdout, /RAN/);
+    assert.match(r.sc.message, /The packages could not be installed, so the code did not run/);
+    assert.match(r.sc.message, /ERROR: Could not find a version that satisfies the requirement mcpsd-no-such-thing/);
+    assert.match(r.sc.stderr, /No matching distribution found for mcpsd-no-such-thing/);
+    assert.match(r.text, /status: failed while installing packages; the code did not run/);
+    assert.equal(r.result.isError, true);
+
+    const v = await py(d.client, 'pip-bad', 'print("RAN")', { packages: ['mcpsd-demo==9.9'] });
+    expectStatus(v, 'failed');
+    assert.match(v.sc.message, /from versions: 1\.0, 2\.0/, 'the versions there are reach the model');
+
+    const s = await py(d.client, 'pip-bad', 'print("RAN")', { packages: ['mcpsd-sdist'] });
+    expectStatus(s, 'failed');
+    assert.match(s.sc.message, /mcpsd-sdist/);
+    assert.doesNotMatch(s.sc.stdout + s.sc.stderr, /setup\.py|Building wheel/, 'no source distribution is built');
+
+    // The conversation is still usable, its earlier packages kept.
+    const ok = await py(d.client, 'pip-bad', 'print("fine")');
+    expectStatus(ok, 'completed');
+  });
+
+  test('bad specs and languages without an installer are refused before anything runs', { timeout: T }, async () => {
+    const mark = idx.requests.length;
+    for (const spec of ['git+https://github.com/x/y', '--index-url=http://evil/simple', 'pkg; os_name=="nt"', '../x', 'a b']) {
+      const r = await py(d.client, 'pip-spec', 'print(1)', { packages: [spec] });
+      expectRefused(r, /is not a name with an optional version|must start with a distribution name/);
+      assert.match(r.text, /e\.g\. "pandas"/);
+    }
+    const npmBad = await run(d.client, 'npm-spec', 'typescript', 'console.log(1)', { packages: ['user/repo'] });
+    expectRefused(npmBad, /npm package 'user\/repo' is not a name with an optional version/);
+    const sh = await run(d.client, 'sh-pkg', 'bash', 'echo 1', { packages: ['jq'] });
+    expectRefused(sh, /the bash runner cannot install packages .*languages that can: .*python \(pip\).*typescript \(npm\)/);
+    const twice = await py(d.client, 'pip-spec', 'print(1)', { packages: ['a', 'a'] });
+    expectRefused(twice, /listed twice/);
+    assert.deepEqual(idx.requests.slice(mark), [], 'nothing reached the index');
+  });
+
+  test('npm: installed from the registry with its dependency, imported, then reused', { timeout: T }, async (t) => {
+    if (!registryReachable()) {
+      t.skip('the npm registry does not answer this machine');
+      return;
+    }
+    const code = 'import isOdd from "is-odd";\nconsole.log(isOdd(3), isOdd(4));';
+    const r = await run(d.client, 'npm', 'typescript', code, { packages: ['is-odd@3.0.1'] });
+    expectStatus(r, 'completed');
+    assert.equal(r.sc.stdout, 'true false\n');
+    assert.equal(r.sc.packages.manager, 'npm');
+    assert.deepEqual(r.sc.packages.installed, ['is-odd@3.0.1']);
+    assert.equal(r.sc.packages.cache, '/data/.mcp/packages/node/node_modules');
+
+    const again = await run(d.client, 'npm', 'typescript', code, { packages: ['is-odd@3.0.1'] });
+    expectStatus(again, 'completed');
+    assert.deepEqual(again.sc.packages.reused, ['is-odd@3.0.1']);
+    assert.equal(again.sc.packages.install_ms, undefined, 'no installer ran');
+
+    // Without packages, in a fresh box: the cache is found from the code.
+    const plain = await run(d.client, 'npm', 'typescript', code, { memory_mb: 200 });
+    expectStatus(plain, 'completed');
+    assert.equal(plain.sc.stdout, 'true false\n');
+
+    const missing = await run(d.client, 'npm', 'typescript', 'console.log("RAN")', {
+      packages: ['mcpsd-no-such-package-zz9'],
+    });
+    expectStatus(missing, 'failed');
+    assert.equal(missing.sc.packages.failed, true);
+    assert.match(missing.sc.message, /bun add exited with code \d+: error: .*mcpsd-no-such-package-zz9/);
+    assert.doesNotMatch(missing.sc.stdout, /RAN/);
+  });
+});
+
+describe('packages: the operator\'s limits', () => {
+  let d, idx;
+  before(async () => {
+    idx = await serveIndex(PROJECTS, { hang: ['mcpsd-slow'] });
+    d = await startWarm({
+      name: 'packages-limits',
+      env: {
+        SANDBOX_PACKAGES_PIP_INDEX: idx.url,
+        SANDBOX_PACKAGES_MAX_MB: '2',
+        SANDBOX_PACKAGES_TIMEOUT_SECONDS: '8',
+      },
+    });
+  });
+  after(async () => {
+    await stopWarm(d);
+    await idx?.close();
+  });
+
+  test('past SANDBOX_PACKAGES_MAX_MB the cache is emptied and the call fails saying so', { timeout: T }, async () => {
+    const small = await py(d.client, 'cap', 'import mcpsd_dep; print("ok")', { packages: ['mcpsd-dep'] });
+    expectStatus(small, 'completed');
+    const r = await py(d.client, 'cap', 'print("RAN")', { packages: ['mcpsd-big'] });
+    expectStatus(r, 'failed');
+    assert.match(r.sc.message, /the package cache would take 3 MB, more than the 2 MB allowed \(SANDBOX_PACKAGES_MAX_MB\); it was emptied/);
+    const after = await py(d.client, 'cap', 'import os\nprint(os.path.exists("/data/.mcp/packages/python"))');
+    expectStatus(after, 'completed');
+    assert.equal(after.sc.stdout, 'False\n', 'the cache was emptied');
+  });
+
+  test('an installation past SANDBOX_PACKAGES_TIMEOUT_SECONDS is stopped and says so', { timeout: T }, async () => {
+    const t0 = Date.now();
+    const r = await py(d.client, 'slow', 'print("RAN")', { packages: ['mcpsd-slow'] });
+    expectStatus(r, 'failed');
+    assert.match(r.sc.message, /took longer than 8 s \(SANDBOX_PACKAGES_TIMEOUT_SECONDS\)/);
+    assert.ok(Date.now() - t0 < 60_000 * SLOW, `ended in ${Date.now() - t0} ms`);
+  });
+});
+
+describe('packages turned off', () => {
+  let d;
+  before(async () => {
+    d = await startWarm({ name: 'packages-off', env: { SANDBOX_PACKAGES: 'false' } });
+  });
+  after(() => stopWarm(d));
+
+  test('a run with packages is refused with the setting named; the tool says so too', { timeout: T }, async () => {
+    const r = await py(d.client, 'off', 'print(1)', { packages: ['pandas'] });
+    expectRefused(r, /packages are turned off on this server \(SANDBOX_PACKAGES=false\)/);
+    const tools = await d.client.listTools();
+    const rc = tools.tools.find((x) => x.name === 'run_code');
+    assert.match(rc.inputSchema.properties.packages.description, /turned off/);
+  });
+});

@@ -1,0 +1,327 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_packages: run_code's packages as packages.h checks them (names with
+ * versions pass; URLs, paths, options, markers, git and file specs do not,
+ * with a message that shows a good one), the cache keys and pins, the
+ * installer's exact argv (wheels only, isolated, no scripts, the index
+ * and CA the operator set), the first error line of an installer's output,
+ * and the cache lookup in a tree hostile code wrote (links not followed).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "packages.h"
+#include "tap.h"
+
+static void test_specs(void)
+{
+	static const char *const pip_ok[] = {"pandas",
+	                                     "scikit-learn",
+	                                     "numpy==1.26.4",
+	                                     "scipy>=1.11,<2",
+	                                     "requests[socks]",
+	                                     "a.b_c-d",
+	                                     "zope.interface~=5.0",
+	                                     "pkg===1.0",
+	                                     "x!=1.*",
+	                                     "Foo[bar,baz]>1"};
+	static const char *const pip_bad[] = {
+	    "-r",
+	    "--index-url=http://evil/simple",
+	    "git+https://github.com/x/y",
+	    "pkg @ https://x/y.whl",
+	    "pkg;python_version<'3'",
+	    "../x",
+	    "/abs/path",
+	    "a b",
+	    "pkg==",
+	    "pkg[",
+	    "pkg[]",
+	    "pkg,",
+	    "x>=1,",
+	    "file:///tmp/x",
+	    "pkg\n",
+	    "pkg$(id)",
+	    "pkg`id`",
+	    "_leading",
+	};
+	static const char *const npm_ok[] = {
+	    "zod",          "@types/node",   "@types/node@20.1.0",
+	    "date-fns@^3",  "lodash@latest", "is-odd@3.0.1",
+	    "JSONStream",   "a..b",          "x@>=1.2<2",
+	    "left-pad@1||2"};
+	static const char *const npm_bad[] = {
+	    "-g",
+	    "user/repo",
+	    "git+https://github.com/x/y",
+	    "file:../x",
+	    "npm:zod",
+	    "@scope",
+	    "@/x",
+	    "@a/../b",
+	    "zod@",
+	    "http://x/y.tgz",
+	    "a b",
+	    "zod@1.0.0 || 2",
+	    "zod@https://x",
+	    ".hidden",
+	    "zod@1;id",
+	};
+	char err[256], big[PACKAGES_SPEC_MAX + 2];
+
+	for (size_t i = 0; i < sizeof(pip_ok) / sizeof(*pip_ok); i++)
+		is_int(packages_check_spec("pip", pip_ok[i], err, sizeof(err)),
+		       0, pip_ok[i]);
+	for (size_t i = 0; i < sizeof(pip_bad) / sizeof(*pip_bad); i++)
+		ok(packages_check_spec("pip", pip_bad[i], err, sizeof(err)) ==
+		           -EINVAL &&
+		       strstr(err, "e.g."),
+		   "pip refuses bad spec %zu with an example (%s)", i, err);
+	for (size_t i = 0; i < sizeof(npm_ok) / sizeof(*npm_ok); i++)
+		is_int(packages_check_spec("npm", npm_ok[i], err, sizeof(err)),
+		       0, npm_ok[i]);
+	for (size_t i = 0; i < sizeof(npm_bad) / sizeof(*npm_bad); i++)
+		ok(packages_check_spec("npm", npm_bad[i], err, sizeof(err)) ==
+		           -EINVAL &&
+		       strstr(err, "e.g."),
+		   "npm refuses bad spec %zu with an example (%s)", i, err);
+	is_int(packages_check_spec("pip", "", err, sizeof(err)), -EINVAL,
+	       "empty refused");
+	memset(big, 'a', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	is_int(packages_check_spec("pip", big, err, sizeof(err)), -EINVAL,
+	       "longer than PACKAGES_SPEC_MAX refused");
+	big[PACKAGES_SPEC_MAX] = '\0';
+	is_int(packages_check_spec("pip", big, err, sizeof(err)), 0,
+	       "PACKAGES_SPEC_MAX bytes accepted");
+	is_int(packages_check_spec("apt", "curl", err, sizeof(err)), -EINVAL,
+	       "unknown manager refused");
+}
+
+static void test_keys(void)
+{
+	char name[PACKAGES_SPEC_MAX + 1], pin[PACKAGES_SPEC_MAX + 1];
+
+	ok(packages_spec_key("pip", "Foo.Bar--baz==1.2", name, sizeof(name),
+	                     pin, sizeof(pin)) &&
+	       strcmp(name, "foo_bar_baz") == 0 && strcmp(pin, "1.2") == 0,
+	   "pip: normalized name and pin (%s %s)", name, pin);
+	ok(packages_spec_key("pip", "tabulate", name, sizeof(name), pin,
+	                     sizeof(pin)) &&
+	       strcmp(name, "tabulate") == 0 && !pin[0],
+	   "pip: a bare name is looked up without a version");
+	ok(!packages_spec_key("pip", "x>=1", name, sizeof(name), pin,
+	                      sizeof(pin)),
+	   "pip: a range always goes to the installer");
+	ok(!packages_spec_key("pip", "x[y]", name, sizeof(name), pin,
+	                      sizeof(pin)),
+	   "pip: extras always go to the installer");
+	ok(!packages_spec_key("pip", "x==1.*", name, sizeof(name), pin,
+	                      sizeof(pin)),
+	   "pip: a wildcard is not a pin");
+	ok(packages_spec_key("npm", "@types/node@20.1.0", name, sizeof(name),
+	                     pin, sizeof(pin)) &&
+	       strcmp(name, "@types/node") == 0 && strcmp(pin, "20.1.0") == 0,
+	   "npm: scoped name and pin (%s %s)", name, pin);
+	ok(packages_spec_key("npm", "zod", name, sizeof(name), pin,
+	                     sizeof(pin)) &&
+	       strcmp(name, "zod") == 0 && !pin[0],
+	   "npm: a bare name");
+	ok(!packages_spec_key("npm", "zod@^3", name, sizeof(name), pin,
+	                      sizeof(pin)),
+	   "npm: a range always goes to the installer");
+	ok(!packages_spec_key("npm", "zod@latest", name, sizeof(name), pin,
+	                      sizeof(pin)),
+	   "npm: a tag always goes to the installer");
+}
+
+static bool has_arg(const struct packages_cmd *c, const char *a)
+{
+	for (size_t i = 0; i < c->argc; i++)
+		if (strcmp(c->argv[i], a) == 0)
+			return true;
+	return false;
+}
+
+static size_t arg_index(const struct packages_cmd *c, const char *a)
+{
+	for (size_t i = 0; i < c->argc; i++)
+		if (strcmp(c->argv[i], a) == 0)
+			return i;
+	return (size_t)-1;
+}
+
+static void test_command(void)
+{
+	struct config cfg;
+	struct packages_cmd c;
+	const char *specs[] = {"pandas", "tabulate==0.9.0"};
+	char pip_index[] = "http://10.0.0.1:3141/root/simple";
+	char https_index[] = "https://pypi.org/simple";
+	char registry[] = "https://registry.npmjs.org/";
+	size_t i;
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.pip_index = pip_index;
+	cfg.npm_registry = registry;
+	cfg.packages_max_mb = 50;
+	is_int(packages_command(&cfg, "pip", true, specs, 2, &c), 0, "pip");
+	ok(c.argc > 6 && strcmp(c.argv[0], "sh") == 0 &&
+	       strcmp(c.argv[1], "-c") == 0,
+	   "behind the preparing script");
+	is_str(c.argv[4], PACKAGES_PYTHON_DIR, "the cache directory");
+	is_str(c.argv[5], "51200", "the cap in KiB");
+	ok(has_arg(&c, "-I") && has_arg(&c, "--isolated"),
+	   "python and pip isolated from the cache and the environment");
+	ok(has_arg(&c, "--only-binary=:all:"), "wheels only: no setup.py");
+	ok(has_arg(&c, "--no-cache-dir"), "no cache outside the workspace");
+	i = arg_index(&c, "--target");
+	ok(i != (size_t)-1 && i + 1 < c.argc &&
+	       strcmp(c.argv[i + 1], PACKAGES_PYTHON_DIR) == 0,
+	   "--target the cache");
+	i = arg_index(&c, "--index-url");
+	ok(i != (size_t)-1 && strcmp(c.argv[i + 1], pip_index) == 0,
+	   "the operator's index");
+	i = arg_index(&c, "--trusted-host");
+	ok(i != (size_t)-1 && strcmp(c.argv[i + 1], "10.0.0.1:3141") == 0,
+	   "an http index is trusted as given (%s)",
+	   i != (size_t)-1 ? c.argv[i + 1] : "-");
+	i = arg_index(&c, "--cert");
+	ok(i != (size_t)-1 && strcmp(c.argv[i + 1], "/sandbox/ca.pem") == 0,
+	   "the operator's CA bundle");
+	i = arg_index(&c, "--");
+	ok(i != (size_t)-1 && i + 3 == c.argc &&
+	       strcmp(c.argv[i + 1], "pandas") == 0 &&
+	       strcmp(c.argv[i + 2], "tabulate==0.9.0") == 0,
+	   "the specs last, after --");
+
+	cfg.pip_index = https_index;
+	cfg.packages_max_mb = 0;
+	is_int(packages_command(&cfg, "pip", false, specs, 1, &c), 0,
+	       "pip over https");
+	ok(!has_arg(&c, "--trusted-host") && !has_arg(&c, "--cert"),
+	   "https: no trusted host; no CA unless given");
+	is_str(c.argv[5], "0", "no cap");
+
+	is_int(packages_command(&cfg, "npm", true, specs, 1, &c), 0, "npm");
+	is_str(c.argv[4], PACKAGES_DIR "/node", "the npm cache directory");
+	ok(has_arg(&c, "bun") && has_arg(&c, "add"), "bun add");
+	ok(has_arg(&c, "--ignore-scripts"), "no lifecycle scripts");
+	i = arg_index(&c, "--registry");
+	ok(i != (size_t)-1 && strcmp(c.argv[i + 1], registry) == 0,
+	   "the operator's registry");
+	is_str(c.argv[c.argc - 1], "pandas", "the spec last");
+	ok(strstr(c.argv[2], "NODE_EXTRA_CA_CERTS=/sandbox/ca.pem") &&
+	       strstr(c.argv[2], "rm -rf bunfig.toml"),
+	   "the script adds the CA and removes configuration the code "
+	   "could have planted");
+
+	is_int(packages_command(&cfg, "apt", false, specs, 1, &c), -EINVAL,
+	       "unknown manager");
+	is_int(packages_command(&cfg, "pip", false, specs, 0, &c), -EINVAL,
+	       "no specs");
+	is_int(
+	    packages_command(&cfg, "pip", false, specs, PACKAGES_MAX + 1, &c),
+	    -EINVAL, "too many specs");
+}
+
+static void test_first_error(void)
+{
+	char out[64];
+
+	packages_first_error("Looking in indexes: x\n  ERROR: Could not find "
+	                     "a version\nERROR: No matching\n",
+	                     out, sizeof(out));
+	is_str(out, "ERROR: Could not find a version", "pip's first error");
+	packages_first_error("bun add v1.4\nerror: GET https://r/x - 404\n",
+	                     out, sizeof(out));
+	is_str(out, "error: GET https://r/x - 404", "bun's error");
+	packages_first_error("mcp-sandboxd: the cache would take 9 MB\n", out,
+	                     sizeof(out));
+	is_str(out, "mcp-sandboxd: the cache would take 9 MB", "the cap");
+	packages_first_error("all fine\nERROR:\n", out, sizeof(out));
+	is_str(out, "", "no error line");
+	packages_first_error("ERROR: a\x1b[31mred\ttab", out, sizeof(out));
+	is_str(out, "ERROR: a [31mred tab", "control characters replaced");
+	packages_first_error("ERROR: "
+	                     "0123456789012345678901234567890123456789012345678"
+	                     "9012345678901234567890",
+	                     out, sizeof(out));
+	ok(strlen(out) == sizeof(out) - 1, "bounded");
+}
+
+static void test_cache(void)
+{
+	char root[] = "/tmp/test-packages-XXXXXX", path[512];
+	int wsfd;
+
+	if (!mkdtemp(root)) {
+		ok(0, "temporary directory");
+		return;
+	}
+	tap_mkdir(root, ".mcp");
+	tap_mkdir(root, ".mcp/packages");
+	tap_mkdir(root, ".mcp/packages/python");
+	tap_mkdir(root, ".mcp/packages/python/Foo_Bar-1.2.dist-info");
+	tap_mkdir(root, ".mcp/packages/python/tabulate-0.9.0.dist-info");
+	tap_mkdir(root, ".mcp/packages/node");
+	tap_mkdir(root, ".mcp/packages/node/node_modules");
+	tap_mkdir(root, ".mcp/packages/node/node_modules/zod");
+	tap_put(root, ".mcp/packages/node/node_modules/zod/package.json",
+	        "{\"name\":\"zod\",\"version\":\"3.23.8\"}");
+	tap_mkdir(root, ".mcp/packages/node/node_modules/@types");
+	tap_mkdir(root, ".mcp/packages/node/node_modules/@types/node");
+	tap_put(root,
+	        ".mcp/packages/node/node_modules/@types/node/package.json",
+	        "{\"version\":\"20.1.0\"}");
+	tap_mkdir(root, ".mcp/packages/node/node_modules/junk");
+	tap_put(root, ".mcp/packages/node/node_modules/junk/package.json",
+	        "{not json");
+	snprintf(path, sizeof(path),
+	         "%s/.mcp/packages/node/node_modules/linked", root);
+	if (symlink("zod", path) < 0)
+		ok(0, "symlink");
+	wsfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	ok(packages_cached(wsfd, "pip", "foo-bar"), "pip: normalized match");
+	ok(packages_cached(wsfd, "pip", "Foo.Bar==1.2"), "pip: the pinned "
+	                                                 "version");
+	ok(!packages_cached(wsfd, "pip", "foo-bar==1.3"),
+	   "pip: another version is installed again");
+	ok(!packages_cached(wsfd, "pip", "foo"), "pip: no prefix match");
+	ok(!packages_cached(wsfd, "pip", "tabulate>=0.9"),
+	   "pip: a range is installed again");
+	ok(packages_cached(wsfd, "npm", "zod") &&
+	       packages_cached(wsfd, "npm", "zod@3.23.8"),
+	   "npm: name and pin");
+	ok(!packages_cached(wsfd, "npm", "zod@3.22.0"),
+	   "npm: another version is installed again");
+	ok(packages_cached(wsfd, "npm", "@types/node@20.1.0"),
+	   "npm: a scoped package");
+	ok(packages_cached(wsfd, "npm", "junk") &&
+	       !packages_cached(wsfd, "npm", "junk@1.0.0"),
+	   "npm: a broken package.json is present but has no version");
+	ok(!packages_cached(wsfd, "npm", "linked"),
+	   "npm: a link in the cache is not followed");
+	ok(!packages_cached(wsfd, "npm", "absent"), "npm: absent");
+	close(wsfd);
+	snprintf(path, sizeof(path), "rm -rf '%s'", root);
+	if (system(path) != 0)
+		ok(0, "cleanup");
+	ok(!packages_cached(-1, "pip", "x"), "no workspace: nothing cached");
+}
+
+int main(void)
+{
+	test_specs();
+	test_keys();
+	test_command();
+	test_first_error();
+	test_cache();
+	return tap_done();
+}
