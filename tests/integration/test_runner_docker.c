@@ -407,6 +407,12 @@ static void test_seccomp(struct runner *r, const struct catalog *cat)
 
 /* ---- kill -9 of the daemon -------------------------------------------- */
 
+/*
+ * Instance names of this process: two runs of the suite on one engine (a
+ * developer's and a sanitizer build's) must not reap each other's boxes.
+ */
+static char inst_runner[32], inst_orphan[32];
+
 static int count_containers(const char *filter)
 {
 	char cmd[300], line[128];
@@ -423,6 +429,16 @@ static int count_containers(const char *filter)
 	return n;
 }
 
+/* Containers of instance inst (all: stopped ones too). */
+static int count_owned(const char *inst, bool all)
+{
+	char filter[96];
+
+	snprintf(filter, sizeof(filter), "%s--filter label=sandbox.owner=%s",
+	         all ? "-a " : "", inst);
+	return count_containers(filter);
+}
+
 static void test_kill9(void)
 {
 	struct config cfg;
@@ -432,7 +448,7 @@ static void test_kill9(void)
 	int i, running = 0, all = 0;
 
 	printf("# kill -9 of a daemon in the middle of a run\n");
-	setenv("MCP_INSTANCE_NAME", "it-orphan", 1);
+	setenv("MCP_INSTANCE_NAME", inst_orphan, 1);
 	pid = fork();
 	if (pid == 0) {
 		struct runner *r = NULL;
@@ -449,35 +465,30 @@ static void test_kill9(void)
 	}
 	for (i = 0; i < 100 && running == 0; i++) {
 		usleep(100 * 1000);
-		running =
-		    count_containers("--filter label=sandbox.owner=it-orphan");
+		running = count_owned(inst_orphan, false);
 	}
 	ok(running == 1, "the run's container is up");
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
-	ok(count_containers("--filter label=sandbox.owner=it-orphan") == 1,
+	ok(count_owned(inst_orphan, false) == 1,
 	   "after kill -9 the container is orphaned");
 	/* The image's watchdog ends it at its limit plus grace (3 + 5 s). */
-	for (i = 0;
-	     i < 150 &&
-	     count_containers("--filter label=sandbox.owner=it-orphan") > 0;
-	     i++)
+	for (i = 0; i < 150 && count_owned(inst_orphan, false) > 0; i++)
 		usleep(100 * 1000);
 	ok(i < 150, "the in-container watchdog stopped it after %.1f s",
 	   i / 10.0);
-	all = count_containers("-a --filter label=sandbox.owner=it-orphan");
+	all = count_owned(inst_orphan, true);
 	ok(all == 1, "the stopped container is still there");
 	memset(&cfg, 0, sizeof(cfg));
 	if (config_load(&cfg, NULL, err, sizeof(err)) == 0 &&
 	    runner_create(&cfg, &r2, err, sizeof(err)) == 0) {
-		ok(count_containers(
-		       "-a --filter label=sandbox.owner=it-orphan") == 0,
+		ok(count_owned(inst_orphan, true) == 0,
 		   "the restarted daemon reaped it at start-up");
 		runner_destroy(r2);
 	} else
 		ok(0, "restart: %s", err);
 	config_finish(&cfg);
-	setenv("MCP_INSTANCE_NAME", "it-runner", 1);
+	setenv("MCP_INSTANCE_NAME", inst_runner, 1);
 }
 
 /* ---- concurrency ----------------------------------------------------- */
@@ -794,7 +805,11 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	setenv("SANDBOX_ROOT", root, 1);
-	setenv("MCP_INSTANCE_NAME", "it-runner", 1);
+	snprintf(inst_runner, sizeof(inst_runner), "it-runner-%d",
+	         (int)getpid());
+	snprintf(inst_orphan, sizeof(inst_orphan), "it-orphan-%d",
+	         (int)getpid());
+	setenv("MCP_INSTANCE_NAME", inst_runner, 1);
 	setenv("SANDBOX_MAX_CONCURRENT", "2", 1);
 	setenv("SANDBOX_QUEUE_LENGTH", "2", 1);
 	setenv("MCP_LOG_LEVEL", "warn", 1);
@@ -847,10 +862,8 @@ int main(int argc, char **argv)
 	catalog_put(cat);
 	is_int(runner_drain(r, 30000), 0, "drain: nothing left running");
 	runner_destroy(r);
-	snprintf(cmd, sizeof(cmd),
-	         "test -z \"$(docker ps -aq --filter "
-	         "label=sandbox.owner=it-runner)\"");
-	ok(system(cmd) == 0, "no container of this test is left");
+	ok(count_owned(inst_runner, true) == 0,
+	   "no container of this test is left");
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
 	if (system(cmd) != 0)
 		printf("# could not remove %s\n", root);

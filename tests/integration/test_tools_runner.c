@@ -157,7 +157,12 @@ int main(void)
 		return 1;
 	setenv("SANDBOX_ROOT", root, 1);
 	setenv("MCP_AUTH", "none", 1);
-	setenv("MCP_INSTANCE_NAME", "it-tools", 1);
+	{
+		char inst[32];
+
+		snprintf(inst, sizeof(inst), "it-tools-%d", (int)getpid());
+		setenv("MCP_INSTANCE_NAME", inst, 1);
+	}
 	setenv("SANDBOX_MAX_TIMEOUT_SECONDS", "120", 1);
 	setenv("WORKSPACE_QUOTA_MODE", "none", 1);
 	log_set_level(LOG_LEVEL_WARN);
