@@ -88,12 +88,41 @@ want() {
 run_layer() {
 	local name=$1 t0 t1
 	want "$name" || return 0
+	case $name in
+	conformance | integration | compose | swarm | sanitize) wait_runner_images ;;
+	esac
 	printf '\n### layer %s\n' "$name"
 	t0=$(date +%s)
 	"layer_$name"
 	t1=$(date +%s)
 	TIMES+=("$name $((t1 - t0))s")
 	printf '### layer %s took %ss\n' "$name" "$((t1 - t0))"
+}
+
+# The runner images take minutes on a new machine (mostly apt and dpkg on
+# one core) and are first needed by the conformance layer: they build in
+# the background meanwhile, beside the layers that compile and fuzz.
+IMAGES_PID=
+IMAGES_LOG=
+start_runner_images() {
+	mkdir -p "$LOG_DIR"
+	IMAGES_LOG="$LOG_DIR/runner-images.log"
+	"$ROOT/runners/build.sh" >"$IMAGES_LOG" 2>&1 &
+	IMAGES_PID=$!
+	msg "building the runner images in the background (log: $IMAGES_LOG)"
+}
+
+wait_runner_images() {
+	local t0
+	[ -n "$IMAGES_PID" ] || return 0
+	t0=$(date +%s)
+	if ! wait "$IMAGES_PID"; then
+		IMAGES_PID=
+		tail -30 "$IMAGES_LOG" >&2
+		die "building the runner images failed (runners/build.sh; log: $IMAGES_LOG)"
+	fi
+	IMAGES_PID=
+	msg "runner images ready (waited $(($(date +%s) - t0)) s; $(grep -m1 -o 'built on .* in [0-9.]*s' "$IMAGES_LOG" || echo 'see the log'))"
 }
 
 # ---------------------------------------------------------------------
@@ -372,16 +401,17 @@ layer_sanitize() {
 	meson_suite "$BUILD_ASAN" docker
 	# The daemon's own code paths under ASan and UBSan: both transports and
 	# the real clients, the HTTP front and its abuse, files and quotas,
-	# cancel, warm sessions, OAuth's parsers and flows, stdio, syntax
-	# checks. Left to the integration layer (plain build): suites whose
-	# time goes to waiting on containers, clocks or other programs
-	# (faults, warm_faults, warm_limits, sandbox, saved_output, languages,
-	# run_options, tenant_limits, tasks, protocol, browser, claude_code);
-	# their daemon paths are the ones exercised here, and the whole
-	# run under ASan would take the fresh-machine run past 40 minutes.
+	# cancel, warm sessions, OAuth's parsers and flows, stdio. Left to the
+	# integration layer (plain build): suites whose time goes to waiting
+	# on containers, clocks or other programs (faults, warm_faults,
+	# warm_limits, sandbox, saved_output, languages, run_options,
+	# tenant_limits, tasks, protocol, browser, claude_code, packages,
+	# check_code: its parser runs under ASan in the unit and fuzz tests);
+	# their daemon paths are the ones exercised here, and the whole run
+	# under ASan would take the fresh-machine run past 40 minutes.
 	local f sfiles=()
 	for f in transport clients http_routes abuse_http files cancel warm \
-		oauth stdio check_code; do
+		oauth stdio; do
 		[ -f "$ROOT/tests/integration/$f.test.mjs" ] &&
 			sfiles+=("tests/integration/$f.test.mjs")
 	done
@@ -672,12 +702,10 @@ fi
 msg "installing what is missing"
 ensure_build_deps
 ensure_apt clang-format
-if want integration || want conformance; then
+if want integration || want conformance || want compose || want swarm || want sanitize; then
 	ensure_docker
 	ensure_node_modules "$NODE_DIR"
-fi
-if want integration; then
-	ensure_runner_images
+	start_runner_images
 fi
 
 for l in "${ALL_LAYERS[@]}"; do
