@@ -273,7 +273,7 @@ static int oneoff_pythonpath(const struct config *cfg,
 		return 0;
 	st->pythonpath_env = buf_asprintf(
 	    "PYTHONPATH=%s%s", oneoff_inputs_on_path(sp) ? "/sandbox:" : "",
-	    PACKAGES_PYTHON_DIR);
+	    PACKAGES_PYTHON_SITE);
 	return st->pythonpath_env ? 0 : -ENOMEM;
 }
 

@@ -274,11 +274,49 @@ bool packages_spec_key(const char *manager, const char *spec, char *name,
 
 /* ---- the cache ---------------------------------------------------------- */
 
-/* Whether the pip cache at dfd has "<name>-<version>.dist-info". */
+/*
+ * The directory pip --prefix installed into (python/local/lib/python3.N/
+ * dist-packages, or lib/python3.N/site-packages on other schemes), found
+ * by reading directories, never by following the "site" link the code
+ * could have replaced. An O_DIRECTORY fd, or -1.
+ */
+static int pip_site_fd(int wsfd)
+{
+	static const char *const schemes[][2] = {
+	    {".mcp/packages/python/local/lib", "dist-packages"},
+	    {".mcp/packages/python/lib", "site-packages"}};
+	char rel[256];
+	int fd = -1;
+
+	for (size_t i = 0; fd < 0 && i < 2; i++) {
+		int lfd =
+		    fstree_open(wsfd, schemes[i][0], O_RDONLY | O_DIRECTORY, 0);
+		DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
+		struct dirent *e;
+
+		if (!d) {
+			if (lfd >= 0)
+				close(lfd);
+			continue;
+		}
+		while (fd < 0 && (e = readdir(d)))
+			if (strncmp(e->d_name, "python3.", 8) == 0 &&
+			    strspn(e->d_name + 8, "0123456789") ==
+			        strlen(e->d_name + 8) &&
+			    (size_t)snprintf(rel, sizeof(rel), "%s/%s/%s",
+			                     schemes[i][0], e->d_name,
+			                     schemes[i][1]) < sizeof(rel))
+				fd = fstree_open(wsfd, rel,
+				                 O_RDONLY | O_DIRECTORY, 0);
+		closedir(d);
+	}
+	return fd;
+}
+
+/* Whether the pip cache has "<name>-<version>.dist-info". */
 static bool pip_cached(int wsfd, const char *name, const char *pin)
 {
-	int dfd = fstree_open(wsfd, ".mcp/packages/python",
-	                      O_RDONLY | O_DIRECTORY, 0);
+	int dfd = pip_site_fd(wsfd);
 	DIR *d;
 	struct dirent *e;
 	bool found = false;
@@ -393,10 +431,15 @@ static const char packages_script[] =
     "rc=$?\n"
     "cd / && rm -rf \"$t\"\n"
     "[ \"$rc\" -eq 0 ] || exit \"$rc\"\n"
-    /* pip --target --upgrade replaces a package but leaves the metadata
-     * of the version it replaced: keep the newest of each name. */
+    "cd \"$d\" || exit 71\n"
+    /* pip --prefix: link the version's directory as site; a package
+     * installed again leaves the metadata of the version it replaced:
+     * keep the newest of each name. */
     "case $d in */python) seen=' '\n"
-    "  for i in $(ls -dt -- \"$d\"/*.dist-info 2>/dev/null); do\n"
+    "  for s in local/lib/python3*/dist-packages lib/python3*/site-packages; "
+    "do [ -d \"$s\" ] && [ ! -L \"$s\" ] && { rm -rf site; ln -s \"$s\" site; "
+    "break; }; done\n"
+    "  for i in $(ls -dt -- \"$d\"/site/*.dist-info 2>/dev/null); do\n"
     "    b=${i%.dist-info}\n"
     "    n=$(basename \"${b%-*}\" | tr 'A-Z.-' 'a-z__' | tr -s _)\n"
     "    case $seen in *\" $n \"*) rm -rf \"$i\";; *) seen=\"$seen$n \";; "
@@ -457,8 +500,7 @@ int packages_command(const struct config *cfg, const char *manager, bool ca,
 		                                  "--progress-bar",
 		                                  "off",
 		                                  "--only-binary=:all:",
-		                                  "--upgrade",
-		                                  "--target",
+		                                  "--prefix",
 		                                  PACKAGES_PYTHON_DIR};
 
 		c->argv[k++] = PACKAGES_PYTHON_DIR;
@@ -569,15 +611,88 @@ struct packages_plan {
 	const char *manager;
 	const char *missing[PACKAGES_MAX];
 	size_t n_missing;
-	cJSON *reused;
+	cJSON *reused;       /* in the conversation's cache */
+	cJSON *preinstalled; /* in the image (sandbox.libraries) */
 };
+
+/*
+ * Whether the image has spec preinstalled: a bare name, or an exact pin
+ * of the version it has, among the image's libraries ("name version").
+ */
+static bool packages_preinstalled(const struct catalog_image *img,
+                                  const char *spec)
+{
+	char name[PACKAGES_SPEC_MAX + 1], pin[PACKAGES_SPEC_MAX + 1];
+	char lib[PACKAGES_SPEC_MAX + 1];
+	bool pip = strcmp(img->packages, "pip") == 0;
+
+	if (!packages_spec_key(img->packages, spec, name, sizeof(name), pin,
+	                       sizeof(pin)))
+		return false;
+	for (size_t i = 0; i < img->n_libraries; i++) {
+		const char *l = img->libraries[i], *sp = strchr(l, ' ');
+		size_t n = sp ? (size_t)(sp - l) : strlen(l);
+
+		if (n > PACKAGES_SPEC_MAX)
+			continue;
+		if (pip)
+			pip_normalize(l, n, lib, sizeof(lib));
+		else
+			snprintf(lib, sizeof(lib), "%.*s", (int)n, l);
+		if (strcmp(lib, name) == 0)
+			return !pin[0] || (sp && strcmp(sp + 1, pin) == 0);
+	}
+	return false;
+}
+
+/*
+ * pip's word on conflicts it left ("x 1.0 requires y<2, but you have y 3
+ * which is incompatible."): up to 4 such lines of text into arr.
+ */
+void packages_conflicts(const char *text, cJSON *arr)
+{
+	const char *p = text;
+
+	while (p && *p && cJSON_GetArraySize(arr) < 4) {
+		const char *eol = strchr(p, '\n');
+		size_t len = eol ? (size_t)(eol - p) : strlen(p);
+		char line[300];
+
+		if (len < sizeof(line)) {
+			memcpy(line, p, len);
+			line[len] = '\0';
+			if (strstr(line, " requires ") &&
+			    strstr(line, ", but you have ")) {
+				for (char *c = line; *c; c++)
+					if ((unsigned char)*c < ' ' ||
+					    *c == 0x7f)
+						*c = ' ';
+				cJSON_AddItemToArray(arr,
+				                     cJSON_CreateString(line));
+			}
+		}
+		p = eol ? eol + 1 : NULL;
+	}
+}
+
+/* Appends "; <before><count><after>" to the note when count is not 0. */
+static void packages_note_add(struct runner_result *res, int *n,
+                              const char *before, int count, const char *after)
+{
+	if (count <= 0 || *n < 0 || (size_t)*n >= sizeof(res->packages_note))
+		return;
+	*n += snprintf(res->packages_note + *n,
+	               sizeof(res->packages_note) - (size_t)*n, "%s%s%d%s",
+	               *n ? "; " : "", before, count, after);
+}
 
 /* res->packages_json and packages_note; ir is NULL when nothing ran. */
 static void packages_report(const struct packages_plan *pl,
                             const struct runner_result *ir, bool ok,
                             struct runner_result *res)
 {
-	cJSON *j = cJSON_CreateObject(), *inst;
+	cJSON *j = cJSON_CreateObject(), *inst, *warn = NULL;
+	const char *first;
 	int n;
 
 	cJSON_AddStringToObject(j, "manager", pl->manager);
@@ -585,6 +700,17 @@ static void packages_report(const struct packages_plan *pl,
 	for (size_t i = 0; ok && i < pl->n_missing; i++)
 		cJSON_AddItemToArray(inst, cJSON_CreateString(pl->missing[i]));
 	cJSON_AddItemReferenceToObject(j, "reused", pl->reused);
+	if (cJSON_GetArraySize(pl->preinstalled) > 0)
+		cJSON_AddItemReferenceToObject(j, "preinstalled",
+		                               pl->preinstalled);
+	if (ir && ok && (warn = cJSON_CreateArray()) != NULL) {
+		packages_conflicts(ir->out.text ? ir->out.text : "", warn);
+		packages_conflicts(ir->err.text ? ir->err.text : "", warn);
+		if (cJSON_GetArraySize(warn) > 0)
+			cJSON_AddItemToObject(j, "warnings", warn);
+		else
+			cJSON_Delete(warn);
+	}
 	if (ir) {
 		cJSON_AddNumberToObject(j, "install_ms",
 		                        (double)ir->duration_ms);
@@ -599,17 +725,21 @@ static void packages_report(const struct packages_plan *pl,
 	if (!ok)
 		cJSON_AddBoolToObject(j, "failed", true);
 	res->packages_json = cJSON_PrintUnformatted(j);
-	cJSON_Delete(j);
+	first = cJSON_GetStringValue(cJSON_GetArrayItem(
+	    cJSON_GetObjectItemCaseSensitive(j, "warnings"), 0));
 	n = 0;
 	if (ir && ok)
 		n = snprintf(res->packages_note, sizeof(res->packages_note),
 		             "installed %zu (%s, %.1f s)", pl->n_missing,
 		             pl->manager, (double)ir->duration_ms / 1000.0);
-	if (cJSON_GetArraySize(pl->reused) > 0 && n >= 0 &&
-	    (size_t)n < sizeof(res->packages_note))
+	packages_note_add(res, &n, "reused ", cJSON_GetArraySize(pl->reused),
+	                  " from the cache");
+	packages_note_add(res, &n, "", cJSON_GetArraySize(pl->preinstalled),
+	                  " preinstalled in the image");
+	if (first && n >= 0 && (size_t)n < sizeof(res->packages_note))
 		snprintf(res->packages_note + n, sizeof(res->packages_note) - n,
-		         "%sreused %d from the cache", n ? "; " : "",
-		         cJSON_GetArraySize(pl->reused));
+		         "; pip warns: %s", first);
+	cJSON_Delete(j);
 }
 
 /* A failed installation: res tells the model what the installer said. */
@@ -749,20 +879,28 @@ static int packages_plan(const struct runner_request *req,
 	memset(pl, 0, sizeof(*pl));
 	pl->manager = img->packages;
 	pl->reused = cJSON_CreateArray();
-	if (!pl->reused || wsfd < 0 || !req->workspace_host_path) {
+	pl->preinstalled = cJSON_CreateArray();
+	if (!pl->reused || !pl->preinstalled || wsfd < 0 ||
+	    !req->workspace_host_path) {
 		res->status = RUNNER_ERROR;
 		snprintf(res->message, sizeof(res->message), "%s",
-		         pl->reused ? "packages need the conversation's "
-		                      "workspace, and it is not open"
-		                    : "out of memory");
+		         pl->reused && pl->preinstalled
+		             ? "packages need the conversation's "
+		               "workspace, and it is not open"
+		             : "out of memory");
 		return 1;
 	}
 	for (size_t i = 0; i < req->n_packages; i++) {
-		if (packages_cached(wsfd, pl->manager, req->packages[i]))
-			cJSON_AddItemToArray(
-			    pl->reused, cJSON_CreateString(req->packages[i]));
+		const char *sp = req->packages[i];
+
+		if (packages_cached(wsfd, pl->manager, sp))
+			cJSON_AddItemToArray(pl->reused,
+			                     cJSON_CreateString(sp));
+		else if (packages_preinstalled(img, sp))
+			cJSON_AddItemToArray(pl->preinstalled,
+			                     cJSON_CreateString(sp));
 		else
-			pl->missing[pl->n_missing++] = req->packages[i];
+			pl->missing[pl->n_missing++] = sp;
 	}
 	return 0;
 }
@@ -780,11 +918,13 @@ int packages_prepare(const struct oneoff_env *env,
 		return 0;
 	if (packages_plan(req, img, &pl, res)) {
 		cJSON_Delete(pl.reused);
+		cJSON_Delete(pl.preinstalled);
 		return 1;
 	}
 	if (pl.n_missing == 0) {
 		packages_report(&pl, NULL, true, res);
 		cJSON_Delete(pl.reused);
+		cJSON_Delete(pl.preinstalled);
 		return 0;
 	}
 	/* An image that vanished is an error with a message, as any. */
@@ -818,5 +958,6 @@ int packages_prepare(const struct oneoff_env *env,
 	}
 	runner_result_finish(&ir);
 	cJSON_Delete(pl.reused);
+	cJSON_Delete(pl.preinstalled);
 	return ret;
 }

@@ -5,7 +5,8 @@
  * not yet in the conversation's cache are installed first by the runner
  * image's own installer (label sandbox.packages: pip or npm), in a one-off
  * box that alone has network (SANDBOX_PACKAGES_NETWORK), into
- *   /data/.mcp/packages/python        (pip --target)
+ *   /data/.mcp/packages/python        (pip --prefix; what the image has
+ *                                      satisfies dependencies)
  *   /data/.mcp/packages/node          (package.json, node_modules)
  * on the workspace's file system, so the cache counts against its quota
  * and later runs and the warm session find it (PYTHONPATH and the
@@ -26,6 +27,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <cjson/cJSON.h>
+
 #include "catalog.h"
 #include "config.h"
 #include "runner.h"
@@ -34,6 +37,9 @@
 #define PACKAGES_SPEC_MAX 128 /* bytes of one spec */
 #define PACKAGES_DIR "/data/.mcp/packages"
 #define PACKAGES_PYTHON_DIR PACKAGES_DIR "/python"
+/* pip --prefix puts packages in local/lib/python3.N/dist-packages (Debian's
+ * scheme); the installer links it here, the path runs put on sys.path. */
+#define PACKAGES_PYTHON_SITE PACKAGES_PYTHON_DIR "/site"
 #define PACKAGES_NODE_MODULES PACKAGES_DIR "/node/node_modules"
 /* The installer's exit status when the cache passed SANDBOX_PACKAGES_MAX_MB */
 #define PACKAGES_EXIT_TOO_BIG 75
@@ -95,6 +101,13 @@ packages_command(const struct config *cfg, const char *manager, bool ca,
  * (bounded, control characters replaced); "" when there is none.
  */
 void packages_first_error(const char *text, char *out, size_t outlen);
+
+/*
+ * Lines of an installer's output in which pip reports a dependency
+ * conflict it left in place ("x requires y<2, but you have y 3 ..."):
+ * up to 4, control characters replaced, added to the JSON array arr.
+ */
+void packages_conflicts(const char *text, cJSON *arr);
 
 /*
  * Before a run of req in img: installs what req->packages lacks in the

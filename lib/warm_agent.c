@@ -259,7 +259,7 @@ int warm_box_start(const struct warm_env *env, const struct catalog_image *img,
 	struct box_spec bs;
 	const char *cmd[8];
 	const char *envv[] = {"HOME=/tmp", "LANG=C.UTF-8",
-	                      "MCPSD_PYTHON_PACKAGES=" PACKAGES_PYTHON_DIR};
+	                      "MCPSD_PYTHON_PACKAGES=" PACKAGES_PYTHON_SITE};
 	bool pip = cfg->packages && strcmp(img->packages, "pip") == 0;
 	char pool_host[PATH_MAX], tenant_fp[13];
 	long long t0 = mono_ms();

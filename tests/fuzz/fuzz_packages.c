@@ -7,7 +7,8 @@
  * digit or '@' (never '-': no option reaches the installer) and has no
  * character of a URL, path, shell or space; its cache key is bounded and
  * is a name (no segment "." or "..", no '/' but an npm scope's). The first
- * error line of an output is bounded and has no control characters. Any
+ * error line of an output, and the conflicts pip reports in it, are
+ * bounded and have no control characters. Any
  * violation aborts.
  */
 #include <stdint.h>
@@ -67,6 +68,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(text, data + 1, size - 1);
 	text[size - 1] = '\0';
 	if (data[0] & 2) {
+		cJSON *a = cJSON_CreateArray();
+
+		packages_conflicts(text, a);
+		if (cJSON_GetArraySize(a) > 4)
+			abort();
+		for (int i = 0; i < cJSON_GetArraySize(a); i++) {
+			const char *l =
+			    cJSON_GetStringValue(cJSON_GetArrayItem(a, i));
+
+			if (!l || strlen(l) >= 300)
+				abort();
+			for (; *l; l++)
+				if ((unsigned char)*l < 0x20 || *l == 0x7f)
+					abort();
+		}
+		cJSON_Delete(a);
 		packages_first_error(text, first, sizeof(first));
 		if (strlen(first) >= sizeof(first))
 			abort();

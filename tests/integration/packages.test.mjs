@@ -33,7 +33,16 @@ const slow = wheel('mcpsd-slow', '1.0', { 'mcpsd_slow/__init__.py': 'X = 1\n' })
 // Only a source distribution: installing it would run its setup.py.
 const sdistOnly = { file: 'mcpsd-sdist-1.0.tar.gz', data: Buffer.from('not really a tarball') };
 
+// Needs what the image has: pip must take numpy from the image, not ask for it.
+const usesNumpy = wheel('mcpsd-usesnp', '1.0', { 'mcpsd_usesnp/__init__.py': 'import numpy\nV = numpy.__version__\n' }, [
+  'numpy>=1.20',
+]);
+// A numpy scipy cannot work with: pip installs it and warns of the conflict.
+const fakeNumpy = wheel('numpy', '99.0', { 'numpy/__init__.py': '__version__ = "99.0"\n' });
+
 const PROJECTS = {
+  'mcpsd-usesnp': [usesNumpy],
+  numpy: [fakeNumpy],
   'mcpsd-demo': [demo, demo2],
   'mcpsd-dep': [dep],
   'mcpsd-big': [big],
@@ -116,7 +125,7 @@ describe('packages on demand', () => {
     });
     expectStatus(oneoff, 'completed');
     assert.equal(oneoff.sc.session.state, 'none');
-    assert.equal(oneoff.sc.stdout, '42 /data/.mcp/packages/python/mcpsd_demo/__init__.py\n');
+    assert.equal(oneoff.sc.stdout, '42 /data/.mcp/packages/python/site/mcpsd_demo/__init__.py\n');
 
     // A pin that differs from the cache installs that version.
     const pinned = await py(d.client, 'pip', 'import mcpsd_demo\nprint(mcpsd_demo.VALUE)', {
@@ -131,6 +140,33 @@ describe('packages on demand', () => {
     const other = await py(d.client, 'pip-other', 'import mcpsd_demo', {});
     expectStatus(other, 'failed');
     assert.match(other.sc.stderr, /ModuleNotFoundError: No module named 'mcpsd_demo'/);
+  });
+
+  test('what the image has is neither downloaded nor installed; conflicts pip leaves reach the model', { timeout: T }, async () => {
+    const mark = idx.requests.length;
+    const r = await py(d.client, 'uses-np', 'import mcpsd_usesnp\nprint(mcpsd_usesnp.V)', {
+      packages: ['mcpsd-usesnp', 'pandas'],
+    });
+    expectStatus(r, 'completed');
+    assert.match(r.sc.stdout, /^1\.\d+\.\d+\n$/, 'the image\'s numpy');
+    assert.deepEqual(r.sc.packages.installed, ['mcpsd-usesnp']);
+    assert.deepEqual(r.sc.packages.preinstalled, ['pandas']);
+    assert.match(r.text, /\npackages: installed 1 \(pip, [\d.]+ s\); 1 preinstalled in the image/);
+    assert.ok(!idx.requests.slice(mark).some((u) => /numpy|pandas/.test(u)), `the index was not asked for numpy or pandas: ${idx.requests.slice(mark)}`);
+
+    const only = await py(d.client, 'uses-np', 'import pandas\nprint(pandas.__version__)', { packages: ['pandas', 'numpy'] });
+    expectStatus(only, 'completed');
+    assert.deepEqual(only.sc.packages.preinstalled, ['pandas', 'numpy']);
+    assert.equal(only.sc.packages.install_ms, undefined, 'no installer ran');
+
+    const c = await py(d.client, 'conflict', 'print("ran")', { packages: ['numpy==99.0'] });
+    expectStatus(c, 'completed');
+    assert.deepEqual(c.sc.packages.installed, ['numpy==99.0']);
+    assert.ok(
+      c.sc.packages.warnings?.some((w) => /requires numpy.*but you have numpy 99\.0/.test(w)),
+      JSON.stringify(c.sc.packages),
+    );
+    assert.match(c.text, /pip warns: .*requires numpy/);
   });
 
   test('the warm session sees packages installed after it started and keeps its state', { timeout: T }, async () => {

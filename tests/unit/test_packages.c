@@ -15,6 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "config.h"
 #include "packages.h"
 #include "tap.h"
@@ -181,10 +183,16 @@ static void test_command(void)
 	   "python and pip isolated from the cache and the environment");
 	ok(has_arg(&c, "--only-binary=:all:"), "wheels only: no setup.py");
 	ok(has_arg(&c, "--no-cache-dir"), "no cache outside the workspace");
-	i = arg_index(&c, "--target");
+	i = arg_index(&c, "--prefix");
 	ok(i != (size_t)-1 && i + 1 < c.argc &&
 	       strcmp(c.argv[i + 1], PACKAGES_PYTHON_DIR) == 0,
-	   "--target the cache");
+	   "--prefix the cache: what the image has satisfies dependencies");
+	ok(!has_arg(&c, "--target") && !has_arg(&c, "--upgrade") &&
+	       !has_arg(&c, "--ignore-installed"),
+	   "neither --target nor --upgrade: the image's packages are not "
+	   "downloaded again");
+	ok(strstr(c.argv[2], "ln -s \"$s\" site") != NULL,
+	   "the script links the version's directory as site");
 	i = arg_index(&c, "--index-url");
 	ok(i != (size_t)-1 && strcmp(c.argv[i + 1], pip_index) == 0,
 	   "the operator's index");
@@ -256,6 +264,30 @@ static void test_first_error(void)
 	ok(strlen(out) == sizeof(out) - 1, "bounded");
 }
 
+static void test_conflicts(void)
+{
+	cJSON *a = cJSON_CreateArray();
+
+	packages_conflicts(
+	    "ERROR: pip's dependency resolver does not currently take into "
+	    "account all the packages that are installed.\n"
+	    "scipy 1.10.1 requires numpy<1.27.0,>=1.19.5, but you have numpy "
+	    "99.0 which is incompatible.\n"
+	    "Successfully installed numpy-99.0\n",
+	    a);
+	ok(cJSON_GetArraySize(a) == 1 &&
+	       strcmp(cJSON_GetStringValue(cJSON_GetArrayItem(a, 0)),
+	              "scipy 1.10.1 requires numpy<1.27.0,>=1.19.5, but you "
+	              "have numpy 99.0 which is incompatible.") == 0,
+	   "a conflict pip left in place is kept");
+	for (int i = 0; i < 6; i++)
+		packages_conflicts("a requires b, but you have c\x1b\n", a);
+	ok(cJSON_GetArraySize(a) == 4, "at most 4");
+	ok(strchr(cJSON_GetStringValue(cJSON_GetArrayItem(a, 3)), 0x1b) == NULL,
+	   "control characters replaced");
+	cJSON_Delete(a);
+}
+
 static void test_cache(void)
 {
 	char root[] = "/tmp/test-packages-XXXXXX", path[512];
@@ -268,8 +300,22 @@ static void test_cache(void)
 	tap_mkdir(root, ".mcp");
 	tap_mkdir(root, ".mcp/packages");
 	tap_mkdir(root, ".mcp/packages/python");
-	tap_mkdir(root, ".mcp/packages/python/Foo_Bar-1.2.dist-info");
-	tap_mkdir(root, ".mcp/packages/python/tabulate-0.9.0.dist-info");
+	tap_mkdir(root, ".mcp/packages/python/local");
+	tap_mkdir(root, ".mcp/packages/python/local/lib");
+	tap_mkdir(root, ".mcp/packages/python/local/lib/python3.11");
+	tap_mkdir(root, ".mcp/packages/python/local/lib/python3.11/"
+	                "dist-packages");
+	tap_mkdir(root, ".mcp/packages/python/local/lib/python3.11/"
+	                "dist-packages/Foo_Bar-1.2.dist-info");
+	tap_mkdir(root, ".mcp/packages/python/local/lib/python3.11/"
+	                "dist-packages/tabulate-0.9.0.dist-info");
+	/* What the code could plant: a site link elsewhere, which the
+	 * lookup never follows. */
+	tap_mkdir(root, ".mcp/packages/python/elsewhere");
+	tap_mkdir(root, ".mcp/packages/python/elsewhere/planted-1.0.dist-info");
+	snprintf(path, sizeof(path), "%s/.mcp/packages/python/site", root);
+	if (symlink("elsewhere", path) < 0)
+		ok(0, "symlink");
 	tap_mkdir(root, ".mcp/packages/node");
 	tap_mkdir(root, ".mcp/packages/node/node_modules");
 	tap_mkdir(root, ".mcp/packages/node/node_modules/zod");
@@ -296,6 +342,8 @@ static void test_cache(void)
 	ok(!packages_cached(wsfd, "pip", "foo"), "pip: no prefix match");
 	ok(!packages_cached(wsfd, "pip", "tabulate>=0.9"),
 	   "pip: a range is installed again");
+	ok(!packages_cached(wsfd, "pip", "planted"),
+	   "pip: the site link is not followed");
 	ok(packages_cached(wsfd, "npm", "zod") &&
 	       packages_cached(wsfd, "npm", "zod@3.23.8"),
 	   "npm: name and pin");
@@ -322,6 +370,7 @@ int main(void)
 	test_keys();
 	test_command();
 	test_first_error();
+	test_conflicts();
 	test_cache();
 	return tap_done();
 }
