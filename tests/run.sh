@@ -105,6 +105,9 @@ run_layer() {
 IMAGES_PID=
 IMAGES_LOG=
 start_runner_images() {
+	# build.sh's one use of the host's apt, done here: apt in the
+	# background would race the layers' own ensure_apt for dpkg's lock.
+	ensure_apt debootstrap
 	mkdir -p "$LOG_DIR"
 	IMAGES_LOG="$LOG_DIR/runner-images.log"
 	"$ROOT/runners/build.sh" >"$IMAGES_LOG" 2>&1 &
