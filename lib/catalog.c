@@ -569,8 +569,10 @@ const struct catalog_image *catalog_find(const struct catalog *c,
 }
 
 /* The languages of c (those with a check only, when checkable). */
-static void catalog_list(const struct catalog *c, bool checkable, char *out,
-                         size_t len)
+enum catalog_which { CATALOG_ALL, CATALOG_CHECKABLE, CATALOG_INSTALLABLE };
+
+static void catalog_list(const struct catalog *c, enum catalog_which which,
+                         char *out, size_t len)
 {
 	size_t off = 0;
 
@@ -578,12 +580,19 @@ static void catalog_list(const struct catalog *c, bool checkable, char *out,
 		return;
 	out[0] = '\0';
 	for (size_t i = 0; c && i < c->n && off < len; i++) {
+		const struct catalog_image *m = &c->items[i];
 		int w;
 
-		if (checkable && c->items[i].n_check == 0)
+		if ((which == CATALOG_CHECKABLE && m->n_check == 0) ||
+		    (which == CATALOG_INSTALLABLE && !m->packages[0]))
 			continue;
 		w = snprintf(out + off, len - off, "%s%s", off ? ", " : "",
-		             c->items[i].language);
+		             m->language);
+		if (w >= 0 && which == CATALOG_INSTALLABLE &&
+		    off + (size_t)w < len)
+			w += snprintf(out + off + (size_t)w,
+			              len - off - (size_t)w, " (%s)",
+			              m->packages);
 		if (w < 0)
 			break;
 		off += (size_t)w;
@@ -594,12 +603,17 @@ static void catalog_list(const struct catalog *c, bool checkable, char *out,
 
 void catalog_languages(const struct catalog *c, char *out, size_t len)
 {
-	catalog_list(c, false, out, len);
+	catalog_list(c, CATALOG_ALL, out, len);
 }
 
 void catalog_checkable(const struct catalog *c, char *out, size_t len)
 {
-	catalog_list(c, true, out, len);
+	catalog_list(c, CATALOG_CHECKABLE, out, len);
+}
+
+void catalog_installable(const struct catalog *c, char *out, size_t len)
+{
+	catalog_list(c, CATALOG_INSTALLABLE, out, len);
 }
 
 struct catalog *catalog_ref(struct catalog *c)

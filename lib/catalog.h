@@ -107,4 +107,7 @@ void catalog_languages(const struct catalog *c, char *out, size_t len);
 /* The same for the languages whose image has a sandbox.check. */
 void catalog_checkable(const struct catalog *c, char *out, size_t len);
 
+/* The same for those with a sandbox.packages: "python (pip), ...". */
+void catalog_installable(const struct catalog *c, char *out, size_t len);
+
 #endif

@@ -812,6 +812,8 @@ static int packages_install(const struct oneoff_env *env,
 	struct packages_cmd cmd;
 	char *ca = NULL;
 	size_t ca_len = 0;
+	unsigned mem;
+	double cpus;
 	int rc;
 
 	memset(ir, 0, sizeof(*ir));
@@ -845,13 +847,12 @@ static int packages_install(const struct oneoff_env *env,
 	ireq.aux_text = ca;
 	ireq.aux_len = ca_len;
 	ireq.timeout_s = cfg->packages_timeout_s;
-	/* pip and bun want more than a small run: what the operator allows. */
-	ireq.memory_mb =
-	    cfg->memory_mb < 512
-	        ? (cfg->memory_max_mb < 512 ? cfg->memory_max_mb : 512)
-	        : 0;
-	ireq.cpus =
-	    cfg->cpus < 1.0 ? (cfg->cpus_max < 1.0 ? cfg->cpus_max : 1.0) : 0;
+	/* pip and bun want more than a small run: 512 MB and 1 CPU, or
+	 * what the operator allows when that is less. */
+	mem = cfg->memory_max_mb < 512 ? cfg->memory_max_mb : 512;
+	cpus = cfg->cpus_max < 1.0 ? cfg->cpus_max : 1.0;
+	ireq.memory_mb = cfg->memory_mb < mem ? mem : 0;
+	ireq.cpus = cfg->cpus < cpus ? cpus : 0;
 	ir->memory_mb = ireq.memory_mb ? ireq.memory_mb : cfg->memory_mb;
 	ir->cpus = ireq.cpus > 0 ? ireq.cpus : cfg->cpus;
 	ireq.workspace_host_path = req->workspace_host_path;

@@ -453,8 +453,7 @@ static int runner_check_packages(struct runner *r,
                                  const struct catalog *cat,
                                  struct runner_result *res)
 {
-	char langs[256] = "", msg[256];
-	size_t n = 0;
+	char langs[256], msg[256];
 
 	if (!r->cfg->packages)
 		return runner_refuse(
@@ -470,18 +469,13 @@ static int runner_check_packages(struct runner *r,
 		    "(SANDBOX_BACKEND=swarm); use the libraries "
 		    "the runners have (list_runners)");
 	if (!img->packages[0]) {
-		for (size_t i = 0; i < cat->n; i++)
-			if (cat->items[i].packages[0] && n < sizeof(langs))
-				n += (size_t)snprintf(
-				    langs + n, sizeof(langs) - n, "%s%s (%s)",
-				    n ? ", " : "", cat->items[i].language,
-				    cat->items[i].packages);
+		catalog_installable(cat, langs, sizeof(langs));
 		return runner_refuse(
 		    res, -EOPNOTSUPP,
 		    "the %s runner cannot install packages "
 		    "(its image has no sandbox.packages label); "
 		    "languages that can: %s",
-		    img->language, n ? langs : "none");
+		    img->language, langs);
 	}
 	if (req->n_packages > PACKAGES_MAX)
 		return runner_refuse(
