@@ -94,6 +94,10 @@ static const struct setting settings[] = {
     {"MCP_TASK_MAX_PER_TENANT", SET_UINT, "1000", OFF(task_max_per_tenant), 1,
      1000000, "1000",
      "Tasks one token keeps at once (the oldest ended ones make room)"},
+    {"MCP_REPLICA_NAME", SET_STR, "", OFF(replica_name), 0, 0, "r1",
+     "This daemon's name among replicas behind one load balancer: its "
+     "session ids start with it, so the balancer routes a session to its "
+     "owner (empty: the only daemon; see docs/deployment.md)"},
     {"MCP_INSTANCE_NAME", SET_STR, "", DERIVED, 0, 0, "sandbox-1",
      "Name of this daemon on the Docker engine; its containers carry it "
      "(default: the host name and a hash of SANDBOX_ROOT)"},

@@ -25,6 +25,9 @@ struct config_token {
 	char fingerprint[13];
 };
 
+/* The longest MCP_REPLICA_NAME: a prefix of every session id. */
+#define MCP_REPLICA_NAME_MAX 12
+
 struct config {
 	/* HTTP front */
 	char *http_addr;   /* as configured, e.g. ":8080" */
@@ -53,6 +56,7 @@ struct config {
 	size_t task_result_max_bytes;
 	unsigned task_max_per_tenant;
 	char *instance_name;
+	char *replica_name; /* "" when this is the only daemon */
 	enum log_level log_level;
 	char *log_format;
 

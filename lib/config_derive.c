@@ -574,6 +574,18 @@ static int derive_engine(struct config *cfg, char *err, size_t errlen)
 	const char *v;
 	char buf[512];
 
+	for (const char *p = cfg->replica_name; *p; p++) {
+		if (!((*p >= 'a' && *p <= 'z') ||
+		      (p > cfg->replica_name &&
+		       ((*p >= '0' && *p <= '9') || *p == '-'))) ||
+		    p - cfg->replica_name >= MCP_REPLICA_NAME_MAX)
+			return errmsg_fail(
+			    -EINVAL, err, errlen,
+			    "MCP_REPLICA_NAME='%s' must be 1-12 lower-case "
+			    "letters, digits or '-', starting with a letter, "
+			    "e.g. MCP_REPLICA_NAME=r1",
+			    cfg->replica_name);
+	}
 	v = config_raw(cfg, "MCP_INSTANCE_NAME");
 	if (!*v) {
 		/*
@@ -597,7 +609,10 @@ static int derive_engine(struct config *cfg, char *err, size_t errlen)
 				*p = '-';
 		}
 		log_fingerprint(cfg->sandbox_root, rl, fp);
-		snprintf(buf, sizeof(buf), "%s-%.8s", host, fp);
+		/* Replicas on one host share their SANDBOX_ROOT: the replica
+		 * name keeps their instance names apart. */
+		snprintf(buf, sizeof(buf), "%s-%.8s%s%s", host, fp,
+		         cfg->replica_name[0] ? "-" : "", cfg->replica_name);
 		v = buf;
 	}
 	for (const char *p = v; *p; p++) {

@@ -212,7 +212,9 @@ struct mcp_call {
 struct session {
 	struct session *next; /* in srv->sessions, or srv->later_sessions */
 	struct mcp_server *srv;
-	char id[65];
+	/* [MCP_REPLICA_NAME "."] 64 hex digits: the replica prefix names the
+	 * daemon that owns the session, for a load balancer. */
+	char id[MCP_REPLICA_NAME_MAX + 1 + 64 + 1];
 	char *tenant;
 	unsigned refs;
 	bool legacy;

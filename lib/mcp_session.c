@@ -171,6 +171,8 @@ int mcp_session_new(struct mcp_server *srv, const char *tenant, bool legacy,
 {
 	unsigned char rnd[32];
 	struct session *s, *lru;
+	const char *rn;
+	int n;
 
 	*out = NULL;
 	if (tenant_sessions(srv, tenant, &lru) >=
@@ -192,7 +194,12 @@ int mcp_session_new(struct mcp_server *srv, const char *tenant, bool legacy,
 		free(s);
 		return -ENOMEM;
 	}
-	hex_encode(rnd, sizeof(rnd), s->id);
+	/* "r1." + 64 hex digits behind a load balancer (MCP_REPLICA_NAME),
+	 * else the 64 digits alone. */
+	rn = srv->cfg->replica_name ? srv->cfg->replica_name : "";
+	n = snprintf(s->id, sizeof(s->id), "%.*s%s", MCP_REPLICA_NAME_MAX, rn,
+	             rn[0] ? "." : "");
+	hex_encode(rnd, sizeof(rnd), s->id + n);
 	s->srv = srv;
 	s->refs = 1; /* the table's */
 	s->legacy = legacy;

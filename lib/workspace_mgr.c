@@ -240,6 +240,9 @@ static int open_sub(struct workspace_mgr *m, const char *sub, int *fd,
 static int prepare_dirs(struct workspace_mgr *m, char *err, size_t errlen)
 {
 	const char *root = m->cfg->sandbox_root;
+	const char *replica =
+	    m->cfg->replica_name ? m->cfg->replica_name : "";
+	char lock[8 + MCP_REPLICA_NAME_MAX];
 	int r;
 
 	if (mkdir(root, 0711) < 0 && errno != EEXIST)
@@ -251,18 +254,31 @@ static int prepare_dirs(struct workspace_mgr *m, char *err, size_t errlen)
 		return errmsg_fail(-errno, err, errlen,
 		                   "cannot open SANDBOX_ROOT=%s: %s", root,
 		                   strerror(errno));
-	m->lockfd = openat(m->rootfd, ".lock",
+	/* Replicas share one root (a shared file system): each holds a
+	 * lock of its own name, so two daemons with one name still refuse. */
+	snprintf(lock, sizeof(lock), ".lock%s%s", replica[0] ? "." : "",
+	         replica);
+	m->lockfd = openat(m->rootfd, lock,
 	                   O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (m->lockfd < 0)
 		return errmsg_fail(-errno, err, errlen,
-		                   "cannot create %s/.lock: %s", root,
+		                   "cannot create %s/%s: %s", root, lock,
 		                   strerror(errno));
-	if (flock(m->lockfd, LOCK_EX | LOCK_NB) < 0)
+	if (flock(m->lockfd, LOCK_EX | LOCK_NB) < 0) {
+		if (replica[0])
+			return errmsg_fail(
+			    -EBUSY, err, errlen,
+			    "another mcp-sandboxd with MCP_REPLICA_NAME=%s "
+			    "uses SANDBOX_ROOT=%s; give each replica its own "
+			    "name",
+			    replica, root);
 		return errmsg_fail(
 		    -EBUSY, err, errlen,
 		    "another mcp-sandboxd uses SANDBOX_ROOT=%s; give "
-		    "each instance its own",
+		    "each instance its own, or give replicas that share "
+		    "it an MCP_REPLICA_NAME each (docs/deployment.md)",
 		    root);
+	}
 	if ((r = open_sub(m, "workspaces", &m->wsfd, err, errlen)) < 0 ||
 	    (r = open_sub(m, "meta", &m->metafd, err, errlen)) < 0 ||
 	    (r = open_sub(m, "images", &m->imgfd, err, errlen)) < 0)
@@ -327,6 +343,19 @@ static int choose_mode(struct workspace_mgr *m, char *err, size_t errlen)
 	char why[600];
 	int r;
 
+	if (cfg->replica_name && cfg->replica_name[0] &&
+	    strcmp(cfg->quota_mode, "none") != 0) {
+		/* A workspace's image mounted by two hosts at once would be
+		 * corrupted, and the sandbox nodes would not see the mount. */
+		errmsg_set(err, errlen,
+		           "WORKSPACE_QUOTA_MODE=%s cannot be used by replicas "
+		           "(MCP_REPLICA_NAME=%s): a loop image is mounted on "
+		           "one host, and replicas share SANDBOX_ROOT. Set "
+		           "WORKSPACE_QUOTA_MODE=none and give the shared file "
+		           "system a quota of its own (docs/deployment.md)",
+		           cfg->quota_mode, cfg->replica_name);
+		return -EINVAL;
+	}
 	if (strcmp(cfg->quota_mode, "none") == 0) {
 		m->loop = false;
 		log_warnx("WORKSPACE QUOTAS ARE NOT ENFORCED: "
