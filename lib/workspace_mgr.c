@@ -240,8 +240,7 @@ static int open_sub(struct workspace_mgr *m, const char *sub, int *fd,
 static int prepare_dirs(struct workspace_mgr *m, char *err, size_t errlen)
 {
 	const char *root = m->cfg->sandbox_root;
-	const char *replica =
-	    m->cfg->replica_name ? m->cfg->replica_name : "";
+	const char *replica = m->cfg->replica_name ? m->cfg->replica_name : "";
 	char lock[8 + MCP_REPLICA_NAME_MAX];
 	int r;
 
