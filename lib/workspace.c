@@ -2,7 +2,8 @@
 /*
  * workspace: the manager of per-conversation directories. On disk, under
  * SANDBOX_ROOT:
- *   .lock                one daemon per SANDBOX_ROOT (flock)
+ *   .lock                one daemon per SANDBOX_ROOT (flock), or replicas
+ *   .lock.<replica>      sharing it (workspace_mgr.c, lock_root)
  *   workspaces/<name>/   what containers get as /data: a plain directory
  *                        (quota mode none) or the mount point of the image
  *                        (loop mode; mode 000 while unmounted, so nothing

@@ -45,6 +45,7 @@ struct workspace_mgr {
 	unsigned char key[32];
 	bool loop; /* the quota mode in effect */
 	int rootfd, wsfd, metafd, imgfd, lockfd;
+	int replica_lockfd; /* .lock.<MCP_REPLICA_NAME>, or -1 */
 	char ws_path[300], img_path[300];
 	pthread_mutex_t mu;
 	pthread_cond_t cond; /* entry state changed; CLOCK_MONOTONIC */

@@ -237,11 +237,62 @@ static int open_sub(struct workspace_mgr *m, const char *sub, int *fd,
 	return 0;
 }
 
-static int prepare_dirs(struct workspace_mgr *m, char *err, size_t errlen)
+/*
+ * One daemon per SANDBOX_ROOT, or replicas (MCP_REPLICA_NAME) sharing it:
+ * the only daemon holds .lock exclusively; a replica holds it shared and
+ * .lock.<name> exclusively, so replicas of distinct names run side by side
+ * while a second daemon of one name, or a lone daemon beside replicas, is
+ * refused. flock() works across hosts on NFS (as a POSIX lock) and CephFS.
+ */
+static int lock_fd(struct workspace_mgr *m, const char *name, int op, int *fd,
+                   char *err, size_t errlen)
+{
+	*fd = openat(m->rootfd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+	             0600);
+	if (*fd < 0)
+		return errmsg_fail(-errno, err, errlen,
+		                   "cannot create %s/%s: %s",
+		                   m->cfg->sandbox_root, name, strerror(errno));
+	return flock(*fd, op | LOCK_NB) < 0 ? -EBUSY : 0;
+}
+
+static int lock_root(struct workspace_mgr *m, char *err, size_t errlen)
 {
 	const char *root = m->cfg->sandbox_root;
 	const char *replica = m->cfg->replica_name ? m->cfg->replica_name : "";
-	char lock[8 + MCP_REPLICA_NAME_MAX];
+	char own[8 + MCP_REPLICA_NAME_MAX];
+	int r;
+
+	r = lock_fd(m, ".lock", replica[0] ? LOCK_SH : LOCK_EX, &m->lockfd, err,
+	            errlen);
+	if (r == -EBUSY)
+		return errmsg_fail(
+		    -EBUSY, err, errlen,
+		    replica[0]
+		        ? "an mcp-sandboxd without MCP_REPLICA_NAME uses "
+		          "SANDBOX_ROOT=%s; replicas share a root only with "
+		          "replicas"
+		        : "another mcp-sandboxd uses SANDBOX_ROOT=%s; give "
+		          "each instance its own, or give replicas that "
+		          "share it an MCP_REPLICA_NAME each "
+		          "(docs/deployment.md)",
+		    root);
+	if (r < 0 || !replica[0])
+		return r;
+	snprintf(own, sizeof(own), ".lock.%s", replica);
+	r = lock_fd(m, own, LOCK_EX, &m->replica_lockfd, err, errlen);
+	if (r == -EBUSY)
+		return errmsg_fail(-EBUSY, err, errlen,
+		                   "another mcp-sandboxd with "
+		                   "MCP_REPLICA_NAME=%s uses SANDBOX_ROOT=%s; "
+		                   "give each replica its own name",
+		                   replica, root);
+	return r;
+}
+
+static int prepare_dirs(struct workspace_mgr *m, char *err, size_t errlen)
+{
+	const char *root = m->cfg->sandbox_root;
 	int r;
 
 	if (mkdir(root, 0711) < 0 && errno != EEXIST)
@@ -253,31 +304,8 @@ static int prepare_dirs(struct workspace_mgr *m, char *err, size_t errlen)
 		return errmsg_fail(-errno, err, errlen,
 		                   "cannot open SANDBOX_ROOT=%s: %s", root,
 		                   strerror(errno));
-	/* Replicas share one root (a shared file system): each holds a
-	 * lock of its own name, so two daemons with one name still refuse. */
-	snprintf(lock, sizeof(lock), ".lock%s%s", replica[0] ? "." : "",
-	         replica);
-	m->lockfd = openat(m->rootfd, lock,
-	                   O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (m->lockfd < 0)
-		return errmsg_fail(-errno, err, errlen,
-		                   "cannot create %s/%s: %s", root, lock,
-		                   strerror(errno));
-	if (flock(m->lockfd, LOCK_EX | LOCK_NB) < 0) {
-		if (replica[0])
-			return errmsg_fail(
-			    -EBUSY, err, errlen,
-			    "another mcp-sandboxd with MCP_REPLICA_NAME=%s "
-			    "uses SANDBOX_ROOT=%s; give each replica its own "
-			    "name",
-			    replica, root);
-		return errmsg_fail(
-		    -EBUSY, err, errlen,
-		    "another mcp-sandboxd uses SANDBOX_ROOT=%s; give "
-		    "each instance its own, or give replicas that share "
-		    "it an MCP_REPLICA_NAME each (docs/deployment.md)",
-		    root);
-	}
+	if ((r = lock_root(m, err, errlen)) < 0)
+		return r;
 	if ((r = open_sub(m, "workspaces", &m->wsfd, err, errlen)) < 0 ||
 	    (r = open_sub(m, "meta", &m->metafd, err, errlen)) < 0 ||
 	    (r = open_sub(m, "images", &m->imgfd, err, errlen)) < 0)
@@ -343,7 +371,7 @@ static int choose_mode(struct workspace_mgr *m, char *err, size_t errlen)
 	int r;
 
 	if (cfg->replica_name && cfg->replica_name[0] &&
-	    strcmp(cfg->quota_mode, "none") != 0) {
+	    strcmp(cfg->quota_mode, "loop") == 0) {
 		/* A workspace's image mounted by two hosts at once would be
 		 * corrupted, and the sandbox nodes would not see the mount. */
 		errmsg_set(err, errlen,
@@ -354,6 +382,16 @@ static int choose_mode(struct workspace_mgr *m, char *err, size_t errlen)
 		           "system a quota of its own (docs/deployment.md)",
 		           cfg->quota_mode, cfg->replica_name);
 		return -EINVAL;
+	}
+	if (cfg->replica_name && cfg->replica_name[0]) {
+		m->loop = false;
+		log_warnx("WORKSPACE QUOTAS ARE NOT ENFORCED by this replica "
+		          "(MCP_REPLICA_NAME=%s): a loop image is mounted on "
+		          "one host, so replicas use quota mode none and a "
+		          "check after each run; give the shared file system "
+		          "under %s a quota of its own (docs/deployment.md)",
+		          cfg->replica_name, cfg->sandbox_root);
+		return 0;
 	}
 	if (strcmp(cfg->quota_mode, "none") == 0) {
 		m->loop = false;
@@ -512,6 +550,7 @@ int workspace_mgr_create(const struct config *cfg, struct workspace_mgr **out,
 		return -ENOMEM;
 	m->cfg = cfg;
 	m->rootfd = m->wsfd = m->metafd = m->imgfd = m->lockfd = -1;
+	m->replica_lockfd = -1;
 	pthread_mutex_init(&m->mu, NULL);
 	mono_cond_init(&m->cond);
 
@@ -582,6 +621,8 @@ void workspace_mgr_destroy(struct workspace_mgr *mgr)
 		close(mgr->imgfd);
 	if (mgr->lockfd >= 0)
 		close(mgr->lockfd); /* releases the flock */
+	if (mgr->replica_lockfd >= 0)
+		close(mgr->replica_lockfd);
 	EVP_MAC_free(mgr->mac);
 	OPENSSL_cleanse(mgr->key, sizeof(mgr->key));
 	pthread_cond_destroy(&mgr->cond);

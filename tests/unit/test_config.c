@@ -39,6 +39,46 @@ static int load(struct config *c, const char *dotenv, char *err, size_t n)
 	return config_load(c, dotenv, err, n);
 }
 
+/* MCP_REPLICA_NAME: checked, and it keeps replicas' instance names apart. */
+static void test_replica_name(void)
+{
+	static const char *const bad[] = {"R1", "1r", "-r", "r_1", "r.1",
+	                                  "abcdefghijklm", NULL};
+	struct config c;
+	char err[1024], *one;
+
+	setenv("MCP_API_TOKEN", "0123456789abcdef0123", 1);
+	setenv("FILE_SECRET", "00112233445566778899aabbccddeeff", 1);
+	setenv("SANDBOX_ROOT", "/srv/shared/mcpsd", 1);
+	unsetenv("MCP_REPLICA_NAME");
+	is_int(load(&c, NULL, err, sizeof(err)), 0, "no replica name");
+	is_str(c.replica_name, "", "replica name empty by default");
+	one = strdup(c.instance_name);
+	config_finish(&c);
+	setenv("MCP_REPLICA_NAME", "r1", 1);
+	is_int(load(&c, NULL, err, sizeof(err)), 0, "MCP_REPLICA_NAME=r1");
+	is_str(c.replica_name, "r1", "replica name kept");
+	ok(one && strncmp(c.instance_name, one, strlen(one)) == 0 &&
+	       strcmp(c.instance_name + strlen(one), "-r1") == 0,
+	   "default instance name: the single daemon's plus -r1 (%s)",
+	   c.instance_name);
+	config_finish(&c);
+	free(one);
+	setenv("MCP_REPLICA_NAME", "abcdefghijkl", 1);
+	is_int(load(&c, NULL, err, sizeof(err)), 0, "12 characters accepted");
+	config_finish(&c);
+	for (size_t i = 0; bad[i]; i++) {
+		setenv("MCP_REPLICA_NAME", bad[i], 1);
+		ok(load(&c, NULL, err, sizeof(err)) < 0 &&
+		       strstr(err, "MCP_REPLICA_NAME") &&
+		       strstr(err, "e.g. MCP_REPLICA_NAME=r1"),
+		   "MCP_REPLICA_NAME=%s refused with an example", bad[i]);
+		config_finish(&c);
+	}
+	unsetenv("MCP_REPLICA_NAME");
+	clear_env();
+}
+
 int main(void)
 {
 	struct config c;
@@ -233,5 +273,6 @@ int main(void)
 	ok(config_parse_addr("::1:80", &host, &port) < 0, "bare IPv6 refused");
 	ok(config_parse_addr("host:99999", &host, &port) < 0,
 	   "port out of range refused");
+	test_replica_name();
 	return tap_done();
 }

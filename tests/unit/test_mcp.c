@@ -1485,6 +1485,37 @@ static void test_expiry(const struct config *base)
 	mcp_server_destroy(s);
 }
 
+/*
+ * With MCP_REPLICA_NAME a session id starts with it, so a load balancer
+ * routes the session to its owner; the rest is the same 64 hex digits. The
+ * session answers by that id, on both transports.
+ */
+static void test_replica_ids(const struct config *base)
+{
+	struct config cfg = *base;
+	struct mcp_server *s;
+	struct reply r;
+	char a[80], name[] = "r7";
+
+	cfg.replica_name = name;
+	s = mcp_server_create(&cfg);
+	ok(s != NULL, "a server named r7 among replicas");
+	if (!s)
+		return;
+	open_session(s, "alice", "2025-11-25", a);
+	ok(strncmp(a, "r7.", 3) == 0 && is_hex_id(a + 3),
+	   "its session ids are r7. and 64 hex digits (%s)", a);
+	call_http(s, mcp_http_post, &(struct req){.sid = a},
+	          "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}", &r);
+	is_int(r.status, 200, "and the session answers by that id");
+	reply_finish(&r);
+	call_http(s, mcp_http_post, &(struct req){.sid = a + 3},
+	          "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}", &r);
+	is_int(r.status, 404, "not by the hex digits alone");
+	reply_finish(&r);
+	mcp_server_destroy(s);
+}
+
 int main(void)
 {
 	struct config cfg;
@@ -1531,6 +1562,7 @@ int main(void)
 
 	test_session_cap(&cfg);
 	test_expiry(&cfg);
+	test_replica_ids(&cfg);
 
 	sem_destroy(&gate.started);
 	sem_destroy(&gate.wake);

@@ -151,6 +151,52 @@ static void *lock_thread(void *p)
 	return NULL;
 }
 
+/* Replicas share a root; a lone daemon does not share it with anyone. */
+static void test_replica_locks(void)
+{
+	struct config c1, c2, c3, lone;
+	struct workspace_mgr *m1 = NULL, *m2 = NULL, *m3 = NULL, *m = NULL;
+	char err[600], r1[] = "r1", r2[] = "r2", loop[] = "loop";
+	char auto_mode[] = "auto";
+	int r;
+
+	cfg_init(&c1, mode_none, 0x33);
+	c1.replica_name = r1;
+	c2 = c1;
+	c2.replica_name = r2;
+	c3 = c1;
+	lone = c1;
+	lone.replica_name = NULL;
+	ok(workspace_mgr_create(&c1, &m1, err, sizeof(err)) == 0 &&
+	       workspace_mgr_create(&c2, &m2, err, sizeof(err)) == 0,
+	   "replicas r1 and r2 share one SANDBOX_ROOT (%s)", err);
+	r = workspace_mgr_create(&c3, &m3, err, sizeof(err));
+	ok(r == -EBUSY && m3 == NULL && strstr(err, "MCP_REPLICA_NAME=r1") &&
+	       strstr(err, "its own name"),
+	   "a second r1 is refused: %s", err);
+	r = workspace_mgr_create(&lone, &m, err, sizeof(err));
+	ok(r == -EBUSY && m == NULL && strstr(err, "MCP_REPLICA_NAME"),
+	   "a daemon without a replica name is refused beside them: %s", err);
+	workspace_mgr_destroy(m1);
+	workspace_mgr_destroy(m2);
+	ok(workspace_mgr_create(&lone, &m, err, sizeof(err)) == 0,
+	   "once they stopped, a lone daemon takes the root (%s)", err);
+	r = workspace_mgr_create(&c1, &m1, err, sizeof(err));
+	ok(r == -EBUSY && m1 == NULL && strstr(err, "without MCP_REPLICA_NAME"),
+	   "and a replica is refused beside it: %s", err);
+	workspace_mgr_destroy(m);
+	c1.quota_mode = loop;
+	r = workspace_mgr_create(&c1, &m1, err, sizeof(err));
+	ok(r == -EINVAL && m1 == NULL &&
+	       strstr(err, "WORKSPACE_QUOTA_MODE=none"),
+	   "loop quotas are refused for replicas: %s", err);
+	c1.quota_mode = auto_mode;
+	ok(workspace_mgr_create(&c1, &m1, err, sizeof(err)) == 0 &&
+	       strcmp(workspace_mgr_quota_mode(m1), "none") == 0,
+	   "auto gives them none (%s)", err);
+	workspace_mgr_destroy(m1);
+}
+
 static void test_none_mode(void)
 {
 	struct config c;
@@ -1087,6 +1133,7 @@ int main(void)
 	snprintf(root, sizeof(root), "%s/root", tmpl);
 	test_names();
 	test_none_mode();
+	test_replica_locks();
 	test_cap();
 	/* Each test below starts from an empty SANDBOX_ROOT. */
 	{
