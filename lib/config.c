@@ -98,6 +98,10 @@ static const struct setting settings[] = {
      "This daemon's name among replicas behind one load balancer: its "
      "session ids start with it, so the balancer routes a session to its "
      "owner (empty: the only daemon; see docs/deployment.md)"},
+    {"MCP_REPLICA_LEASE_SECONDS", SET_UINT, "30", OFF(replica_lease_s), 3, 3600,
+     "30",
+     "Replicas: one not seen in the store for this long is taken as gone, "
+     "and its running tasks are marked failed"},
     {"MCP_INSTANCE_NAME", SET_STR, "", DERIVED, 0, 0, "sandbox-1",
      "Name of this daemon on the Docker engine; its containers carry it "
      "(default: the host name and a hash of SANDBOX_ROOT)"},

@@ -57,6 +57,7 @@ struct config {
 	unsigned task_max_per_tenant;
 	char *instance_name;
 	char *replica_name; /* "" when this is the only daemon */
+	unsigned replica_lease_s;
 	enum log_level log_level;
 	char *log_format;
 

@@ -126,6 +126,14 @@ struct mcp_server *mcp_server_create(const struct config *cfg);
  * for MCP_SESSION_IDLE_SECONDS and frees ended streams nobody reads.
  */
 void mcp_job_sweep(void *srv);
+
+/*
+ * Replicas (cron.h, every MCP_TASK_CANCELS_INTERVAL_MS): stops the tasks of
+ * this replica that a client cancelled through another replica (their
+ * marks in the shared store).
+ */
+void mcp_job_task_cancels(void *srv);
+#define MCP_TASK_CANCELS_INTERVAL_MS 1000
 #define MCP_SWEEP_INTERVAL_MS 5000
 
 /* Ends every session and frees the server. NULL-safe. */

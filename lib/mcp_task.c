@@ -592,8 +592,28 @@ char *mcp_task_update(struct mcp_call *c)
 	}
 	mcp_unlock(srv);
 	/* Answers to keys that are not open are ignored (SEP-2663). */
-	if (!live && !recorded(c, id))
-		return unknown_task(c, id);
+	if (!live) {
+		struct task_record rec;
+		bool elsewhere;
+
+		if (tasks_get(srv->tasks, c->sess->tenant, id, &rec) < 0)
+			return unknown_task(c, id);
+		elsewhere = !task_status_final(rec.status) &&
+		            srv->cfg->replica_name && srv->cfg->replica_name[0];
+		task_record_finish(&rec);
+		/* Its questions wait in the memory of the replica running
+		 * it: dropping the answers silently would stall the task. */
+		if (elsewhere) {
+			c->answer_code = RPC_INVALID_PARAMS;
+			return rpc_errorf(
+			    c->id_raw, RPC_INVALID_PARAMS,
+			    "task '%.64s' runs on another server replica, "
+			    "which alone holds its questions; send "
+			    "tasks/update again (a load balancer may route "
+			    "it there), or cancel the task",
+			    id);
+		}
+	}
 	return ack(c);
 }
 
@@ -618,9 +638,48 @@ char *mcp_task_cancel(struct mcp_call *c)
 		pthread_cond_broadcast(&run->cond);
 	}
 	mcp_unlock(srv);
-	if (!live && !recorded(c, id))
-		return unknown_task(c, id);
-	if (live)
+	if (live) {
 		log_info("task %.8s...: cancelled by the client", id);
+		return ack(c);
+	}
+	/* Running on another replica: it stops it within a second or two
+	 * (mcp_job_task_cancels there). */
+	if (tasks_request_cancel(srv->tasks, c->sess->tenant, id) == 0) {
+		log_info("task %.8s...: cancelled by the client; its replica "
+		         "is asked to stop it",
+		         id);
+		return ack(c);
+	}
+	if (!recorded(c, id))
+		return unknown_task(c, id);
 	return ack(c);
+}
+
+void mcp_job_task_cancels(void *arg)
+{
+	struct mcp_server *srv = arg;
+	char ids[TASKS_MAX_CANCELS][TASK_ID_LEN + 1];
+	size_t n;
+
+	if (!srv->tasks)
+		return;
+	n = tasks_take_cancels(srv->tasks, ids, TASKS_MAX_CANCELS);
+	for (size_t i = 0; i < n; i++) {
+		struct task_run *run;
+
+		mcp_lock(srv);
+		for (run = srv->tasks_live; run; run = run->next) {
+			if (strcmp(run->id, ids[i]) == 0)
+				break;
+		}
+		if (run) {
+			mcp_call_cancel_locked(run->call);
+			pthread_cond_broadcast(&run->cond);
+		}
+		mcp_unlock(srv);
+		log_info("task %.8s...: %s", ids[i],
+		         run ? "cancelled by the client through another "
+		               "replica"
+		             : "a cancel from another replica found it ended");
+	}
 }

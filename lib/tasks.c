@@ -263,6 +263,17 @@ static const struct tasks_backend mem_backend = {
 	"The server stopped (restarted or crashed) while this task was "       \
 	"running, so its result is lost; run it again."
 
+/* What a task of a replica that went away says. */
+#define GONE_MSG                                                               \
+	"The server replica running this task stopped answering (it was "      \
+	"stopped, crashed or cut off), so its result is lost; run it again."
+
+/* This daemon's name among replicas, "" for the only daemon. */
+static const char *owner_of(const struct config *cfg)
+{
+	return cfg->replica_name ? cfg->replica_name : "";
+}
+
 int tasks_open(const struct config *cfg, struct store *st, struct tasks **out,
                char *err, size_t errlen)
 {
@@ -295,6 +306,7 @@ int tasks_open(const struct config *cfg, struct store *st, struct tasks **out,
 	}
 	rec.updated_ms = tasks_now_ms();
 	rec.ttl_ms = (long long)cfg->task_retention_s * 1000;
+	snprintf(rec.owner, sizeof(rec.owner), "%s", owner_of(cfg));
 	rec.message = (char *)(uintptr_t)STOPPED_MSG;
 	rec.error = (char *)(uintptr_t) "{\"code\":-32603,\"message\":"
 	                                "\"" STOPPED_MSG "\"}";
@@ -341,6 +353,7 @@ int tasks_create(struct tasks *t, const char *tenant, const char *tool,
 	out->created_ms = out->updated_ms = tasks_now_ms();
 	out->ttl_ms = (long long)t->cfg->task_retention_s * 1000;
 	out->poll_ms = POLL_MS;
+	snprintf(out->owner, sizeof(out->owner), "%s", owner_of(t->cfg));
 	pthread_mutex_lock(&t->lock);
 	r = t->be->make_room(t->bd, tenant, t->cfg->task_max_per_tenant);
 	if (r == 0)
@@ -402,6 +415,68 @@ int tasks_get(struct tasks *t, const char *tenant, const char *id,
 	}
 	out->poll_ms = POLL_MS;
 	return 0;
+}
+
+int tasks_request_cancel(struct tasks *t, const char *tenant, const char *id)
+{
+	int r;
+
+	if (!t->be->request_cancel)
+		return -EOPNOTSUPP;
+	pthread_mutex_lock(&t->lock);
+	r = t->be->request_cancel(t->bd, tenant, id);
+	pthread_mutex_unlock(&t->lock);
+	return r;
+}
+
+size_t tasks_take_cancels(struct tasks *t, char (*ids)[TASK_ID_LEN + 1],
+                          size_t max)
+{
+	size_t n = 0;
+	int r;
+
+	if (!t->be->take_cancels)
+		return 0;
+	pthread_mutex_lock(&t->lock);
+	r = t->be->take_cancels(t->bd, owner_of(t->cfg), ids, max, &n);
+	pthread_mutex_unlock(&t->lock);
+	if (r < 0) {
+		log_warnx("reading cancel requests from the store failed: %s",
+		          strerror(-r));
+		return 0;
+	}
+	return n;
+}
+
+void tasks_job_replica(void *arg)
+{
+	struct tasks *t = arg;
+	struct task_record rec = {.status = TASK_FAILED};
+	long long n = 0;
+	int r;
+
+	if (!t->be->heartbeat)
+		return;
+	rec.updated_ms = tasks_now_ms();
+	rec.ttl_ms = (long long)t->cfg->task_retention_s * 1000;
+	rec.message = (char *)(uintptr_t)GONE_MSG;
+	rec.error = (char *)(uintptr_t) "{\"code\":-32603,\"message\":"
+	                                "\"" GONE_MSG "\"}";
+	pthread_mutex_lock(&t->lock);
+	r = t->be->heartbeat(t->bd, owner_of(t->cfg), rec.updated_ms,
+	                     (long long)t->cfg->replica_lease_s * 1000, &rec,
+	                     &n);
+	pthread_mutex_unlock(&t->lock);
+	if (r < 0)
+		log_warnx("recording replica %s as alive in the store failed: "
+		          "%s; other replicas will fail its tasks after "
+		          "MCP_REPLICA_LEASE_SECONDS=%u",
+		          owner_of(t->cfg), strerror(-r),
+		          t->cfg->replica_lease_s);
+	else if (n > 0)
+		log_warnx("%lld task(s) of replicas not seen for %u s marked "
+		          "failed",
+		          n, t->cfg->replica_lease_s);
 }
 
 void tasks_job_sweep(void *arg)

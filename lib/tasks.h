@@ -57,6 +57,8 @@ struct task_record {
 	char *message;    /* statusMessage, or NULL */
 	char *result;     /* completed: the result object as JSON */
 	char *error;      /* failed: the JSON-RPC error object */
+	/* The replica running it (MCP_REPLICA_NAME), "" for the only daemon. */
+	char owner[MCP_REPLICA_NAME_MAX + 1];
 };
 
 /* Frees a record's strings and clears it. NULL-safe. */
@@ -70,12 +72,13 @@ bool task_status_final(enum task_status s);
 
 /*
  * Opens the records: in store st when it is not NULL (durable; st is
- * borrowed and must outlive *out), else in memory. Records of tasks still
- * running (their daemon stopped) are marked failed with the reason, and
- * expired ones deleted. One daemon per store file: another daemon's
- * running tasks would be marked failed too. cfg is borrowed. Caller owns
- * *out; free with tasks_close. Errors: -ENOMEM, -EIO, -EBUSY, with err for
- * the operator.
+ * borrowed and must outlive *out), else in memory. Records of tasks this
+ * daemon (this MCP_REPLICA_NAME, or the only daemon) left running when it
+ * stopped are marked failed with the reason, and expired ones deleted.
+ * Replicas sharing a store touch only their own running records here; see
+ * tasks_job_replica for those of a replica that is gone. cfg is borrowed.
+ * Caller owns *out; free with tasks_close. Errors: -ENOMEM, -EIO, -EBUSY,
+ * with err for the operator.
  */
 __attribute__((warn_unused_result)) int tasks_open(const struct config *cfg,
                                                    struct store *st,
@@ -119,6 +122,30 @@ __attribute__((warn_unused_result)) int tasks_get(struct tasks *t,
                                                   const char *tenant,
                                                   const char *id,
                                                   struct task_record *out);
+
+/*
+ * Replicas sharing a store. A tasks/cancel that reaches a replica other than
+ * the one running the task asks for the stop in the store:
+ * tasks_request_cancel marks task id of tenant when it is still running (0),
+ * -ENOENT when there is none or it has ended, -EOPNOTSUPP without a durable
+ * store. The replica running it collects the marks of its own tasks with
+ * tasks_take_cancels (up to max ids into ids, clearing the marks; returns
+ * how many) and stops them.
+ */
+__attribute__((warn_unused_result)) int
+tasks_request_cancel(struct tasks *t, const char *tenant, const char *id);
+size_t tasks_take_cancels(struct tasks *t, char (*ids)[TASK_ID_LEN + 1],
+                          size_t max);
+#define TASKS_MAX_CANCELS 64
+
+/*
+ * Housekeeping of a replica (cron.h, every TASKS_LEASE_INTERVAL_MS(cfg)):
+ * records in the store that this replica is alive, and fails the running
+ * tasks of replicas not seen for MCP_REPLICA_LEASE_SECONDS (killed, or cut
+ * off), saying so, so that no task stays "working" forever.
+ */
+void tasks_job_replica(void *t);
+#define TASKS_LEASE_INTERVAL_MS(cfg) ((cfg)->replica_lease_s * 1000u / 3)
 
 /* Housekeeping (cron.h): deletes ended tasks past their retention. */
 void tasks_job_sweep(void *t);

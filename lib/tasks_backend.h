@@ -36,10 +36,28 @@ struct tasks_backend {
 	/* Deletes ended records whose created_ms + ttl_ms is before now_ms. */
 	int (*purge)(void *bd, long long now_ms);
 	/*
-	 * Ends every record still working or waiting for input as r says
-	 * (status failed, message, error, updated_ms, ttl_ms as in finish).
+	 * Ends every record of owner r->owner still working or waiting for
+	 * input as r says (status failed, message, error, updated_ms, ttl_ms
+	 * as in finish).
 	 */
 	int (*fail_running)(void *bd, const struct task_record *r);
+	/*
+	 * Replicas (NULL in a backend that only one process uses; see
+	 * tasks.h). request_cancel marks record id of tenant if it is still
+	 * working or waiting for input (-ENOENT otherwise). take_cancels
+	 * copies up to max ids of owner's marked running records into ids,
+	 * *n their number, and clears those marks. heartbeat records owner as
+	 * seen at now_ms, then ends as r says the running records of every
+	 * other owner (not "") not seen since now_ms - lease_ms, *n their
+	 * number.
+	 */
+	int (*request_cancel)(void *bd, const char *tenant, const char *id);
+	int (*take_cancels)(void *bd, const char *owner,
+	                    char (*ids)[TASK_ID_LEN + 1], size_t max,
+	                    size_t *n);
+	int (*heartbeat)(void *bd, const char *owner, long long now_ms,
+	                 long long lease_ms, const struct task_record *r,
+	                 long long *n);
 	void (*destroy)(void *bd);
 };
 

@@ -172,6 +172,9 @@ static int daemon_core(struct daemon *d, char *err, size_t errlen)
 		return -1;
 	}
 	mcp_server_set_tasks(d->mcp, d->tasks);
+	/* Seen by the other replicas before its first task exists. */
+	if (cfg->replica_name[0])
+		tasks_job_replica(d->tasks);
 	if (cfg->oauth &&
 	    oauth_create(cfg, d->store, &d->oauth, err, errlen) < 0) {
 		log_errorx("oauth: %s", err);
@@ -224,6 +227,11 @@ static int daemon_jobs(struct daemon *d)
 	             d->tasks) < 0 ||
 	    (d->oauth && cron_add(d->cron, "oauth", OAUTH_PURGE_MS,
 	                          oauth_job_purge, d->oauth) < 0) ||
+	    (cfg->replica_name[0] &&
+	     (cron_add(d->cron, "replica", TASKS_LEASE_INTERVAL_MS(cfg),
+	               tasks_job_replica, d->tasks) < 0 ||
+	      cron_add(d->cron, "task-cancels", MCP_TASK_CANCELS_INTERVAL_MS,
+	               mcp_job_task_cancels, d->mcp) < 0)) ||
 	    cron_start(d->cron) < 0) {
 		log_errorx("cannot start the housekeeping loop");
 		return -1;
