@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include "store.h"
@@ -32,13 +33,13 @@ static const char test_m1[] =
     "INSERT INTO test_counter VALUES (1, 0);";
 static const char test_m2[] = "ALTER TABLE test_rows ADD COLUMN note TEXT;";
 static const struct store_migration migs[] = {
-    {1, "test", test_m1},
-    {2, "test", test_m2},
+    {1, "test", test_m1, NULL},
+    {2, "test", test_m2, NULL},
 };
 static const struct store_migration bad_migs[] = {
-    {1, "test", test_m1},
-    {2, "test", test_m2},
-    {3, "test", "CREATE TABLE test_x (a); SELECT no_such_function();"},
+    {1, "test", test_m1, NULL},
+    {2, "test", test_m2, NULL},
+    {3, "test", "CREATE TABLE test_x (a); SELECT no_such_function();", NULL},
 };
 
 static void path_of(char *out, size_t n, const char *name)
@@ -50,14 +51,14 @@ static void path_of(char *out, size_t n, const char *name)
 static long long query1(struct store *st, const char *sql)
 {
 	struct store_tx *tx;
-	sqlite3_stmt *s;
+	struct store_stmt *s;
 	long long v = -1;
 
 	if (store_begin(st, false, &tx) < 0)
 		return -2;
 	s = store_stmt(tx, sql);
 	if (s && store_step(tx, s) == 1)
-		v = sqlite3_column_int64(s, 0);
+		v = store_col_int64(s, 0);
 	store_rollback(tx);
 	return v;
 }
@@ -87,13 +88,13 @@ static void test_create(void)
 	       1, "the oauth tables exist");
 	{
 		struct store_tx *tx;
-		sqlite3_stmt *s;
+		struct store_stmt *s;
 		const char *mode = "";
 
 		if (store_begin(st, false, &tx) == 0) {
 			s = store_stmt(tx, "PRAGMA journal_mode");
 			if (s && store_step(tx, s) == 1)
-				mode = (const char *)sqlite3_column_text(s, 0);
+				mode = store_col_text(s, 0);
 			ok(mode && strcmp(mode, "wal") == 0,
 			   "the journal is a write-ahead log (%s)",
 			   mode ? mode : "?");
@@ -216,7 +217,7 @@ static void test_transactions(void)
 	char p[300], err[512] = "";
 	struct store *st = NULL;
 	struct store_tx *tx;
-	sqlite3_stmt *s;
+	struct store_stmt *s;
 	int r;
 
 	path_of(p, sizeof(p), "tx.db");
@@ -226,7 +227,7 @@ static void test_transactions(void)
 		return;
 	r = store_begin(st, true, &tx);
 	s = store_stmt(tx, ins);
-	sqlite3_bind_int(s, 1, 1);
+	store_bind_int64(s, 1, 1);
 	r = store_run(tx, s);
 	is_int(store_changes(tx), 1, "one row inserted");
 	store_rollback(tx);
@@ -235,7 +236,7 @@ static void test_transactions(void)
 
 	r = store_begin(st, true, &tx);
 	s = store_stmt(tx, ins);
-	sqlite3_bind_int(s, 1, 1);
+	store_bind_int64(s, 1, 1);
 	r = store_run(tx, s);
 	is_int(store_commit(tx), 0, "commit");
 	is_int(query1(st, "SELECT count(*) FROM test_rows"), 1,
@@ -244,10 +245,10 @@ static void test_transactions(void)
 	/* A failed statement poisons the transaction. */
 	r = store_begin(st, true, &tx);
 	s = store_stmt(tx, ins);
-	sqlite3_bind_int(s, 1, 2);
+	store_bind_int64(s, 1, 2);
 	r = store_run(tx, s);
 	s = store_stmt(tx, ins);
-	sqlite3_bind_int(s, 1, 1); /* duplicate key */
+	store_bind_int64(s, 1, 1); /* duplicate key */
 	r = store_run(tx, s);
 	is_int(r, -EEXIST, "a constraint violation is -EEXIST");
 	ok(store_commit(tx) < 0, "commit refuses a failed transaction");
@@ -330,17 +331,17 @@ static void crash_child(const char *p, int wfd, int start)
 		_exit(3);
 	for (int seq = start;; seq++) {
 		struct store_tx *tx;
-		sqlite3_stmt *s;
+		struct store_stmt *s;
 
 		if (store_begin(st, true, &tx) < 0)
 			_exit(4);
 		s = store_stmt(tx, ins);
-		sqlite3_bind_int(s, 1, seq);
-		sqlite3_bind_text(s, 2, pad, -1, SQLITE_STATIC);
+		store_bind_int64(s, 1, seq);
+		store_bind_text(s, 2, pad);
 		if (store_run(tx, s) < 0)
 			_exit(5);
 		s = store_stmt(tx, upd);
-		sqlite3_bind_int(s, 1, seq);
+		store_bind_int64(s, 1, seq);
 		if (store_run(tx, s) < 0 || store_commit(tx) < 0)
 			_exit(6);
 		if (write(wfd, &seq, sizeof(seq)) != sizeof(seq))
@@ -398,14 +399,13 @@ static void test_crash(void)
 		}
 		{
 			struct store_tx *tx;
-			sqlite3_stmt *s;
+			struct store_stmt *s;
 
 			if (store_begin(st, false, &tx) == 0) {
 				s = store_stmt(tx, "PRAGMA integrity_check");
 				if (s && store_step(tx, s) == 1)
 					snprintf(ic, sizeof(ic), "%s",
-					         (const char *)
-					             sqlite3_column_text(s, 0));
+					         store_col_text(s, 0));
 				store_rollback(tx);
 			}
 		}
