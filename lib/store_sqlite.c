@@ -226,8 +226,13 @@ static int migrate(struct store_conn *st, const struct store_migration *migs,
 			r = pragma_int(st, "user_version", &cur);
 		if (r == 0 && cur >= (long long)m->version) {
 			r = exec(st, "COMMIT", why, sizeof(why));
-			if (r == 0)
+			/* Another process migrated meanwhile: take its
+			 * version, so the caller does not see the one read
+			 * before. */
+			if (r == 0) {
+				st->version = (unsigned)cur;
 				continue;
+			}
 		}
 		if (r == 0)
 			r = exec(st, m->sql, why, sizeof(why));
