@@ -79,7 +79,7 @@ int budget_check(struct budget *b, const char *tenant, long long now_s,
 	static const char sql[] = "SELECT cpu_ms, runs FROM budget_usage "
 	                          "WHERE tenant = ? AND window_start = ?";
 	struct store_tx *tx;
-	sqlite3_stmt *s;
+	struct store_stmt *s;
 	int r;
 
 	*out = (struct budget_state){.limit_ms = b->limit_ms,
@@ -93,13 +93,13 @@ int budget_check(struct budget *b, const char *tenant, long long now_s,
 		store_rollback(tx);
 		return -EIO;
 	}
-	sqlite3_bind_text(s, 1, tenant ? tenant : "", -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 2, out->window_start);
+	store_bind_text(s, 1, tenant ? tenant : "");
+	store_bind_int64(s, 2, out->window_start);
 	r = store_step(tx, s);
 	if (r == 1) {
-		long long runs = sqlite3_column_int64(s, 1);
+		long long runs = store_col_int64(s, 1);
 
-		out->used_ms = sqlite3_column_int64(s, 0);
+		out->used_ms = store_col_int64(s, 0);
 		out->runs =
 		    runs > 0 && runs < 4000000000LL ? (unsigned)runs : 0;
 	}
@@ -125,14 +125,16 @@ int budget_charge(struct budget *b, const char *tenant, long long ms,
 	static const char add[] =
 	    "INSERT INTO budget_usage (tenant, window_start, cpu_ms, runs) "
 	    "VALUES (?, ?, ?, 1) ON CONFLICT (tenant, window_start) DO UPDATE "
-	    "SET cpu_ms = min(cpu_ms + excluded.cpu_ms, 1000000000000000), "
-	    "runs = runs + 1";
+	    "SET cpu_ms = CASE WHEN budget_usage.cpu_ms + excluded.cpu_ms < "
+	    "1000000000000000 THEN budget_usage.cpu_ms + excluded.cpu_ms "
+	    "ELSE 1000000000000000 END, "
+	    "runs = budget_usage.runs + 1";
 	static const char forget[] = "DELETE FROM budget_usage "
 	                             "WHERE tenant = ? AND window_start < ?";
 	long long start = budget_window_start(now_s, b->window_s);
 	const char *t = tenant ? tenant : "";
 	struct store_tx *tx;
-	sqlite3_stmt *s;
+	struct store_stmt *s;
 	int r;
 
 	r = store_begin(b->st, true, &tx);
@@ -141,17 +143,17 @@ int budget_charge(struct budget *b, const char *tenant, long long ms,
 	s = store_stmt(tx, add);
 	if (!s)
 		goto fail;
-	sqlite3_bind_text(s, 1, t, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 2, start);
-	sqlite3_bind_int64(s, 3, ms > 0 ? ms : 0);
+	store_bind_text(s, 1, t);
+	store_bind_int64(s, 2, start);
+	store_bind_int64(s, 3, ms > 0 ? ms : 0);
 	r = store_run(tx, s);
 	if (r < 0)
 		goto out;
 	s = store_stmt(tx, forget);
 	if (!s)
 		goto fail;
-	sqlite3_bind_text(s, 1, t, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 2, start);
+	store_bind_text(s, 1, t);
+	store_bind_int64(s, 2, start);
 	r = store_run(tx, s);
 	if (r < 0)
 		goto out;

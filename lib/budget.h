@@ -39,6 +39,16 @@
 	"  PRIMARY KEY (tenant, window_start)"                                 \
 	") STRICT;"
 
+/* The same for PostgreSQL (BIGINT for INTEGER). Never edit. */
+#define BUDGET_MIGRATION_1_PG                                                  \
+	"CREATE TABLE budget_usage ("                                          \
+	"  tenant TEXT NOT NULL,"                                              \
+	"  window_start BIGINT NOT NULL,"                                      \
+	"  cpu_ms BIGINT NOT NULL CHECK (cpu_ms >= 0),"                        \
+	"  runs BIGINT NOT NULL CHECK (runs >= 0),"                            \
+	"  PRIMARY KEY (tenant, window_start)"                                 \
+	");"
+
 struct budget;
 
 /* ---- arithmetic (pure) --------------------------------------------------- */

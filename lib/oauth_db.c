@@ -13,38 +13,39 @@
 
 #include "log.h"
 
-static const char *method_of(const unsigned char *s)
+static const char *method_of(const char *s)
 {
 	static const char *const known[] = {"none", "client_secret_post",
 	                                    "client_secret_basic"};
 
 	for (size_t i = 0; s && i < sizeof(known) / sizeof(known[0]); i++) {
-		if (strcmp((const char *)s, known[i]) == 0)
+		if (strcmp(s, known[i]) == 0)
 			return known[i];
 	}
 	return NULL;
 }
 
 /* Copies a text column into a fixed field; false when it does not fit. */
-static bool col_text(sqlite3_stmt *s, int col, char *dst, size_t size)
+static bool col_text(struct store_stmt *s, int col, char *dst, size_t size)
 {
-	const unsigned char *t = sqlite3_column_text(s, col);
-	int n = sqlite3_column_bytes(s, col);
+	const char *t = store_col_text(s, col);
+	size_t n = t ? strlen(t) : 0;
 
-	if (!t || n < 0 || (size_t)n >= size) {
+	if (!t || n >= size) {
 		dst[0] = '\0';
 		return t == NULL && size > 0;
 	}
-	memcpy(dst, t, (size_t)n);
-	dst[n] = '\0';
+	memcpy(dst, t, n + 1);
 	return true;
 }
 
-static bool col_blob(sqlite3_stmt *s, int col, unsigned char *dst, size_t n)
+static bool col_blob(struct store_stmt *s, int col, unsigned char *dst,
+                     size_t n)
 {
-	const void *b = sqlite3_column_blob(s, col);
+	size_t len;
+	const void *b = store_col_blob(s, col, &len);
 
-	if (!b || sqlite3_column_bytes(s, col) != (int)n)
+	if (!b || len != n)
 		return false;
 	memcpy(dst, b, n);
 	return true;
@@ -66,21 +67,20 @@ void oauth_db_client_finish(struct oauth_db_client *c)
 static int client_write(struct store_tx *tx, const struct oauth_db_client *c,
                         const char *sql)
 {
-	sqlite3_stmt *s = store_stmt(tx, sql);
+	struct store_stmt *s = store_stmt(tx, sql);
 
 	if (!s)
 		return -EIO;
-	sqlite3_bind_text(s, 1, c->client_id, -1, SQLITE_STATIC);
+	store_bind_text(s, 1, c->client_id);
 	if (c->has_secret)
-		sqlite3_bind_blob(s, 2, c->secret_hash, OAUTH_DB_HASH_LEN,
-		                  SQLITE_STATIC);
+		store_bind_blob(s, 2, c->secret_hash, OAUTH_DB_HASH_LEN);
 	else
-		sqlite3_bind_null(s, 2);
-	sqlite3_bind_text(s, 3, c->auth_method, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 4, c->metadata, -1, SQLITE_STATIC);
-	sqlite3_bind_int(s, 5, c->is_document);
-	sqlite3_bind_int64(s, 6, c->created_at);
-	sqlite3_bind_int64(s, 7, c->refreshed_at);
+		store_bind_null(s, 2);
+	store_bind_text(s, 3, c->auth_method);
+	store_bind_text(s, 4, c->metadata);
+	store_bind_int64(s, 5, c->is_document);
+	store_bind_int64(s, 6, c->created_at);
+	store_bind_int64(s, 7, c->refreshed_at);
 	return store_run(tx, s);
 }
 
@@ -115,20 +115,20 @@ int oauth_db_client_get(struct store_tx *tx, const char *client_id,
 	    "SELECT client_id, secret_hash, auth_method, metadata, "
 	    "is_document, created_at, refreshed_at FROM oauth_clients "
 	    "WHERE client_id = ?1";
-	sqlite3_stmt *s = store_stmt(tx, sql);
-	const unsigned char *meta;
+	struct store_stmt *s = store_stmt(tx, sql);
+	const char *meta;
 	int r;
 
 	memset(out, 0, sizeof(*out));
 	if (!s)
 		return -EIO;
-	sqlite3_bind_text(s, 1, client_id, -1, SQLITE_STATIC);
+	store_bind_text(s, 1, client_id);
 	r = store_step(tx, s);
 	if (r <= 0)
 		return r == 0 ? -ENOENT : r;
-	out->has_secret = sqlite3_column_type(s, 1) != SQLITE_NULL;
-	out->auth_method = method_of(sqlite3_column_text(s, 2));
-	meta = sqlite3_column_text(s, 3);
+	out->has_secret = !store_col_null(s, 1);
+	out->auth_method = method_of(store_col_text(s, 2));
+	meta = store_col_text(s, 3);
 	if (!col_text(s, 0, out->client_id, sizeof(out->client_id)) ||
 	    (out->has_secret &&
 	     !col_blob(s, 1, out->secret_hash, OAUTH_DB_HASH_LEN)) ||
@@ -137,25 +137,25 @@ int oauth_db_client_get(struct store_tx *tx, const char *client_id,
 		          client_id);
 		return -ENOENT;
 	}
-	out->metadata = strdup((const char *)meta);
+	out->metadata = strdup(meta);
 	if (!out->metadata)
 		return -ENOMEM;
-	out->is_document = sqlite3_column_int(s, 4) != 0;
-	out->created_at = sqlite3_column_int64(s, 5);
-	out->refreshed_at = sqlite3_column_int64(s, 6);
+	out->is_document = store_col_int64(s, 4) != 0;
+	out->created_at = store_col_int64(s, 5);
+	out->refreshed_at = store_col_int64(s, 6);
 	return 0;
 }
 
 int oauth_db_client_count(struct store_tx *tx, long long *n)
 {
 	static const char sql[] = "SELECT count(*) FROM oauth_clients";
-	sqlite3_stmt *s = store_stmt(tx, sql);
+	struct store_stmt *s = store_stmt(tx, sql);
 	int r;
 
 	*n = 0;
 	r = store_step(tx, s);
 	if (r == 1)
-		*n = sqlite3_column_int64(s, 0);
+		*n = store_col_int64(s, 0);
 	return r < 0 ? r : 0;
 }
 
@@ -167,15 +167,15 @@ int oauth_db_clients_prune(struct store_tx *tx, long long before, int limit,
 	    "SELECT c.client_id FROM oauth_clients c WHERE c.created_at < ?1 "
 	    "AND NOT EXISTS (SELECT 1 FROM oauth_grants g WHERE "
 	    "g.client_id = c.client_id) ORDER BY c.created_at LIMIT ?2)";
-	sqlite3_stmt *s = store_stmt(tx, sql);
+	struct store_stmt *s = store_stmt(tx, sql);
 	int r;
 
 	if (deleted)
 		*deleted = 0;
 	if (!s)
 		return -EIO;
-	sqlite3_bind_int64(s, 1, before);
-	sqlite3_bind_int(s, 2, limit);
+	store_bind_int64(s, 1, before);
+	store_bind_int64(s, 2, limit);
 	r = store_run(tx, s);
 	if (r == 0 && deleted)
 		*deleted = store_changes(tx);
@@ -188,19 +188,18 @@ int oauth_db_grant_insert(struct store_tx *tx, const struct oauth_db_grant *g)
 	    "INSERT INTO oauth_grants (grant_id, client_id, tenant, "
 	    "tenant_binding, scope, resource, created_at, used_at) "
 	    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
-	sqlite3_stmt *s = store_stmt(tx, sql);
+	struct store_stmt *s = store_stmt(tx, sql);
 
 	if (!s)
 		return -EIO;
-	sqlite3_bind_text(s, 1, g->grant_id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, g->client_id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 3, g->tenant, -1, SQLITE_STATIC);
-	sqlite3_bind_blob(s, 4, g->binding, OAUTH_DB_BINDING_LEN,
-	                  SQLITE_STATIC);
-	sqlite3_bind_text(s, 5, g->scope, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 6, g->resource, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 7, g->created_at);
-	sqlite3_bind_int64(s, 8, g->used_at);
+	store_bind_text(s, 1, g->grant_id);
+	store_bind_text(s, 2, g->client_id);
+	store_bind_text(s, 3, g->tenant);
+	store_bind_blob(s, 4, g->binding, OAUTH_DB_BINDING_LEN);
+	store_bind_text(s, 5, g->scope);
+	store_bind_text(s, 6, g->resource);
+	store_bind_int64(s, 7, g->created_at);
+	store_bind_int64(s, 8, g->used_at);
 	return store_run(tx, s);
 }
 
@@ -208,11 +207,11 @@ int oauth_db_grant_delete(struct store_tx *tx, const char *grant_id)
 {
 	static const char sql[] =
 	    "DELETE FROM oauth_grants WHERE grant_id = ?1";
-	sqlite3_stmt *s = store_stmt(tx, sql);
+	struct store_stmt *s = store_stmt(tx, sql);
 
 	if (!s)
 		return -EIO;
-	sqlite3_bind_text(s, 1, grant_id, -1, SQLITE_STATIC);
+	store_bind_text(s, 1, grant_id);
 	return store_run(tx, s);
 }
 
@@ -221,12 +220,12 @@ int oauth_db_grant_touch(struct store_tx *tx, const char *grant_id,
 {
 	static const char sql[] =
 	    "UPDATE oauth_grants SET used_at = ?2 WHERE grant_id = ?1";
-	sqlite3_stmt *s = store_stmt(tx, sql);
+	struct store_stmt *s = store_stmt(tx, sql);
 
 	if (!s)
 		return -EIO;
-	sqlite3_bind_text(s, 1, grant_id, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 2, now);
+	store_bind_text(s, 1, grant_id);
+	store_bind_int64(s, 2, now);
 	return store_run(tx, s);
 }
 
@@ -240,7 +239,7 @@ int oauth_db_grants_sweep(struct store_tx *tx,
 	/* A temporary list: rows are not deleted while being read. */
 	char(*doomed)[OAUTH_DB_GRANT_ID_LEN + 1] = NULL;
 	size_t n = 0, cap = 0;
-	sqlite3_stmt *s = store_stmt(tx, sql_list);
+	struct store_stmt *s = store_stmt(tx, sql_list);
 	int r;
 
 	*deleted = 0;
@@ -281,22 +280,22 @@ int oauth_db_grant_count(struct store_tx *tx, const char *tenant, long long *n)
 	static const char sql_all[] = "SELECT count(*) FROM oauth_grants";
 	static const char sql_one[] =
 	    "SELECT count(*) FROM oauth_grants WHERE tenant = ?1";
-	sqlite3_stmt *s = store_stmt(tx, tenant ? sql_one : sql_all);
+	struct store_stmt *s = store_stmt(tx, tenant ? sql_one : sql_all);
 	int r;
 
 	*n = 0;
 	if (!s)
 		return -EIO;
 	if (tenant)
-		sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
+		store_bind_text(s, 1, tenant);
 	r = store_step(tx, s);
 	if (r == 1)
-		*n = sqlite3_column_int64(s, 0);
+		*n = store_col_int64(s, 0);
 	return r < 0 ? r : 0;
 }
 
 /* Reads grant columns at offset off: id, client, tenant, binding, ... */
-static bool grant_cols(sqlite3_stmt *s, int off, struct oauth_db_grant *g)
+static bool grant_cols(struct store_stmt *s, int off, struct oauth_db_grant *g)
 {
 	bool ok = col_text(s, off, g->grant_id, sizeof(g->grant_id)) &&
 	          col_text(s, off + 1, g->client_id, sizeof(g->client_id)) &&
@@ -305,8 +304,8 @@ static bool grant_cols(sqlite3_stmt *s, int off, struct oauth_db_grant *g)
 	          col_text(s, off + 4, g->scope, sizeof(g->scope)) &&
 	          col_text(s, off + 5, g->resource, sizeof(g->resource));
 
-	g->created_at = sqlite3_column_int64(s, off + 6);
-	g->used_at = sqlite3_column_int64(s, off + 7);
+	g->created_at = store_col_int64(s, off + 6);
+	g->used_at = store_col_int64(s, off + 7);
 	if (!ok)
 		log_warnx("store: grant row %.32s is damaged; ignoring it",
 		          g->grant_id);
@@ -326,16 +325,16 @@ int oauth_db_code_insert(struct store_tx *tx, const unsigned char *hash,
 	    "INSERT INTO oauth_codes (code_hash, grant_id, redirect_uri, "
 	    "redirect_given, code_challenge, expires_at) "
 	    "VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
-	sqlite3_stmt *s = store_stmt(tx, sql);
+	struct store_stmt *s = store_stmt(tx, sql);
 
 	if (!s)
 		return -EIO;
-	sqlite3_bind_blob(s, 1, hash, OAUTH_DB_HASH_LEN, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, grant_id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 3, redirect_uri, -1, SQLITE_STATIC);
-	sqlite3_bind_int(s, 4, redirect_given);
-	sqlite3_bind_text(s, 5, challenge, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 6, expires_at);
+	store_bind_blob(s, 1, hash, OAUTH_DB_HASH_LEN);
+	store_bind_text(s, 2, grant_id);
+	store_bind_text(s, 3, redirect_uri);
+	store_bind_int64(s, 4, redirect_given);
+	store_bind_text(s, 5, challenge);
+	store_bind_int64(s, 6, expires_at);
 	return store_run(tx, s);
 }
 
@@ -350,13 +349,13 @@ int oauth_db_code_take(struct store_tx *tx, const unsigned char *hash,
 	static const char sql_use[] =
 	    "UPDATE oauth_codes SET used_at = ?2 WHERE code_hash = ?1 AND "
 	    "used_at IS NULL";
-	sqlite3_stmt *s = store_stmt(tx, sql_get);
+	struct store_stmt *s = store_stmt(tx, sql_get);
 	int r;
 
 	memset(out, 0, sizeof(*out));
 	if (!s)
 		return -EIO;
-	sqlite3_bind_blob(s, 1, hash, OAUTH_DB_HASH_LEN, SQLITE_STATIC);
+	store_bind_blob(s, 1, hash, OAUTH_DB_HASH_LEN);
 	r = store_step(tx, s);
 	if (r <= 0)
 		return r == 0 ? -ENOENT : r;
@@ -364,14 +363,14 @@ int oauth_db_code_take(struct store_tx *tx, const unsigned char *hash,
 	    !col_text(s, 8, out->redirect_uri, sizeof(out->redirect_uri)) ||
 	    !col_text(s, 10, out->challenge, sizeof(out->challenge)))
 		return -ENOENT;
-	out->redirect_given = sqlite3_column_int(s, 9) != 0;
-	out->expires_at = sqlite3_column_int64(s, 11);
-	out->used_before = sqlite3_column_type(s, 12) != SQLITE_NULL;
+	out->redirect_given = store_col_int64(s, 9) != 0;
+	out->expires_at = store_col_int64(s, 11);
+	out->used_before = !store_col_null(s, 12);
 	s = store_stmt(tx, sql_use);
 	if (!s)
 		return -EIO;
-	sqlite3_bind_blob(s, 1, hash, OAUTH_DB_HASH_LEN, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 2, now);
+	store_bind_blob(s, 1, hash, OAUTH_DB_HASH_LEN);
+	store_bind_int64(s, 2, now);
 	return store_run(tx, s);
 }
 
@@ -382,14 +381,14 @@ int oauth_db_token_insert(struct store_tx *tx, const unsigned char *hash,
 	static const char sql[] =
 	    "INSERT INTO oauth_tokens (token_hash, grant_id, kind, expires_at) "
 	    "VALUES (?1, ?2, ?3, ?4)";
-	sqlite3_stmt *s = store_stmt(tx, sql);
+	struct store_stmt *s = store_stmt(tx, sql);
 
 	if (!s)
 		return -EIO;
-	sqlite3_bind_blob(s, 1, hash, OAUTH_DB_HASH_LEN, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, grant_id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 3, kind_name(kind), -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 4, expires_at);
+	store_bind_blob(s, 1, hash, OAUTH_DB_HASH_LEN);
+	store_bind_text(s, 2, grant_id);
+	store_bind_text(s, 3, kind_name(kind));
+	store_bind_int64(s, 4, expires_at);
 	return store_run(tx, s);
 }
 
@@ -400,21 +399,21 @@ int oauth_db_token_get(struct store_tx *tx, const unsigned char *hash,
 	    "SELECT " GRANT_COLS ", t.expires_at, t.rotated_at "
 	    "FROM oauth_tokens t JOIN oauth_grants g ON g.grant_id = "
 	    "t.grant_id WHERE t.token_hash = ?1 AND t.kind = ?2";
-	sqlite3_stmt *s = store_stmt(tx, sql);
+	struct store_stmt *s = store_stmt(tx, sql);
 	int r;
 
 	memset(out, 0, sizeof(*out));
 	if (!s)
 		return -EIO;
-	sqlite3_bind_blob(s, 1, hash, OAUTH_DB_HASH_LEN, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, kind_name(kind), -1, SQLITE_STATIC);
+	store_bind_blob(s, 1, hash, OAUTH_DB_HASH_LEN);
+	store_bind_text(s, 2, kind_name(kind));
 	r = store_step(tx, s);
 	if (r <= 0)
 		return r == 0 ? -ENOENT : r;
 	if (!grant_cols(s, 0, &out->grant))
 		return -ENOENT;
-	out->expires_at = sqlite3_column_int64(s, 8);
-	out->rotated_at = sqlite3_column_int64(s, 9);
+	out->expires_at = store_col_int64(s, 8);
+	out->rotated_at = store_col_int64(s, 9);
 	return 0;
 }
 
@@ -423,12 +422,12 @@ int oauth_db_token_rotate(struct store_tx *tx, const unsigned char *hash,
 {
 	static const char sql[] =
 	    "UPDATE oauth_tokens SET rotated_at = ?2 WHERE token_hash = ?1";
-	sqlite3_stmt *s = store_stmt(tx, sql);
+	struct store_stmt *s = store_stmt(tx, sql);
 
 	if (!s)
 		return -EIO;
-	sqlite3_bind_blob(s, 1, hash, OAUTH_DB_HASH_LEN, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 2, now);
+	store_bind_blob(s, 1, hash, OAUTH_DB_HASH_LEN);
+	store_bind_int64(s, 2, now);
 	return store_run(tx, s);
 }
 
@@ -436,11 +435,11 @@ int oauth_db_token_delete(struct store_tx *tx, const unsigned char *hash)
 {
 	static const char sql[] =
 	    "DELETE FROM oauth_tokens WHERE token_hash = ?1";
-	sqlite3_stmt *s = store_stmt(tx, sql);
+	struct store_stmt *s = store_stmt(tx, sql);
 
 	if (!s)
 		return -EIO;
-	sqlite3_bind_blob(s, 1, hash, OAUTH_DB_HASH_LEN, SQLITE_STATIC);
+	store_bind_blob(s, 1, hash, OAUTH_DB_HASH_LEN);
 	return store_run(tx, s);
 }
 
@@ -461,12 +460,12 @@ int oauth_db_purge(struct store_tx *tx, long long now, long long *deleted)
 	long long total = 0;
 
 	for (size_t i = 0; i < sizeof(sqls) / sizeof(sqls[0]); i++) {
-		sqlite3_stmt *s = store_stmt(tx, sqls[i]);
+		struct store_stmt *s = store_stmt(tx, sqls[i]);
 		int r;
 
 		if (!s)
 			return -EIO;
-		sqlite3_bind_int64(s, 1, now);
+		store_bind_int64(s, 1, now);
 		r = store_run(tx, s);
 		if (r < 0)
 			return r;

@@ -72,6 +72,52 @@
 	"CREATE INDEX oauth_tokens_grant ON oauth_tokens(grant_id);"           \
 	"CREATE INDEX oauth_tokens_expiry ON oauth_tokens(expires_at);"
 
+/* The same for PostgreSQL: BYTEA for BLOB, BIGINT for INTEGER. Never edit. */
+#define OAUTH_DB_MIGRATION_1_PG                                                \
+	"CREATE TABLE oauth_clients ("                                         \
+	"  client_id TEXT PRIMARY KEY,"                                        \
+	"  secret_hash BYTEA,"                                                 \
+	"  auth_method TEXT NOT NULL CHECK (auth_method IN"                    \
+	"    ('none', 'client_secret_post', 'client_secret_basic')),"          \
+	"  metadata TEXT NOT NULL,"                                            \
+	"  is_document BIGINT NOT NULL DEFAULT 0,"                             \
+	"  created_at BIGINT NOT NULL,"                                        \
+	"  refreshed_at BIGINT NOT NULL"                                       \
+	");"                                                                   \
+	"CREATE TABLE oauth_grants ("                                          \
+	"  grant_id TEXT PRIMARY KEY,"                                         \
+	"  client_id TEXT NOT NULL"                                            \
+	"    REFERENCES oauth_clients(client_id) ON DELETE CASCADE,"           \
+	"  tenant TEXT NOT NULL,"                                              \
+	"  tenant_binding BYTEA NOT NULL,"                                     \
+	"  scope TEXT NOT NULL,"                                               \
+	"  resource TEXT NOT NULL,"                                            \
+	"  created_at BIGINT NOT NULL,"                                        \
+	"  used_at BIGINT NOT NULL"                                            \
+	");"                                                                   \
+	"CREATE INDEX oauth_grants_client ON oauth_grants(client_id);"         \
+	"CREATE TABLE oauth_codes ("                                           \
+	"  code_hash BYTEA PRIMARY KEY,"                                       \
+	"  grant_id TEXT NOT NULL"                                             \
+	"    REFERENCES oauth_grants(grant_id) ON DELETE CASCADE,"             \
+	"  redirect_uri TEXT NOT NULL,"                                        \
+	"  redirect_given BIGINT NOT NULL,"                                    \
+	"  code_challenge TEXT NOT NULL,"                                      \
+	"  expires_at BIGINT NOT NULL,"                                        \
+	"  used_at BIGINT"                                                     \
+	");"                                                                   \
+	"CREATE INDEX oauth_codes_grant ON oauth_codes(grant_id);"             \
+	"CREATE TABLE oauth_tokens ("                                          \
+	"  token_hash BYTEA PRIMARY KEY,"                                      \
+	"  grant_id TEXT NOT NULL"                                             \
+	"    REFERENCES oauth_grants(grant_id) ON DELETE CASCADE,"             \
+	"  kind TEXT NOT NULL CHECK (kind IN ('access', 'refresh')),"          \
+	"  expires_at BIGINT NOT NULL,"                                        \
+	"  rotated_at BIGINT"                                                  \
+	");"                                                                   \
+	"CREATE INDEX oauth_tokens_grant ON oauth_tokens(grant_id);"           \
+	"CREATE INDEX oauth_tokens_expiry ON oauth_tokens(expires_at);"
+
 struct oauth_db_client {
 	char client_id[OAUTH_URI_MAX + 1];
 	bool has_secret;

@@ -17,40 +17,40 @@ struct db {
 	struct store *st;
 };
 
-static int text_or_null(sqlite3_stmt *s, int col, char **out)
+static int text_or_null(struct store_stmt *s, int col, char **out)
 {
-	const unsigned char *t = sqlite3_column_text(s, col);
+	const char *t = store_col_text(s, col);
 
 	*out = NULL;
 	if (!t)
 		return 0;
-	*out = strdup((const char *)t);
+	*out = strdup(t);
 	return *out ? 0 : -ENOMEM;
 }
 
 /* A status read back; a name this build does not know reads as failed. */
-static enum task_status status_of(sqlite3_stmt *s, int col)
+static enum task_status status_of(struct store_stmt *s, int col)
 {
-	const unsigned char *t = sqlite3_column_text(s, col);
+	const char *t = store_col_text(s, col);
 
 	for (int i = TASK_WORKING; t && i <= TASK_CANCELLED; i++) {
-		if (strcmp((const char *)t, task_status_name(i)) == 0)
+		if (strcmp(t, task_status_name(i)) == 0)
 			return (enum task_status)i;
 	}
 	return TASK_FAILED;
 }
 
-static void bind_status(sqlite3_stmt *s, int col, enum task_status st)
+static void bind_status(struct store_stmt *s, int col, enum task_status st)
 {
-	sqlite3_bind_text(s, col, task_status_name(st), -1, SQLITE_STATIC);
+	store_bind_text(s, col, task_status_name(st));
 }
 
-static void bind_opt(sqlite3_stmt *s, int col, const char *v)
+static void bind_opt(struct store_stmt *s, int col, const char *v)
 {
 	if (v)
-		sqlite3_bind_text(s, col, v, -1, SQLITE_STATIC);
+		store_bind_text(s, col, v);
 	else
-		sqlite3_bind_null(s, col);
+		store_bind_null(s, col);
 }
 
 /* Runs a write in a transaction of its own: fn fills and steps. */
@@ -81,17 +81,17 @@ static int do_insert(struct store_tx *tx, const void *arg)
 	    "INSERT INTO task_records (id, tenant, tool, status, created_ms, "
 	    "updated_ms, ttl_ms, message) VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
 	const struct insert_args *a = arg;
-	sqlite3_stmt *s = store_stmt(tx, sql);
+	struct store_stmt *s = store_stmt(tx, sql);
 
 	if (!s)
 		return -EIO;
-	sqlite3_bind_text(s, 1, a->r->id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, a->tenant, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 3, a->tool, -1, SQLITE_STATIC);
+	store_bind_text(s, 1, a->r->id);
+	store_bind_text(s, 2, a->tenant);
+	store_bind_text(s, 3, a->tool);
 	bind_status(s, 4, a->r->status);
-	sqlite3_bind_int64(s, 5, a->r->created_ms);
-	sqlite3_bind_int64(s, 6, a->r->updated_ms);
-	sqlite3_bind_int64(s, 7, a->r->ttl_ms);
+	store_bind_int64(s, 5, a->r->created_ms);
+	store_bind_int64(s, 6, a->r->updated_ms);
+	store_bind_int64(s, 7, a->r->ttl_ms);
 	bind_opt(s, 8, a->r->message);
 	return store_run(tx, s);
 }
@@ -112,7 +112,7 @@ static int do_finish(struct store_tx *tx, const void *arg)
 	    "error = ?, updated_ms = ?, ttl_ms = ? - created_ms + ? "
 	    "WHERE id = ? AND status IN ('working', 'input_required')";
 	const struct task_record *r = arg;
-	sqlite3_stmt *s = store_stmt(tx, sql);
+	struct store_stmt *s = store_stmt(tx, sql);
 	int rc;
 
 	if (!s)
@@ -121,10 +121,10 @@ static int do_finish(struct store_tx *tx, const void *arg)
 	bind_opt(s, 2, r->message);
 	bind_opt(s, 3, r->result);
 	bind_opt(s, 4, r->error);
-	sqlite3_bind_int64(s, 5, r->updated_ms);
-	sqlite3_bind_int64(s, 6, r->updated_ms);
-	sqlite3_bind_int64(s, 7, r->ttl_ms);
-	sqlite3_bind_text(s, 8, r->id, -1, SQLITE_STATIC);
+	store_bind_int64(s, 5, r->updated_ms);
+	store_bind_int64(s, 6, r->updated_ms);
+	store_bind_int64(s, 7, r->ttl_ms);
+	store_bind_text(s, 8, r->id);
 	rc = store_run(tx, s);
 	if (rc == 0 && store_changes(tx) == 0)
 		rc = -ENOENT;
@@ -144,7 +144,7 @@ static int db_get(void *bd, const char *tenant, const char *id,
 	    "error FROM task_records WHERE id = ? AND tenant = ?";
 	struct db *db = bd;
 	struct store_tx *tx;
-	sqlite3_stmt *s;
+	struct store_stmt *s;
 	int r;
 
 	if (strlen(id) != TASK_ID_LEN)
@@ -157,15 +157,15 @@ static int db_get(void *bd, const char *tenant, const char *id,
 		store_rollback(tx);
 		return -EIO;
 	}
-	sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, tenant, -1, SQLITE_STATIC);
+	store_bind_text(s, 1, id);
+	store_bind_text(s, 2, tenant);
 	r = store_step(tx, s);
 	if (r == 1) {
 		memcpy(out->id, id, TASK_ID_LEN + 1);
 		out->status = status_of(s, 0);
-		out->created_ms = sqlite3_column_int64(s, 1);
-		out->updated_ms = sqlite3_column_int64(s, 2);
-		out->ttl_ms = sqlite3_column_int64(s, 3);
+		out->created_ms = store_col_int64(s, 1);
+		out->updated_ms = store_col_int64(s, 2);
+		out->ttl_ms = store_col_int64(s, 3);
 		r = text_or_null(s, 4, &out->message);
 		if (r == 0)
 			r = text_or_null(s, 5, &out->result);
@@ -188,7 +188,8 @@ struct room_args {
 static int do_make_room(struct store_tx *tx, const void *arg)
 {
 	static const char count_sql[] =
-	    "SELECT count(*), sum(status IN ('working', 'input_required')) "
+	    "SELECT count(*), sum(CASE WHEN status IN ('working', "
+	    "'input_required') THEN 1 ELSE 0 END) "
 	    "FROM task_records WHERE tenant = ?";
 	static const char drop_sql[] =
 	    "DELETE FROM task_records WHERE id IN (SELECT id FROM "
@@ -196,18 +197,18 @@ static int do_make_room(struct store_tx *tx, const void *arg)
 	    "status NOT IN ('working', 'input_required') "
 	    "ORDER BY updated_ms, rowid LIMIT ?)";
 	const struct room_args *a = arg;
-	sqlite3_stmt *s = store_stmt(tx, count_sql);
+	struct store_stmt *s = store_stmt(tx, count_sql);
 	long long n, live;
 	int r;
 
 	if (!s)
 		return -EIO;
-	sqlite3_bind_text(s, 1, a->tenant, -1, SQLITE_STATIC);
+	store_bind_text(s, 1, a->tenant);
 	r = store_step(tx, s);
 	if (r != 1)
 		return r < 0 ? r : -EIO;
-	n = sqlite3_column_int64(s, 0);
-	live = sqlite3_column_int64(s, 1);
+	n = store_col_int64(s, 0);
+	live = store_col_int64(s, 1);
 	if (n < a->max)
 		return 0;
 	if (live >= a->max)
@@ -215,8 +216,8 @@ static int do_make_room(struct store_tx *tx, const void *arg)
 	s = store_stmt(tx, drop_sql);
 	if (!s)
 		return -EIO;
-	sqlite3_bind_text(s, 1, a->tenant, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 2, n - a->max + 1);
+	store_bind_text(s, 1, a->tenant);
+	store_bind_int64(s, 2, n - a->max + 1);
 	return store_run(tx, s);
 }
 
@@ -233,11 +234,11 @@ static int do_purge(struct store_tx *tx, const void *arg)
 	    "DELETE FROM task_records WHERE "
 	    "status NOT IN ('working', 'input_required') AND "
 	    "created_ms + ttl_ms < ?";
-	sqlite3_stmt *s = store_stmt(tx, sql);
+	struct store_stmt *s = store_stmt(tx, sql);
 
 	if (!s)
 		return -EIO;
-	sqlite3_bind_int64(s, 1, *(const long long *)arg);
+	store_bind_int64(s, 1, *(const long long *)arg);
 	return store_run(tx, s);
 }
 
@@ -253,7 +254,7 @@ static int do_fail_running(struct store_tx *tx, const void *arg)
 	    "updated_ms = ?, ttl_ms = ? - created_ms + ? "
 	    "WHERE status IN ('working', 'input_required')";
 	const struct task_record *r = arg;
-	sqlite3_stmt *s = store_stmt(tx, sql);
+	struct store_stmt *s = store_stmt(tx, sql);
 	int rc;
 
 	if (!s)
@@ -261,9 +262,9 @@ static int do_fail_running(struct store_tx *tx, const void *arg)
 	bind_status(s, 1, r->status);
 	bind_opt(s, 2, r->message);
 	bind_opt(s, 3, r->error);
-	sqlite3_bind_int64(s, 4, r->updated_ms);
-	sqlite3_bind_int64(s, 5, r->updated_ms);
-	sqlite3_bind_int64(s, 6, r->ttl_ms);
+	store_bind_int64(s, 4, r->updated_ms);
+	store_bind_int64(s, 5, r->updated_ms);
+	store_bind_int64(s, 6, r->ttl_ms);
 	rc = store_run(tx, s);
 	if (rc == 0 && store_changes(tx) > 0)
 		log_warnx("%lld task(s) were still running when the daemon "

@@ -47,6 +47,29 @@
 	"CREATE INDEX task_records_expiry ON task_records(created_ms + "       \
 	"ttl_ms);"
 
+/* The same for PostgreSQL: BIGINT for INTEGER, and a rowid column (an identity,
+ * in insertion order as SQLite's) so that queries ordering by rowid run on
+ * both. Never edit. */
+#define TASKS_DB_MIGRATION_1_PG                                                \
+	"CREATE TABLE task_records ("                                          \
+	"  id TEXT PRIMARY KEY CHECK (length(id) = 32),"                       \
+	"  tenant TEXT NOT NULL,"                                              \
+	"  tool TEXT NOT NULL,"                                                \
+	"  status TEXT NOT NULL CHECK (status IN ('working', "                 \
+	"    'input_required', 'completed', 'failed', 'cancelled')),"          \
+	"  created_ms BIGINT NOT NULL,"                                        \
+	"  updated_ms BIGINT NOT NULL,"                                        \
+	"  ttl_ms BIGINT NOT NULL,"                                            \
+	"  message TEXT,"                                                      \
+	"  result TEXT,"                                                       \
+	"  error TEXT,"                                                        \
+	"  rowid BIGINT GENERATED ALWAYS AS IDENTITY"                          \
+	");"                                                                   \
+	"CREATE INDEX task_records_tenant ON task_records(tenant, "            \
+	"updated_ms);"                                                         \
+	"CREATE INDEX task_records_expiry ON task_records((created_ms + "      \
+	"ttl_ms));"
+
 /* The backend; its data comes from tasks_db_open. */
 extern const struct tasks_backend tasks_db_backend;
 

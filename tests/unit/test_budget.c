@@ -40,16 +40,16 @@ static long long rows_of(struct store *st, const char *tenant)
 	static const char sql[] =
 	    "SELECT count(*) FROM budget_usage WHERE tenant = ?";
 	struct store_tx *tx;
-	sqlite3_stmt *s;
+	struct store_stmt *s;
 	long long v = -1;
 
 	if (store_begin(st, false, &tx) < 0)
 		return -1;
 	s = store_stmt(tx, sql);
 	if (s) {
-		sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
+		store_bind_text(s, 1, tenant);
 		if (store_step(tx, s) == 1)
-			v = sqlite3_column_int64(s, 0);
+			v = store_col_int64(s, 0);
 	}
 	if (store_commit(tx) < 0)
 		return -1;
@@ -161,8 +161,8 @@ static void test_budget(void)
 static void test_upgrade(void)
 {
 	static const struct store_migration old[] = {
-	    {1, "oauth", OAUTH_DB_MIGRATION_1},
-	    {2, "tasks", TASKS_DB_MIGRATION_1},
+	    {1, "oauth", OAUTH_DB_MIGRATION_1, OAUTH_DB_MIGRATION_1_PG},
+	    {2, "tasks", TASKS_DB_MIGRATION_1, TASKS_DB_MIGRATION_1_PG},
 	};
 	char p[128], err[512] = "";
 	struct store *st = NULL;

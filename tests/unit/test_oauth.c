@@ -737,15 +737,17 @@ static void test_checks(struct oauth *o, struct store *st,
 	j = token(o, body, NULL, &r);
 	{
 		struct store_tx *tx;
-		sqlite3_stmt *s;
+		struct store_stmt *s;
+		const void *b;
+		size_t bn = 0;
 
 		memset(binding, 0, sizeof(binding));
 		if (store_begin(st, false, &tx) == 0) {
 			s = store_stmt(tx, "SELECT tenant_binding FROM "
 			                   "oauth_grants WHERE tenant = 'bob'");
 			if (s && store_step(tx, s) == 1 &&
-			    sqlite3_column_bytes(s, 0) == 16)
-				memcpy(binding, sqlite3_column_blob(s, 0), 16);
+			    (b = store_col_blob(s, 0, &bn)) != NULL && bn == 16)
+				memcpy(binding, b, 16);
 			store_rollback(tx);
 		}
 	}

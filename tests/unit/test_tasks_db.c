@@ -70,16 +70,16 @@ static long long rows_of(struct store *st, const char *id)
 	static const char sql[] =
 	    "SELECT count(*) FROM task_records WHERE id = ?";
 	struct store_tx *tx;
-	sqlite3_stmt *s;
+	struct store_stmt *s;
 	long long v = -1;
 
 	if (store_begin(st, false, &tx) < 0)
 		return -1;
 	s = store_stmt(tx, sql);
 	if (s) {
-		sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+		store_bind_text(s, 1, id);
 		if (store_step(tx, s) == 1)
-			v = sqlite3_column_int64(s, 0);
+			v = store_col_int64(s, 0);
 	}
 	store_rollback(tx);
 	return v;
@@ -297,7 +297,7 @@ out:
 static void test_upgrade(void)
 {
 	static const struct store_migration v1[] = {
-	    {1, "oauth", OAUTH_DB_MIGRATION_1},
+	    {1, "oauth", OAUTH_DB_MIGRATION_1, OAUTH_DB_MIGRATION_1_PG},
 	};
 	char p[128], err[512] = "";
 	struct task_record a, g;
