@@ -31,6 +31,7 @@ static const struct store_migration migrations[] = {
     {1, "oauth", OAUTH_DB_MIGRATION_1, OAUTH_DB_MIGRATION_1_PG},
     {2, "tasks", TASKS_DB_MIGRATION_1, TASKS_DB_MIGRATION_1_PG},
     {3, "budget", BUDGET_MIGRATION_1, BUDGET_MIGRATION_1_PG},
+    {4, "tasks", TASKS_DB_MIGRATION_2, TASKS_DB_MIGRATION_2_PG},
 };
 
 #define N_MIGRATIONS (sizeof(migrations) / sizeof(migrations[0]))

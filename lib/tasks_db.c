@@ -8,6 +8,7 @@
 #include "tasks_db.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,7 +80,8 @@ static int do_insert(struct store_tx *tx, const void *arg)
 {
 	static const char sql[] =
 	    "INSERT INTO task_records (id, tenant, tool, status, created_ms, "
-	    "updated_ms, ttl_ms, message) VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
+	    "updated_ms, ttl_ms, message, owner) "
+	    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)";
 	const struct insert_args *a = arg;
 	struct store_stmt *s = store_stmt(tx, sql);
 
@@ -93,6 +95,7 @@ static int do_insert(struct store_tx *tx, const void *arg)
 	store_bind_int64(s, 6, a->r->updated_ms);
 	store_bind_int64(s, 7, a->r->ttl_ms);
 	bind_opt(s, 8, a->r->message);
+	store_bind_text(s, 9, a->r->owner);
 	return store_run(tx, s);
 }
 
@@ -141,7 +144,7 @@ static int db_get(void *bd, const char *tenant, const char *id,
 {
 	static const char sql[] =
 	    "SELECT status, created_ms, updated_ms, ttl_ms, message, result, "
-	    "error FROM task_records WHERE id = ? AND tenant = ?";
+	    "error, owner FROM task_records WHERE id = ? AND tenant = ?";
 	struct db *db = bd;
 	struct store_tx *tx;
 	struct store_stmt *s;
@@ -171,6 +174,8 @@ static int db_get(void *bd, const char *tenant, const char *id,
 			r = text_or_null(s, 5, &out->result);
 		if (r == 0)
 			r = text_or_null(s, 6, &out->error);
+		snprintf(out->owner, sizeof(out->owner), "%s",
+		         store_col_text(s, 7) ? store_col_text(s, 7) : "");
 		if (r < 0)
 			task_record_finish(out);
 	} else if (r == 0) {
@@ -252,7 +257,7 @@ static int do_fail_running(struct store_tx *tx, const void *arg)
 	static const char sql[] =
 	    "UPDATE task_records SET status = ?, message = ?, error = ?, "
 	    "updated_ms = ?, ttl_ms = ? - created_ms + ? "
-	    "WHERE status IN ('working', 'input_required')";
+	    "WHERE status IN ('working', 'input_required') AND owner = ?";
 	const struct task_record *r = arg;
 	struct store_stmt *s = store_stmt(tx, sql);
 	int rc;
@@ -265,6 +270,7 @@ static int do_fail_running(struct store_tx *tx, const void *arg)
 	store_bind_int64(s, 4, r->updated_ms);
 	store_bind_int64(s, 5, r->updated_ms);
 	store_bind_int64(s, 6, r->ttl_ms);
+	store_bind_text(s, 7, r->owner);
 	rc = store_run(tx, s);
 	if (rc == 0 && store_changes(tx) > 0)
 		log_warnx("%lld task(s) were still running when the daemon "
@@ -276,6 +282,147 @@ static int do_fail_running(struct store_tx *tx, const void *arg)
 static int db_fail_running(void *bd, const struct task_record *r)
 {
 	return write_tx(bd, do_fail_running, r);
+}
+
+struct cancel_args {
+	const char *tenant, *id;
+};
+
+static int do_request_cancel(struct store_tx *tx, const void *arg)
+{
+	static const char sql[] =
+	    "UPDATE task_records SET cancel_asked = 1 WHERE id = ? AND "
+	    "tenant = ? AND status IN ('working', 'input_required')";
+	const struct cancel_args *a = arg;
+	struct store_stmt *s = store_stmt(tx, sql);
+	int rc;
+
+	if (!s)
+		return -EIO;
+	store_bind_text(s, 1, a->id);
+	store_bind_text(s, 2, a->tenant);
+	rc = store_run(tx, s);
+	if (rc == 0 && store_changes(tx) == 0)
+		rc = -ENOENT;
+	return rc;
+}
+
+static int db_request_cancel(void *bd, const char *tenant, const char *id)
+{
+	struct cancel_args a = {tenant, id};
+
+	if (strlen(id) != TASK_ID_LEN)
+		return -ENOENT;
+	return write_tx(bd, do_request_cancel, &a);
+}
+
+struct take_args {
+	const char *owner;
+	char (*ids)[TASK_ID_LEN + 1];
+	size_t max, *n;
+};
+
+static int do_take_cancels(struct store_tx *tx, const void *arg)
+{
+	static const char pick[] =
+	    "SELECT id FROM task_records WHERE owner = ? AND cancel_asked = 1 "
+	    "AND status IN ('working', 'input_required') ORDER BY id LIMIT ?";
+	static const char clear[] =
+	    "UPDATE task_records SET cancel_asked = 0 WHERE id = ?";
+	const struct take_args *a = arg;
+	struct store_stmt *s = store_stmt(tx, pick);
+	int r;
+
+	*a->n = 0;
+	if (!s)
+		return -EIO;
+	store_bind_text(s, 1, a->owner);
+	store_bind_int64(s, 2, (long long)a->max);
+	while ((r = store_step(tx, s)) == 1) {
+		const char *id = store_col_text(s, 0);
+
+		if (id && strlen(id) == TASK_ID_LEN && *a->n < a->max)
+			memcpy(a->ids[(*a->n)++], id, TASK_ID_LEN + 1);
+	}
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < *a->n; i++) {
+		s = store_stmt(tx, clear);
+		if (!s)
+			return -EIO;
+		store_bind_text(s, 1, a->ids[i]);
+		if ((r = store_run(tx, s)) < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int db_take_cancels(void *bd, const char *owner,
+                           char (*ids)[TASK_ID_LEN + 1], size_t max, size_t *n)
+{
+	struct take_args a = {owner, ids, max, n};
+	int r = write_tx(bd, do_take_cancels, &a);
+
+	if (r < 0)
+		*n = 0;
+	return r;
+}
+
+struct beat_args {
+	const char *owner;
+	long long now_ms, lease_ms;
+	const struct task_record *r;
+	long long *n;
+};
+
+static int do_heartbeat(struct store_tx *tx, const void *arg)
+{
+	static const char seen[] =
+	    "INSERT INTO task_replicas (name, seen_ms) VALUES (?, ?) "
+	    "ON CONFLICT (name) DO UPDATE SET seen_ms = excluded.seen_ms";
+	/* A running record's owner is gone when it is not this replica and
+	 * was not seen within the lease (or never: its row is missing). */
+	static const char fail[] =
+	    "UPDATE task_records SET status = ?, message = ?, error = ?, "
+	    "updated_ms = ?, ttl_ms = ? - created_ms + ? "
+	    "WHERE status IN ('working', 'input_required') AND owner <> '' "
+	    "AND owner <> ? AND NOT EXISTS (SELECT 1 FROM task_replicas "
+	    "WHERE name = task_records.owner AND seen_ms >= ?)";
+	const struct beat_args *a = arg;
+	struct store_stmt *s = store_stmt(tx, seen);
+	int r;
+
+	if (!s)
+		return -EIO;
+	store_bind_text(s, 1, a->owner);
+	store_bind_int64(s, 2, a->now_ms);
+	if ((r = store_run(tx, s)) < 0)
+		return r;
+	s = store_stmt(tx, fail);
+	if (!s)
+		return -EIO;
+	bind_status(s, 1, a->r->status);
+	bind_opt(s, 2, a->r->message);
+	bind_opt(s, 3, a->r->error);
+	store_bind_int64(s, 4, a->r->updated_ms);
+	store_bind_int64(s, 5, a->r->updated_ms);
+	store_bind_int64(s, 6, a->r->ttl_ms);
+	store_bind_text(s, 7, a->owner);
+	store_bind_int64(s, 8, a->now_ms - a->lease_ms);
+	if ((r = store_run(tx, s)) < 0)
+		return r;
+	*a->n = store_changes(tx);
+	return 0;
+}
+
+static int db_heartbeat(void *bd, const char *owner, long long now_ms,
+                        long long lease_ms, const struct task_record *r,
+                        long long *n)
+{
+	struct beat_args a = {owner, now_ms, lease_ms, r, n};
+
+	*n = 0;
+	return write_tx(bd, do_heartbeat, &a);
 }
 
 static void db_destroy(void *bd)
@@ -292,6 +439,9 @@ const struct tasks_backend tasks_db_backend = {
     .make_room = db_make_room,
     .purge = db_purge,
     .fail_running = db_fail_running,
+    .request_cancel = db_request_cancel,
+    .take_cancels = db_take_cancels,
+    .heartbeat = db_heartbeat,
     .destroy = db_destroy,
 };
 

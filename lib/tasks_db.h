@@ -70,6 +70,26 @@
 	"CREATE INDEX task_records_expiry ON task_records((created_ms + "      \
 	"ttl_ms));"
 
+/*
+ * Replicas sharing the store: the replica that runs a task (owner, "" for
+ * the only daemon), a cancel asked through another replica, and when each
+ * replica was last seen (task_replicas). Valid in both dialects but for
+ * STRICT and the integer width, hence the two texts.
+ */
+#define TASKS_DB_MIGRATION_2_COMMON                                            \
+	"ALTER TABLE task_records ADD COLUMN owner TEXT NOT NULL DEFAULT '';"  \
+	"ALTER TABLE task_records ADD COLUMN cancel_asked INTEGER NOT NULL "   \
+	"DEFAULT 0;"                                                           \
+	"CREATE INDEX task_records_owner ON task_records(owner, status);"
+#define TASKS_DB_MIGRATION_2                                                   \
+	TASKS_DB_MIGRATION_2_COMMON                                            \
+	"CREATE TABLE task_replicas (name TEXT PRIMARY KEY, "                  \
+	"seen_ms INTEGER NOT NULL) STRICT;"
+#define TASKS_DB_MIGRATION_2_PG                                                \
+	TASKS_DB_MIGRATION_2_COMMON                                            \
+	"CREATE TABLE task_replicas (name TEXT PRIMARY KEY, "                  \
+	"seen_ms BIGINT NOT NULL);"
+
 /* The backend; its data comes from tasks_db_open. */
 extern const struct tasks_backend tasks_db_backend;
 

@@ -349,6 +349,8 @@ swarm_stop() {
 		kill -TERM "$p" 2>/dev/null
 	done
 	sleep 2
+	# replicas.test.mjs's scratch PostgreSQL, if the test did not stop it
+	[ -d "$lab/pg-replicas" ] && "$ROOT/tests/lib/pg.sh" destroy "$lab/pg-replicas" >/dev/null 2>&1
 	MCPSD_LAB_DIR=$lab "$ROOT/tests/swarm/lab.sh" down >/dev/null 2>&1
 }
 
@@ -367,6 +369,8 @@ layer_swarm() {
 	fi
 	ensure_docker
 	ensure_apt prometheus # scrapes /metrics in the test
+	# Two replicas behind a balancer share a PostgreSQL store.
+	ensure_apt haproxy postgresql
 	ensure_node_modules "$NODE_DIR"
 	docker image inspect "$img" >/dev/null 2>&1 || ensure_runner_images
 	meson_build "$BUILD" || { record swarm 0 1; return; }
@@ -380,7 +384,10 @@ layer_swarm() {
 	trap "swarm_stop '$lab'" EXIT
 	if MCPSD_LAB_DIR=$lab MCPSD_BIN="$BUILD/cmd/mcp-sandboxd" timeout 300 \
 		"$ROOT/tests/swarm/lab.sh" up --images "$img"; then
-		MCPSD_LAB_DIR=$lab INTEGRATION_TIMEOUT=360 run_integration swarm "" tests/swarm/swarm.test.mjs
+		# replicas first: swarm.test.mjs ends by checking that nothing
+		# is left on any node.
+		MCPSD_LAB_DIR=$lab INTEGRATION_TIMEOUT=720 run_integration swarm "" \
+			tests/swarm/replicas.test.mjs tests/swarm/swarm.test.mjs
 	else
 		echo "the swarm lab did not come up"
 		record swarm 0 1

@@ -182,7 +182,7 @@ describe('daemon replicas behind HAProxy', { timeout: 300_000, skip: SKIP }, () 
       }
     }
     try {
-      execFileSync('tests/lib/pg.sh', ['stop', PG_DIR], { stdio: 'ignore' });
+      execFileSync('tests/lib/pg.sh', ['destroy', PG_DIR], { stdio: 'ignore' });
     } catch {
       /* already down */
     }
