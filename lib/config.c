@@ -22,6 +22,7 @@
 #include <openssl/rand.h>
 
 #include "buf.h"
+#include "store.h"
 #include "util/errmsg.h"
 #include "util/num.h"
 
@@ -330,6 +331,12 @@ static const struct setting settings[] = {
     {"STORE_PATH", SET_STR, "", DERIVED, 0, 0, "/var/lib/mcp-sandboxd/state.db",
      "SQLite file of the daemon's durable state: OAuth clients and grants, "
      "task records, per-tenant CPU usage (default: SANDBOX_ROOT/state.db)"},
+    {"STORE_URL", SET_STR, "", DERIVED, 0, 0,
+     "postgresql://mcpsd@db.internal/mcpsd",
+     "PostgreSQL database for the durable state instead of STORE_PATH, "
+     "shared by several replicas: a postgresql:// or postgres:// URL "
+     "(password in it, or in PGPASSFILE or PGPASSWORD; see "
+     "docs/operations.md, Store)"},
     /* more than one host, and metrics */
     {"SANDBOX_BACKEND", SET_STR, "docker", OFF(backend), 0, 0, "swarm",
      "Where runs happen: docker (the engine at DOCKER_HOST) or swarm "
@@ -855,6 +862,7 @@ void config_finish(struct config *cfg)
 	free_list(cfg->oauth_redirect_hosts);
 	free_list(cfg->oauth_cimd_hosts);
 	free(cfg->store_path);
+	free(cfg->store_url);
 	for (size_t i = 0; i < cfg->n_tokens; i++)
 		free(cfg->tokens[i].tenant);
 	free(cfg->tokens);
@@ -975,6 +983,11 @@ void config_print(const struct config *cfg, FILE *out)
 			print_list(out, name, cfg->oauth_cimd_hosts);
 		} else if (strcmp(name, "STORE_PATH") == 0) {
 			fprintf(out, "%s=%s\n", name, cfg->store_path);
+		} else if (strcmp(name, "STORE_URL") == 0) {
+			char red[1100];
+
+			store_url_redact(cfg->store_url, red, sizeof(red));
+			fprintf(out, "%s=%s\n", name, red);
 		} else if (strcmp(name, "WORKSPACE_QUOTA_MB") == 0) {
 			fprintf(out, "%s=%zu\n", name,
 			        cfg->workspace_quota_bytes / (1024 * 1024));

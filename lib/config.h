@@ -150,6 +150,7 @@ struct config {
 	char **oauth_cimd_hosts;  /* hosts documents may come from; "*" */
 	char *oauth_cimd_ca_file; /* "" = the system's CAs */
 	char *store_path;
+	char *store_url; /* "" = SQLite at store_path; else a postgresql URL */
 	char *stdio_tenant; /* --stdio: the tenant of the local client */
 
 	/* more than one host, and metrics */

@@ -22,6 +22,7 @@
 
 #include "buf.h"
 #include "log.h"
+#include "store.h"
 #include "util/errmsg.h"
 #include "util/num.h"
 
@@ -248,6 +249,20 @@ static int derive_store(struct config *cfg, char *err, size_t errlen)
 		    "STORE_PATH='%s' must be the absolute path of a file, "
 		    "e.g. STORE_PATH=/var/lib/mcp-sandboxd/state.db",
 		    cfg->store_path);
+	v = config_raw(cfg, "STORE_URL");
+	if (config_set_str(&cfg->store_url, v) < 0)
+		return -ENOMEM;
+	/* Never echo the value: it may hold a password. */
+	if (*v && !store_is_url(v))
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "STORE_URL must be empty (SQLite at STORE_PATH) or a "
+		    "PostgreSQL URL starting with postgresql:// or "
+		    "postgres://, "
+		    "e.g. STORE_URL=postgresql://mcpsd@db.internal:5432/mcpsd");
+	if (strlen(v) > 1000)
+		return errmsg_fail(-EINVAL, err, errlen,
+		                   "STORE_URL is longer than 1000 bytes");
 	return 0;
 }
 

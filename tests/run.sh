@@ -233,6 +233,8 @@ meson_suite() {
 layer_unit() {
 	[ -n "${BUILD_BROKEN:-}" ] && { record unit 0 1; return; }
 	meson_suite "$BUILD" unit
+	# The store's tests again against a scratch PostgreSQL (tests/lib/pg.sh).
+	meson_suite "$BUILD" pg
 }
 
 layer_fuzz() {
@@ -408,6 +410,7 @@ layer_sanitize() {
 	export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=23
 	export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:exitcode=24
 	meson_suite "$BUILD_ASAN" unit
+	meson_suite "$BUILD_ASAN" pg
 	meson_suite "$BUILD_ASAN" docker
 	# The daemon's own code paths under ASan and UBSan: both transports and
 	# the real clients, the HTTP front and its abuse, files and quotas,
@@ -576,6 +579,14 @@ run_integration() {
 	record "$name" "$pass" "$fail" "$skip"
 }
 
+# ensure_store_deps: the store's PostgreSQL backend needs libpq to build
+# (without it the build leaves the backend out), and its tests a server:
+# tests/lib/pg.sh starts scratch clusters from Debian's postgresql (the
+# system's own cluster, if any, is not used).
+ensure_store_deps() {
+	ensure_apt libpq-dev postgresql
+}
+
 # ---------------------------------------------------------------------
 # --test and --list
 
@@ -664,6 +675,7 @@ run_single() {
 		esac
 	done
 	ensure_build_deps
+	ensure_store_deps
 	if [ "$need_docker" -eq 1 ]; then
 		ensure_docker
 		ensure_apt socat chromium
@@ -712,6 +724,7 @@ if [ ${#TESTS[@]} -gt 0 ]; then
 fi
 msg "installing what is missing"
 ensure_build_deps
+ensure_store_deps
 ensure_apt clang-format
 if want integration || want conformance || want compose || want swarm || want sanitize; then
 	ensure_docker

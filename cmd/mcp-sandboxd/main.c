@@ -162,7 +162,8 @@ static int daemon_core(struct daemon *d, char *err, size_t errlen)
 		return -1;
 	}
 	/* After the workspaces: SANDBOX_ROOT, the store's home, exists. */
-	if (store_open(cfg->store_path, &d->store, err, errlen) < 0) {
+	if (store_open(*cfg->store_url ? cfg->store_url : cfg->store_path,
+	               &d->store, err, errlen) < 0) {
 		log_errorx("store: %s", err);
 		return -1;
 	}
