@@ -266,6 +266,35 @@ static int derive_store(struct config *cfg, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * A replica (MCP_REPLICA_NAME) shares what outlives a request with the
+ * others: runs and their conversation lock through the Swarm, durable state
+ * through PostgreSQL. Checked once the backend and the store are known.
+ */
+static int derive_replica(struct config *cfg, char *err, size_t errlen)
+{
+	if (!cfg->replica_name[0])
+		return 0;
+	if (!cfg->swarm)
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "MCP_REPLICA_NAME=%s needs SANDBOX_BACKEND=swarm: "
+		    "replicas run code through one Swarm, whose service "
+		    "names keep two runs of a conversation apart; one "
+		    "daemon per Docker host leaves MCP_REPLICA_NAME empty "
+		    "(docs/deployment.md)",
+		    cfg->replica_name);
+	if (!cfg->store_url[0])
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "MCP_REPLICA_NAME=%s needs a store shared by the "
+		    "replicas: set STORE_URL to a PostgreSQL database, "
+		    "e.g. STORE_URL=postgresql://mcpsd@db.internal/mcpsd "
+		    "(docs/deployment.md)",
+		    cfg->replica_name);
+	return 0;
+}
+
 /* The OAuth settings, once the URLs are known. */
 static int derive_oauth(struct config *cfg, char *err, size_t errlen)
 {
@@ -894,6 +923,8 @@ int config_derive(struct config *cfg, char *err, size_t errlen)
 		                   "STDIO_TENANT=desktop",
 		                   cfg->stdio_tenant);
 	r = derive_store(cfg, err, errlen);
+	if (r == 0)
+		r = derive_replica(cfg, err, errlen);
 	if (r < 0)
 		return r;
 	return derive_oauth(cfg, err, errlen);

@@ -351,8 +351,6 @@ swarm_stop() {
 		kill -TERM "$p" 2>/dev/null
 	done
 	sleep 2
-	# replicas.test.mjs's scratch PostgreSQL, if the test did not stop it
-	[ -d "$lab/pg-replicas" ] && "$ROOT/tests/lib/pg.sh" destroy "$lab/pg-replicas" >/dev/null 2>&1
 	MCPSD_LAB_DIR=$lab "$ROOT/tests/swarm/lab.sh" down >/dev/null 2>&1
 }
 

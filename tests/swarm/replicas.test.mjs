@@ -20,6 +20,7 @@ import { after, before, describe, test } from 'node:test';
 import { Client as ClientV2, StreamableHTTPClientTransport as HttpV2 } from '@modelcontextprotocol/client';
 import { connectHttp, connectSse, freePort, sleep, startDaemon } from '../integration/lib/daemon.mjs';
 import { MODERN, TASK_CAPS, modernCall, modernPost } from '../integration/lib/modern.mjs';
+import { startPg, skipReason as pgSkip } from '../integration/lib/pg.mjs';
 import { runCode } from '../integration/lib/sandbox.mjs';
 
 const LAB = process.env.MCPSD_LAB_DIR ?? '/var/tmp/mcpsd-swarm-lab';
@@ -34,12 +35,14 @@ const haveHaproxy = (() => {
     return false;
   }
 })();
-const SKIP = NO_LAB || (!haveHaproxy && 'haproxy is not installed (tests/run.sh installs it)');
+const SKIP0 = NO_LAB || (!haveHaproxy && 'haproxy is not installed (tests/run.sh installs it)');
+// A scratch PostgreSQL (tests/lib/pg.sh) holds the replicas' shared store.
+const pg = SKIP0 ? null : startPg();
+const SKIP = SKIP0 || (!pg && pgSkip);
 
 const SECRET = randomBytes(32).toString('hex');
 const TOKEN = randomBytes(24).toString('hex');
 const ROOT = path.join(LAB, 'shared', 'replicas');
-const PG_DIR = path.join(LAB, 'pg-replicas');
 const LEASE_S = 6;
 
 /** GET on the manager's engine API; the parsed answer. */
@@ -164,7 +167,8 @@ describe('daemon replicas behind HAProxy', { timeout: 300_000, skip: SKIP }, () 
   before(async () => {
     rmSync(ROOT, { recursive: true, force: true });
     mkdirSync(ROOT, { recursive: true });
-    pgUrl = execFileSync('tests/lib/pg.sh', ['start', PG_DIR], { encoding: 'utf8' }).trim();
+    pg.psql('CREATE DATABASE replicas OWNER mcpsd');
+    pgUrl = pg.url('replicas');
     lbPort = await freePort();
     r1 = await replica('r1', lbPort, pgUrl);
     r2 = await replica('r2', lbPort, pgUrl);
@@ -181,11 +185,7 @@ describe('daemon replicas behind HAProxy', { timeout: 300_000, skip: SKIP }, () 
         await d.stop('SIGTERM');
       }
     }
-    try {
-      execFileSync('tests/lib/pg.sh', ['destroy', PG_DIR], { stdio: 'ignore' });
-    } catch {
-      /* already down */
-    }
+    pg?.destroy();
     rmSync(ROOT, { recursive: true, force: true });
   });
 

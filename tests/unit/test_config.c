@@ -42,14 +42,28 @@ static int load(struct config *c, const char *dotenv, char *err, size_t n)
 /* MCP_REPLICA_NAME: checked, and it keeps replicas' instance names apart. */
 static void test_replica_name(void)
 {
-	static const char *const bad[] = {"R1", "1r", "-r", "r_1", "r.1",
-	                                  "abcdefghijklm", NULL};
+	static const char *const bad[] = {
+	    "R1", "1r", "-r", "r_1", "r.1", "abcdefghijklm", NULL};
 	struct config c;
 	char err[1024], *one;
 
 	setenv("MCP_API_TOKEN", "0123456789abcdef0123", 1);
 	setenv("FILE_SECRET", "00112233445566778899aabbccddeeff", 1);
 	setenv("SANDBOX_ROOT", "/srv/shared/mcpsd", 1);
+	unsetenv("MCP_REPLICA_NAME");
+	unsetenv("SANDBOX_BACKEND");
+	unsetenv("STORE_URL");
+	setenv("MCP_REPLICA_NAME", "r1", 1);
+	ok(load(&c, NULL, err, sizeof(err)) < 0 &&
+	       strstr(err, "SANDBOX_BACKEND=swarm"),
+	   "a replica on the local engine is refused: %s", err);
+	config_finish(&c);
+	setenv("SANDBOX_BACKEND", "swarm", 1);
+	ok(load(&c, NULL, err, sizeof(err)) < 0 &&
+	       strstr(err, "STORE_URL=postgresql://"),
+	   "a replica without a shared store is refused: %s", err);
+	config_finish(&c);
+	setenv("STORE_URL", "postgresql://mcpsd@db.internal/mcpsd", 1);
 	unsetenv("MCP_REPLICA_NAME");
 	is_int(load(&c, NULL, err, sizeof(err)), 0, "no replica name");
 	is_str(c.replica_name, "", "replica name empty by default");
@@ -76,6 +90,8 @@ static void test_replica_name(void)
 		config_finish(&c);
 	}
 	unsetenv("MCP_REPLICA_NAME");
+	unsetenv("SANDBOX_BACKEND");
+	unsetenv("STORE_URL");
 	clear_env();
 }
 

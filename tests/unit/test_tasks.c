@@ -7,11 +7,18 @@
  * ended; ids are unguessable and distinct; expired tasks are swept. The
  * same contract holds for both backends: in memory and in the store
  * (test_tasks_db covers what only the store does: restarts, crashes).
+ * Replicas sharing one store (two connections, as two daemons): each
+ * record names its replica, a cancel asked through one reaches the other,
+ * a replica's start leaves the other's running tasks alone, and those of a
+ * replica gone past its lease are failed by the one left. The store is
+ * SQLite in a temporary directory, or the PostgreSQL server that
+ * MCPSD_TEST_PG_URL names (tests/lib/pg.sh run, suite pg).
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "store.h"
@@ -109,12 +116,103 @@ static void contract(struct store *st)
 	tasks_close(t);
 }
 
+/* Two replicas, r1 and r2, on two connections to the store at where. */
+static void replicas(const char *where)
+{
+	struct config c1 = cfg, c2 = cfg;
+	char n1[] = "r1", n2[] = "r2", err[512] = "";
+	char ids[TASKS_MAX_CANCELS][TASK_ID_LEN + 1];
+	struct store *s1 = NULL, *s2 = NULL;
+	struct tasks *t1 = NULL, *t2 = NULL;
+	struct task_record a, b, g;
+
+	c1.replica_name = n1;
+	c2.replica_name = n2;
+	c1.replica_lease_s = c2.replica_lease_s = 1;
+	c1.task_max_per_tenant = c2.task_max_per_tenant = 100;
+	if (store_open(where, &s1, err, sizeof(err)) < 0 ||
+	    store_open(where, &s2, err, sizeof(err)) < 0 ||
+	    tasks_open(&c1, s1, &t1, err, sizeof(err)) < 0) {
+		ok(false, "replicas: store and records open (%s)", err);
+		goto out;
+	}
+	tasks_job_replica(t1);
+	is_int(tasks_create(t1, "alice", "run_code", &a), 0, "r1 runs task a");
+	is_int(tasks_create(t1, "alice", "run_code", &b), 0, "r1 runs task b");
+	is_int(tasks_open(&c2, s2, &t2, err, sizeof(err)), 0,
+	       "r2 starts on the same store");
+	tasks_job_replica(t2);
+	is_int(tasks_get(t2, "alice", a.id, &g), 0,
+	       "r2 finds r1's task, still working");
+	is_int(g.status, TASK_WORKING, "r2's start left it running");
+	is_str(g.owner, "r1", "the record names r1");
+	task_record_finish(&g);
+
+	is_int(tasks_take_cancels(t1, ids, TASKS_MAX_CANCELS), 0,
+	       "no cancel asked yet");
+	is_int(tasks_request_cancel(t2, "mallory", a.id), -ENOENT,
+	       "another tenant cannot cancel it");
+	is_int(tasks_request_cancel(t2, "alice", a.id), 0,
+	       "alice cancels it through r2");
+	is_int(tasks_take_cancels(t2, ids, TASKS_MAX_CANCELS), 0,
+	       "r2 does not take r1's cancels");
+	is_int(tasks_take_cancels(t1, ids, TASKS_MAX_CANCELS), 1,
+	       "r1 takes the cancel");
+	is_str(ids[0], a.id, "of task a");
+	is_int(tasks_take_cancels(t1, ids, TASKS_MAX_CANCELS), 0, "once");
+	is_int(tasks_finish(t1, a.id, TASK_CANCELLED, "cancelled", NULL, NULL),
+	       0, "r1 stops it");
+	is_int(tasks_request_cancel(t2, "alice", a.id), -ENOENT,
+	       "an ended task cannot be cancelled again");
+
+	/* r1 stays silent past its lease; r2's next beat fails b. */
+	tasks_job_replica(t2);
+	is_int(tasks_get(t2, "alice", b.id, &g), 0, "b found");
+	is_int(g.status, TASK_WORKING, "within r1's lease b runs on");
+	task_record_finish(&g);
+	usleep(1300 * 1000);
+	tasks_job_replica(t2);
+	is_int(tasks_get(t2, "alice", b.id, &g), 0, "b found after the lease");
+	is_int(g.status, TASK_FAILED, "r1 gone past its lease: b failed");
+	ok(g.message && strstr(g.message, "replica") && g.error &&
+	       strstr(g.error, "-32603"),
+	   "saying that its replica stopped answering: %s",
+	   g.message ? g.message : "(none)");
+	task_record_finish(&g);
+	is_int(tasks_finish(t1, b.id, TASK_COMPLETED, NULL, "{}", NULL),
+	       -ENOENT, "r1 coming back late cannot overwrite that");
+	is_int(tasks_create(t2, "alice", "run_code", &g), 0, "r2 runs task c");
+	tasks_job_replica(t2);
+	is_int(tasks_get(t1, "alice", g.id, &b), 0, "r1 sees task c");
+	is_int(b.status, TASK_WORKING, "r2's own beat leaves its task alone");
+	task_record_finish(&b);
+	task_record_finish(&g);
+	task_record_finish(&a);
+out:
+	tasks_close(t1);
+	tasks_close(t2);
+	store_close(s1);
+	store_close(s2);
+}
+
 int main(void)
 {
 	char dir[] = "/tmp/mcpsd-tasks-test-XXXXXX", p[64], cmd[96];
 	char err[512] = "";
 	struct store *st = NULL;
 
+	if (getenv("MCPSD_TEST_PG_URL")) {
+		const char *url = getenv("MCPSD_TEST_PG_URL");
+
+		printf("# PostgreSQL\n");
+		ok(store_open(url, &st, err, sizeof(err)) == 0,
+		   "store opens (%s)", err);
+		if (st)
+			contract(st);
+		store_close(st);
+		replicas(url);
+		return tap_done();
+	}
 	contract(NULL);
 	if (!mkdtemp(dir)) {
 		perror("mkdtemp");
@@ -127,6 +225,7 @@ int main(void)
 	else
 		printf("# %s\n", err);
 	store_close(st);
+	replicas(p);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	(void)!system(cmd);
 	return tap_done();
