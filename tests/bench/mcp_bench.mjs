@@ -880,6 +880,12 @@ function sectionTable(o) {
       ['runs', 'create', 'attach', 'start', 'output', 'exit', 'inspect'],
       [[lp.n, lp.create, lp.attach, lp.start, lp.output, lp.exit, lp.inspect]],
     );
+  const sw = lines.filter((l) => l.section === 'swarm');
+  emit(
+    'Bash `echo hello`, client call-to-result (ms): the swarm backend on the lab next to a local one-off run and docker run --rm of the same image and limits (ratio = path / docker run on the local engine), interleaved',
+    ['path', 'runs', 'p50', 'p95', 'mean', 'ratio p50', 'ratio p95', 'daemon duration_ms p50', 'fails', 'load 1m', 'busy %'],
+    sw.map((l) => [l.path, l.runs, l.p50, l.p95, l.mean, l.ratio_p50, l.ratio_p95, l.server_duration_p50 ?? '', l.failures, `${l.load_start[0]}-${l.load_end[0]}`, l.machine_busy_pct]),
+  );
   const warm = lines.filter((l) => l.section === 'warm');
   emit(
     'Warm sessions (SANDBOX_WARM=true, the pool on), client call-to-result (ms), next to docker run --rm of the same runner and code (ratio = warm/CLI), interleaved; Must and Goal from issue 10',

@@ -20,9 +20,16 @@
 #                       connections)
 #           rss         daemon VmRSS idle, with 200 SSE streams, over
 #                       10,000 calls and 200 run_code calls
+#           swarm       (only when named) a Bash run through the swarm
+#                       backend on the lab of tests/swarm/lab.sh, next to
+#                       a local one-off run and docker run --rm on the host
+#                       and on a lab worker, interleaved
+#                       (tests/bench/swarm_bench.mjs); as root, brings the
+#                       lab up and down itself and refuses while another
+#                       run holds the lab's lock
 # --quick     fewer runs (about 3 minutes instead of about 8)
-# --runs N    latency runs per language and warm runs per measure
-#             (default 30, quick 8)
+# --runs N    latency runs per language, warm runs per measure and swarm
+#             runs per path (default 30, quick 8)
 # --rss-calls N, --rss-runs N   cheap calls and run_code calls of the rss
 #             section (default 10000 and 200; quick 2000 and 20)
 # --markdown  also write the tables as Markdown to FILE
@@ -53,16 +60,35 @@ while [ $# -gt 0 ]; do
 	--markdown) MARKDOWN=$2; shift 2 ;;
 	--keep) KEEP=1; shift ;;
 	-h | --help)
-		sed -n '3,28p' "$0" | sed 's/^# \{0,1\}//'
+		sed -n '3,35p' "$0" | sed 's/^# \{0,1\}//'
 		exit 0
 		;;
 	*) die "unknown option $1 (see --help)" ;;
 	esac
 done
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
+# Sections run only when named: swarm needs root and the lab.
+OPTIONAL="swarm"
 for s in ${ONLY//,/ }; do
-	[[ ",$ALL," == *",$s,"* ]] || die "unknown section $s (sections: $ALL)"
+	[[ ",$ALL,$OPTIONAL," == *",$s,"* ]] || die "unknown section $s (sections: $ALL,$OPTIONAL)"
 done
+
+# The swarm lab is exclusive (tests/run.sh's swarm layer takes the same
+# lock): refuse now, before building, rather than tear down another run's.
+SWARM_LAB=/var/tmp/mcpsd-swarm-lab
+SWARM_LOCK=/var/tmp/mcpsd-swarm-lab.lock
+SWARM_IMAGE=mcp-sandboxd/runner-bash:latest
+LAB_FD=
+LAB_UP=0
+if want swarm; then
+	[ "$(id -u)" -eq 0 ] || die "the swarm section needs root (the lab's network namespaces and dockerds)"
+	for c in ip nsenter dockerd flock; do
+		command -v "$c" >/dev/null 2>&1 || die "the swarm section needs $c"
+	done
+	exec {LAB_FD}>"$SWARM_LOCK"
+	flock -n "$LAB_FD" ||
+		die "the swarm lab is in use by another run (its lock $SWARM_LOCK is held, e.g. by tests/run.sh --only swarm); run the swarm section when that ends"
+fi
 
 if [ "$QUICK" -eq 1 ]; then
 	RUNS=${RUNS:-8}
@@ -163,7 +189,14 @@ cleanup() {
 		left=$((left + $(docker ps -aq --filter "label=sandbox.owner=$inst" | wc -l)))
 	done
 	msg "containers of this bench left on the engine: $left ($(echo "$ids" | wc -w) removed at cleanup); sandbox.managed=true containers of any daemon: $(docker ps -aq --filter label=sandbox.managed=true | wc -l)"
+	if [ "$LAB_UP" -eq 1 ]; then
+		msg "left on the swarm lab before its removal: $(lab docker n1 service ls -q | wc -l) services, $(lab docker n1 ps -aq 2>/dev/null | wc -l)+$(lab docker n2 ps -aq | wc -l)+$(lab docker n3 ps -aq | wc -l) containers (n1+n2+n3)"
+		lab down
+		LAB_UP=0
+	fi
+	[ -n "$LAB_FD" ] && exec {LAB_FD}>&-
 }
+lab() { MCPSD_LAB_DIR=$SWARM_LAB MCPSD_BIN=$BIN "$ROOT/tests/swarm/lab.sh" "$@"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
@@ -214,6 +247,7 @@ stop_daemon() {
 
 bench() { (cd "$ROOT" && node "$BENCH_JS" "$@"); }
 warm_bench() { (cd "$ROOT" && node "$WARM_JS" "$@"); }
+swarm_bench() { (cd "$ROOT" && node "$ROOT/tests/bench/swarm_bench.mjs" "$@"); }
 
 # check_daemon NAME LEVEL [SETTING=VALUE...]: after a section, a daemon that
 # died is a finding,
@@ -282,6 +316,7 @@ describe_machine() {
 	echo "docker: engine $(docker version --format '{{.Server.Version}}' 2>/dev/null), API $(docker version --format '{{.Server.APIVersion}}' 2>/dev/null), storage $(docker info --format '{{.Driver}}' 2>/dev/null), cgroup $cg, runtime $(docker info --format '{{.DefaultRuntime}}' 2>/dev/null)"
 	echo "node $(node --version), wrk $(wrk -v 2>&1 | awk 'NR==1 {print $2}'), daemon $("$BIN" --version 2>&1 | head -1) (release build)"
 	echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg); other containers running: $(docker ps -q | wc -l)"
+	want swarm && echo "swarm lab: tests/swarm/lab.sh, 3 engines $(dockerd --version | awk '{print $3}' | tr -d ,) in network namespaces on this machine (n1 drained manager, n2 and n3 sandbox workers), image $SWARM_IMAGE"
 	echo "command: tests/bench/run.sh $ARGS"
 }
 
@@ -341,6 +376,31 @@ if want rss || want http; then
 		check_daemon B info "$ONEOFF"
 	fi
 	stop_daemon
+fi
+
+if want swarm; then
+	msg "the swarm lab (tests/swarm/lab.sh up)"
+	MCPSD_LAB_DIR=$SWARM_LAB MCPSD_BIN=$BIN timeout 300 "$ROOT/tests/swarm/lab.sh" up \
+		--images "$SWARM_IMAGE" </dev/null || die "the swarm lab did not come up"
+	LAB_UP=1
+	msg "daemon S (the swarm backend, the lab's manager)"
+	start_daemon S info SANDBOX_BACKEND=swarm "DOCKER_HOST=unix://$SWARM_LAB/n1/docker.sock" SANDBOX_WARM=false
+	S_PID=$BENCH_PID
+	# Its node check runs a global service at start-up: let it end first.
+	for _ in $(seq 1 120); do
+		curl -sf "${BENCH_URL%/mcp}/healthz" | grep -q '"checked":true' && break
+		sleep 0.5
+	done
+	export BENCH_SWARM_URL=$BENCH_URL BENCH_SWARM_TOKEN=$BENCH_TOKEN BENCH_SWARM_PID=$S_PID
+	msg "daemon L (the local engine, one-off runs)"
+	start_daemon L info "$ONEOFF"
+	msg "swarm: $RUNS runs per path, interleaved"
+	BENCH_LAB_WORKER_SOCK=$SWARM_LAB/n2/docker.sock swarm_bench swarm --runs "$RUNS" --warmup "$WARMUP" || FAILED=1
+	for p in "$S_PID" "$BENCH_PID"; do
+		kill -0 "$p" 2>/dev/null || { FAILED=1; warn "daemon $p died during the swarm section"; }
+		stop_pid "$p"
+	done
+	PIDS=()
 fi
 
 echo

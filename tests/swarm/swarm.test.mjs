@@ -11,7 +11,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import http from 'node:http';
 import path from 'node:path';
@@ -441,6 +441,131 @@ describe('swarm backend: /metrics', { timeout: 120_000, skip: NO_LAB }, () => {
       await done;
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+/** The services of one daemon (its instance name), with their labels. */
+async function servicesOf(instance) {
+  const f = encodeURIComponent(JSON.stringify({ label: [`sandbox.owner=${instance}`] }));
+  return (await api('n1', `/services?filters=${f}`)).map((s) => ({ id: s.ID, name: s.Spec.Name, labels: s.Spec.Labels ?? {} }));
+}
+
+/** Tasks (manager) and containers (workers) of these service ids. */
+async function remainsOf(ids) {
+  const tasks = (await api('n1', '/tasks')).filter((t) => ids.includes(t.ServiceID)).map((t) => `${t.ServiceID.slice(0, 8)}:${t.Status.State}`);
+  const containers = [];
+  for (const n of ['n2', 'n3']) {
+    for (const c of await api(n, '/containers/json?all=1')) {
+      if (ids.includes(c.Labels?.['com.docker.swarm.service.id'])) containers.push(`${n}:${c.Id.slice(0, 12)}:${c.State}`);
+    }
+  }
+  return { tasks, containers };
+}
+
+/** Polls fn every 500 ms until it returns a truthy value or ms pass; the last value. */
+async function until(ms, fn) {
+  const t0 = Date.now();
+  for (;;) {
+    const v = await fn();
+    if (v || Date.now() - t0 > ms) return v;
+    await sleep(500);
+  }
+}
+
+async function checked(d) {
+  return until(60_000, async () => (await d.health()).swarm?.checked);
+}
+
+describe('swarm backend: a daemon killed with SIGKILL', { timeout: 300_000, skip: NO_LAB }, () => {
+  // Two daemons of their own instance names run code; both are killed
+  // with -9 while their services run. ka is started again (same name and
+  // root, a new boot id): its start-up reaping removes the services of its
+  // earlier boot. kb stays dead: its services (a short run, a short queue
+  // timeout, so a deadline label about half a minute ahead) are reaped by
+  // ka, a daemon of another name, once past that deadline and the reaper's
+  // grace of 60 s.
+  const base = { WORKSPACE_QUOTA_MODE: 'none' };
+  let ka, kb, ka2;
+  let kbServices = [];
+  after(async () => {
+    for (const d of [ka2, ka, kb]) await stopDaemon(d).catch(() => {});
+  });
+
+  test('a restarted daemon removes the services of its killed boot, and their tasks and containers', async (t) => {
+    ka = await swarmDaemon('ka', base);
+    kb = await swarmDaemon('kb', { ...base, SWARM_QUEUE_TIMEOUT_SECONDS: '1' });
+    assert.ok(await checked(ka), 'ka checked its nodes');
+    assert.ok(await checked(kb), 'kb checked its nodes');
+    const calls = [
+      bash(ka.client, 'echo started; sleep 300', { conversationId: 'kill-a1' }),
+      bash(ka.client, 'echo started; sleep 300', { conversationId: 'kill-a2' }),
+      bash(kb.client, 'echo started; sleep 300', { conversationId: 'kill-b1', timeout_seconds: 15 }),
+      bash(kb.client, 'echo started; sleep 300', { conversationId: 'kill-b2', timeout_seconds: 15 }),
+    ].map((c) => c.then((r) => ({ r }), (e) => ({ e })));
+    const running = await until(90_000, async () => {
+      const ids = [...(await servicesOf('lab-ka')), ...(await servicesOf('lab-kb'))].map((s) => s.id);
+      const tasks = (await api('n1', '/tasks')).filter((x) => ids.includes(x.ServiceID) && x.Status.State === 'running');
+      return tasks.length === 4 && tasks;
+    });
+    assert.ok(running, 'the four runs were running before the kill');
+    await Promise.all([ka.stop('SIGKILL'), kb.stop('SIGKILL')]);
+    for (const c of await Promise.all(calls)) assert.ok(c.e || c.r.sc?.status !== 'completed', `a run of a killed daemon did not complete: ${JSON.stringify(c.r?.sc)}`);
+    // The kill left the services and their running tasks behind.
+    const kaServices = await servicesOf('lab-ka');
+    kbServices = await servicesOf('lab-kb');
+    assert.equal(kaServices.length, 2, JSON.stringify(kaServices));
+    assert.equal(kbServices.length, 2, JSON.stringify(kbServices));
+    const kaIds = kaServices.map((s) => s.id);
+    assert.equal((await remainsOf(kaIds)).containers.filter((c) => c.endsWith(':running')).length, 2, 'ka left its containers running');
+
+    ka2 = await swarmDaemon('ka', { ...base, SANDBOX_REAP_INTERVAL_SECONDS: '2', SWARM_QUEUE_TIMEOUT_SECONDS: '60' });
+    const t0 = Date.now();
+    let left;
+    const gone = await until(60_000, async () => {
+      left = { services: (await servicesOf('lab-ka')).map((s) => s.id), ...(await remainsOf(kaIds)) };
+      return !left.services.length && !left.tasks.length && !left.containers.length;
+    });
+    assert.ok(gone, `the restarted daemon removed its earlier boot's services, tasks and containers: ${JSON.stringify(left)}`);
+    t.diagnostic(`ka's earlier boot cleaned up ${Date.now() - t0} ms after its restart began`);
+    const log = readFileSync(ka2.logPath, 'utf8');
+    for (const id of kaIds) assert.ok(log.includes(`reaped leftover service ${id}`), `ka's log names ${id}`);
+    // Not kb's: their deadline is still ahead.
+    const now = Date.now() / 1000;
+    const still = await servicesOf('lab-kb');
+    for (const s of kbServices) {
+      if (now < Number(s.labels['sandbox.deadline']) + 60) assert.ok(still.some((x) => x.id === s.id), `kb's ${s.id} is kept until its deadline`);
+    }
+    for (const c of ['kill-a1', 'kill-a2']) {
+      const r = await bash(ka2.client, 'echo again', { conversationId: c });
+      assert.equal(r.sc?.status, 'completed', r.text);
+      assert.equal(r.sc.stdout, 'again\n');
+    }
+  });
+
+  test("another daemon reaps a killed daemon's services once past their deadline", async (t) => {
+    assert.equal(kbServices.length, 2, 'the test before left kb killed with two services');
+    const ids = kbServices.map((s) => s.id);
+    const deadline = Math.max(...kbServices.map((s) => Number(s.labels['sandbox.deadline'])));
+    assert.ok(deadline > 0 && deadline - Date.now() / 1000 < 120, `a near deadline label: ${deadline}`);
+    // The reaper's grace (60 s) and interval (2 s), with room for a slow machine.
+    const budget = (deadline + 60 - Date.now() / 1000) * 1000 + 45_000;
+    let left;
+    const gone = await until(budget, async () => {
+      left = { services: (await servicesOf('lab-kb')).map((s) => s.id), ...(await remainsOf(ids)) };
+      return !left.services.length && !left.tasks.length && !left.containers.length;
+    });
+    assert.ok(gone, `kb's services, tasks and containers were reaped: ${JSON.stringify(left)}`);
+    const at = Date.now() / 1000;
+    t.diagnostic(`kb's services gone ${Math.round(at - deadline)} s after their deadline label`);
+    assert.ok(at >= deadline + 60, 'not before the deadline and the grace');
+    const log = readFileSync(ka2.logPath, 'utf8');
+    for (const id of ids) assert.ok(log.includes(`reaped leftover service ${id}`), `ka, of another instance name, reaped ${id}`);
+    for (const c of ['kill-b1', 'kill-b2']) {
+      const r = await bash(ka2.client, 'echo free', { conversationId: c });
+      assert.equal(r.sc?.status, 'completed', r.text);
+    }
+    const l = await waitClean(60_000);
+    assert.deepEqual(l, { services: [], tasks: [], containers: [] });
   });
 });
 
