@@ -17,9 +17,8 @@ import { createWriteStream, existsSync, mkdirSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { Client as ClientV2, StreamableHTTPClientTransport as HttpV2 } from '@modelcontextprotocol/client';
 import { connectHttp, connectSse, freePort, sleep, startDaemon } from '../integration/lib/daemon.mjs';
-import { MODERN, TASK_CAPS, modernCall, modernPost } from '../integration/lib/modern.mjs';
+import { TASK_CAPS, connectModern, modernCall, modernPost } from '../integration/lib/modern.mjs';
 import { startPg, skipReason as pgSkip } from '../integration/lib/pg.mjs';
 import { runCode } from '../integration/lib/sandbox.mjs';
 
@@ -83,9 +82,9 @@ async function until(what, fn, ms = 30_000, every = 250) {
 }
 
 /** A replica on the lab: swarm backend, the shared root and store. */
-async function replica(name, lbPort, storeUrl, port) {
+async function replica(name, lbPort, storeUrl, port, tag = '') {
   return startDaemon({
-    name: `replica-${name}`,
+    name: `replica-${name}${tag}`,
     root: ROOT,
     keepRoot: true,
     port,
@@ -138,13 +137,6 @@ async function runsOf(d) {
   return n;
 }
 
-/** A v2 SDK client pinned to 2026-07-28 (no session) through lb. */
-async function modernClient(lb) {
-  const c = new ClientV2({ name: 'mcpsd-replicas', version: '1.0.0' }, { capabilities: {}, versionNegotiation: { mode: { pin: MODERN } } });
-  await c.connect(new HttpV2(new URL(lb.url), { requestInit: { headers: { Authorization: `Bearer ${TOKEN}` } } }));
-  return c;
-}
-
 const bash = (client, code, args = {}) => runCode(client, { language: 'bash', code, ...args });
 
 /** run_code as a task on d (a replica or the balancer); the task id. */
@@ -179,7 +171,7 @@ describe('daemon replicas behind HAProxy', { timeout: 300_000, skip: SKIP }, () 
     for (const d of [r1, r2]) await d?.stop('SIGTERM').catch(() => {});
     // Whatever a killed replica left is removed by its next boot, as here.
     for (const name of ['r1', 'r2']) {
-      const d = await replica(name, lbPort, pgUrl).catch(() => null);
+      const d = await replica(name, lbPort, pgUrl, undefined, '-cleanup').catch(() => null);
       if (d) {
         await until(`lab-replica-${name}'s services gone`, async () => (await servicesOf(`lab-replica-${name}`)).length === 0, 30_000).catch(() => {});
         await d.stop('SIGTERM');
@@ -219,7 +211,7 @@ describe('daemon replicas behind HAProxy', { timeout: 300_000, skip: SKIP }, () 
   test('2026-07-28: either replica serves, both see one workspace, files from both', async () => {
     const before1 = await runsOf(r1);
     const before2 = await runsOf(r2);
-    const c = await modernClient(lb);
+    const c = await connectModern(lb, 'mcpsd-replicas');
     const outs = [];
     for (let k = 0; k < 6; k++) {
       const r = await c.callTool({ name: 'run_code', arguments: { conversationId: 'modern', language: 'bash', code: `echo ${k} >> /data/seen.txt; cat /data/seen.txt | tr '\\n' ' '` } });
@@ -297,7 +289,7 @@ describe('daemon replicas behind HAProxy', { timeout: 300_000, skip: SKIP }, () 
     assert.equal(r.sc?.status, 'completed', r.text);
     await c.close();
     // r1 comes back under its name and removes what its last boot left.
-    r1 = await replica('r1', lbPort, pgUrl, Number(new URL(r1.base).port));
+    r1 = await replica('r1', lbPort, pgUrl, Number(new URL(r1.base).port), '-restarted');
     await until('r1 removed its earlier boot services', async () => (await servicesOf('lab-replica-r1')).length === 0, 30_000);
   });
 

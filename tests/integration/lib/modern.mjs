@@ -104,6 +104,13 @@ export async function modernCall(d, method, params, opts) {
   return message.result;
 }
 
+/** A v2 SDK client pinned to 2026-07-28 (no session), connected to d. */
+export async function connectModern(d, name = 'mcpsd-modern-test') {
+  const c = new ClientV2({ name, version: '1.0.0' }, { capabilities: {}, versionNegotiation: { mode: { pin: MODERN } } });
+  await c.connect(new HttpV2(new URL(d.url), { requestInit: { headers: authHeaders(d.token) } }));
+  return c;
+}
+
 /**
  * Polls tasks/get until the task is completed, failed or cancelled (or
  * deadlineMs passes); calls onPoll with each state. Resolves the last.
