@@ -40,9 +40,11 @@
  * lock, so two replicas starting at once do not both migrate.
  *
  * SQL: '?' placeholders (SQLite's "?NNN" also works, on both backends),
- * numbered from 1; columns numbered from 0. Portable SQL only: CASE instead
- * of SQLite's two-argument min/max or a boolean summed, ON CONFLICT ... DO
- * UPDATE with excluded.* (both accept it).
+ * numbered from 1 without gaps (PostgreSQL cannot type a parameter no
+ * expression uses); columns numbered from 0. On PostgreSQL an SQL error
+ * shows at the first store_step, not at store_stmt. Portable SQL only: CASE
+ * instead of SQLite's two-argument min/max or a boolean summed, ON CONFLICT ...
+ * DO UPDATE with excluded.* (both accept it).
  *
  * Threads: one connection, guarded by a mutex that a transaction holds from
  * store_begin() to store_commit()/store_rollback(), so transactions of all

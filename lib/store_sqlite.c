@@ -174,9 +174,17 @@ static int check_identity(struct store_conn *st, unsigned latest, char *err,
 	sqlite3_stmt *s = NULL;
 	int r;
 
+	/*
+	 * One read transaction: another process creating the file at the
+	 * same moment must not be seen half-way (its tables without its
+	 * application id).
+	 */
+	(void)exec(st, "BEGIN", NULL, 0);
 	r = pragma_int(st, "application_id", &app);
 	if (r == 0)
 		r = pragma_int(st, "user_version", &ver);
+	if (r < 0)
+		(void)exec(st, "ROLLBACK", NULL, 0);
 	if (r < 0)
 		return errmsg_fail(
 		    r, err, errlen, "the store %s cannot be read: %s; %s",
@@ -190,6 +198,7 @@ static int check_identity(struct store_conn *st, unsigned latest, char *err,
 	    sqlite3_step(s) == SQLITE_ROW)
 		tables = sqlite3_column_int64(s, 0);
 	sqlite3_finalize(s);
+	(void)exec(st, "COMMIT", NULL, 0);
 	if (app != STORE_APPLICATION_ID && (app != 0 || tables > 0))
 		return errmsg_fail(-EPROTO, err, errlen,
 		                   "%s is an SQLite database of another "
@@ -307,12 +316,22 @@ static int sq_open(const char *path, const struct store_migration *migs,
 	if (r < 0)
 		goto fail;
 	/* WAL: readers never block the writer, and a commit is one append. */
-	rc = sqlite3_prepare_v2(st->db, "PRAGMA journal_mode = WAL", -1, &s,
-	                        NULL);
-	if (rc == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW)
-		snprintf(mode, sizeof(mode), "%s",
-		         (const char *)sqlite3_column_text(s, 0));
-	sqlite3_finalize(s);
+	/* Switching needs the file to itself: another process opening it at
+	 * the same moment is waited for, as a busy transaction would be. */
+	for (int waited = 0; waited <= STORE_BUSY_MS; waited += 10) {
+		rc = sqlite3_prepare_v2(st->db, "PRAGMA journal_mode = WAL", -1,
+		                        &s, NULL);
+		if (rc == SQLITE_OK)
+			rc = sqlite3_step(s);
+		if (rc == SQLITE_ROW)
+			snprintf(mode, sizeof(mode), "%s",
+			         (const char *)sqlite3_column_text(s, 0));
+		sqlite3_finalize(s);
+		s = NULL;
+		if ((rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED)
+			break;
+		usleep(10000);
+	}
 	if (strcmp(mode, "wal") != 0) {
 		r = errmsg_fail(-EIO, err, errlen,
 		                "the store %s cannot use write-ahead logging "

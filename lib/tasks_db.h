@@ -47,9 +47,11 @@
 	"CREATE INDEX task_records_expiry ON task_records(created_ms + "       \
 	"ttl_ms);"
 
-/* The same for PostgreSQL: BIGINT for INTEGER, and a rowid column (an identity,
- * in insertion order as SQLite's) so that queries ordering by rowid run on
- * both. Never edit. */
+/*
+ * The same for PostgreSQL: BIGINT for INTEGER, and a rowid column (an
+ * identity, in insertion order like SQLite's rowid) so that the queries
+ * ordering by rowid run on both. Never edit.
+ */
 #define TASKS_DB_MIGRATION_1_PG                                                \
 	"CREATE TABLE task_records ("                                          \
 	"  id TEXT PRIMARY KEY CHECK (length(id) = 32),"                       \

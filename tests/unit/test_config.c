@@ -25,6 +25,7 @@ static const char *const vars[] = {"MCP_HTTP_ADDR",
                                    "OAUTH_CIMD_CA_FILE",
                                    "OAUTH_ACCESS_TOKEN_TTL_SECONDS",
                                    "STORE_PATH",
+                                   "STORE_URL",
                                    "SANDBOX_ROOT",
                                    NULL};
 
@@ -267,6 +268,14 @@ int main(void)
 	ok(load(&c, NULL, err, sizeof(err)) < 0 && strstr(err, "STORE_PATH"),
 	   "a relative STORE_PATH is refused");
 	config_finish(&c);
+	unsetenv("STORE_PATH");
+	setenv("STORE_URL", "mysql://u:hunter2@h/db", 1);
+	ok(load(&c, NULL, err, sizeof(err)) < 0 && strstr(err, "STORE_URL") &&
+	       strstr(err, "postgresql://") && !strstr(err, "hunter2"),
+	   "a STORE_URL that is not PostgreSQL is refused, and not echoed: %s",
+	   err);
+	config_finish(&c);
+	unsetenv("STORE_URL");
 	setenv("MCP_AUTH", "none", 1);
 	unsetenv("STORE_PATH");
 	ok(load(&c, NULL, err, sizeof(err)) < 0 && strstr(err, "MCP_AUTH=none"),

@@ -448,6 +448,30 @@ static void test_transactions(void)
 	ok(store_commit(tx) < 0, "commit refuses a failed transaction");
 	is_int(query1(st, "SELECT count(*) FROM test_rows"), 1,
 	       "and nothing of it was written");
+	/*
+	 * Placeholders: '?' in quoted strings, quoted names and comments is
+	 * text; "?N" and a bare '?' (one more than the largest so far) are
+	 * parameters on both backends.
+	 */
+	r = store_begin(st, false, &tx);
+	s = r == 0 ? store_stmt(tx, "SELECT '?''?', ?1, \"x?\", ? /* ? */ "
+	                            "FROM (SELECT 5 AS \"x?\") t -- ?\n")
+	           : NULL;
+	store_bind_int64(s, 1, 41);
+	store_bind_text(s, 2, "v?");
+	ok(r == 0 && store_step(tx, s) == 1 && store_col_text(s, 0) &&
+	       strcmp(store_col_text(s, 0), "?'?") == 0 &&
+	       store_col_int64(s, 1) == 41 && store_col_int64(s, 2) == 5 &&
+	       store_col_text(s, 3) && strcmp(store_col_text(s, 3), "v?") == 0,
+	   "'?' inside quotes and comments is not a parameter");
+	ok(r == 0 && store_step(tx, s) == 0, "one row");
+	s = r == 0 ? store_stmt(tx, "SELECT ?") : NULL;
+	store_bind_int64(s, 9, 1);
+	ok(r == 0 && s && store_step(tx, s) < 0,
+	   "binding a parameter the statement lacks fails its step");
+	if (r == 0)
+		store_rollback(tx);
+
 	/* SQLite finds the error at prepare, PostgreSQL at the first step. */
 	r = store_begin(st, true, &tx);
 	s = r == 0 ? store_stmt(tx, "SELEKT nonsense") : NULL;
