@@ -43,7 +43,7 @@ RUN set -eu; \
     apt-get install -y --no-install-recommends \
         meson ninja-build pkg-config gcc libc6-dev binutils \
         libmicrohttpd-dev libcjson-dev libcurl4-openssl-dev libssl-dev \
-        libsqlite3-dev; \
+        libsqlite3-dev libpq-dev; \
     rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY meson.build meson_options.txt ./
@@ -67,7 +67,7 @@ RUN set -eu; \
     export DEBIAN_FRONTEND=noninteractive; \
     apt-get update; \
     apt-get install -y --no-install-recommends \
-        libmicrohttpd12 libcjson1 libcurl4 libssl3 libsqlite3-0 \
+        libmicrohttpd12 libcjson1 libcurl4 libssl3 libsqlite3-0 libpq5 \
         e2fsprogs util-linux ca-certificates curl; \
     apt-get clean; \
     rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log; \

@@ -45,7 +45,7 @@ ensure_apt() {
 }
 
 BUILD_PACKAGES=(meson ninja-build pkg-config gcc libc6-dev libmicrohttpd-dev libcjson-dev
-	libcurl4-openssl-dev libssl-dev libsqlite3-dev e2fsprogs util-linux curl ca-certificates openssl)
+	libcurl4-openssl-dev libssl-dev libsqlite3-dev libpq-dev e2fsprogs util-linux curl ca-certificates openssl)
 
 ensure_build_deps() {
 	ensure_apt "${BUILD_PACKAGES[@]}"
