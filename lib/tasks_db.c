@@ -54,6 +54,20 @@ static void bind_opt(struct store_stmt *s, int col, const char *v)
 		store_bind_null(s, col);
 }
 
+/*
+ * Parameters 1-6 of an UPDATE that ends records as r says: "SET status = ?,
+ * message = ?, error = ?, updated_ms = ?, ttl_ms = ? - created_ms + ?".
+ */
+static void bind_ending(struct store_stmt *s, const struct task_record *r)
+{
+	bind_status(s, 1, r->status);
+	bind_opt(s, 2, r->message);
+	bind_opt(s, 3, r->error);
+	store_bind_int64(s, 4, r->updated_ms);
+	store_bind_int64(s, 5, r->updated_ms);
+	store_bind_int64(s, 6, r->ttl_ms);
+}
+
 /* Runs a write in a transaction of its own: fn fills and steps. */
 static int write_tx(struct db *db, int (*fn)(struct store_tx *, const void *),
                     const void *arg)
@@ -264,12 +278,7 @@ static int do_fail_running(struct store_tx *tx, const void *arg)
 
 	if (!s)
 		return -EIO;
-	bind_status(s, 1, r->status);
-	bind_opt(s, 2, r->message);
-	bind_opt(s, 3, r->error);
-	store_bind_int64(s, 4, r->updated_ms);
-	store_bind_int64(s, 5, r->updated_ms);
-	store_bind_int64(s, 6, r->ttl_ms);
+	bind_ending(s, r);
 	store_bind_text(s, 7, r->owner);
 	rc = store_run(tx, s);
 	if (rc == 0 && store_changes(tx) > 0)
@@ -401,12 +410,7 @@ static int do_heartbeat(struct store_tx *tx, const void *arg)
 	s = store_stmt(tx, fail);
 	if (!s)
 		return -EIO;
-	bind_status(s, 1, a->r->status);
-	bind_opt(s, 2, a->r->message);
-	bind_opt(s, 3, a->r->error);
-	store_bind_int64(s, 4, a->r->updated_ms);
-	store_bind_int64(s, 5, a->r->updated_ms);
-	store_bind_int64(s, 6, a->r->ttl_ms);
+	bind_ending(s, a->r);
 	store_bind_text(s, 7, a->owner);
 	store_bind_int64(s, 8, a->now_ms - a->lease_ms);
 	if ((r = store_run(tx, s)) < 0)
