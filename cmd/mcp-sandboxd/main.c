@@ -104,6 +104,7 @@ struct daemon {
 	struct workspace_mgr *wm;
 	struct runner *runner;
 	struct cron *cron;
+	struct cron *lease; /* a replica's heartbeat, or NULL */
 	struct stats *stats;
 	struct store *store;
 	struct budget *budget;
@@ -229,12 +230,22 @@ static int daemon_jobs(struct daemon *d)
 	    (d->oauth && cron_add(d->cron, "oauth", OAUTH_PURGE_MS,
 	                          oauth_job_purge, d->oauth) < 0) ||
 	    (cfg->replica_name[0] &&
-	     (cron_add(d->cron, "replica", TASKS_LEASE_INTERVAL_MS(cfg),
-	               tasks_job_replica, d->tasks) < 0 ||
-	      cron_add(d->cron, "task-cancels", MCP_TASK_CANCELS_INTERVAL_MS,
-	               mcp_job_task_cancels, d->mcp) < 0)) ||
+	     cron_add(d->cron, "task-cancels", MCP_TASK_CANCELS_INTERVAL_MS,
+	              mcp_job_task_cancels, d->mcp) < 0) ||
 	    cron_start(d->cron) < 0) {
 		log_errorx("cannot start the housekeeping loop");
+		return -1;
+	}
+	if (!cfg->replica_name[0])
+		return 0;
+	/* A thread of its own: the other jobs wait on the engine, and a
+	 * heartbeat late past the lease would fail this replica's tasks. */
+	d->lease = cron_create();
+	if (!d->lease ||
+	    cron_add(d->lease, "replica", TASKS_LEASE_INTERVAL_MS(cfg),
+	             tasks_job_replica, d->tasks) < 0 ||
+	    cron_start(d->lease) < 0) {
+		log_errorx("cannot start the replica's heartbeat");
 		return -1;
 	}
 	return 0;
@@ -317,6 +328,7 @@ static void daemon_drain(struct daemon *d, int sig)
 static void daemon_free(struct daemon *d)
 {
 	stdio_mcp_stop(d->sio, 0);
+	cron_destroy(d->lease);
 	cron_destroy(d->cron);
 	http_server_destroy(d->http);
 	mcp_server_destroy(d->mcp);
