@@ -532,30 +532,10 @@ layer_conformance() {
 
 layer_integration() {
 	[ -n "${BUILD_BROKEN:-}" ] && { record integration 0 1; return; }
-	ensure_apt socat chromium sqlite3
-	ensure_node_modules "$NODE_DIR"
-	mkdir -p "$LOG_DIR"
-	# tasks.test.mjs spends three of its minutes waiting on one quiet run
-	# (the 3-minute task its issue asks for): it runs beside the rest, and
-	# its output and counts follow theirs.
-	local slow=tests/integration/tasks.test.mjs out="$LOG_DIR/integration-tasks.out"
-	local rest=() path pid p f s
-	for path in "$ROOT"/tests/integration/*.test.mjs; do
-		[ "${path#"$ROOT"/}" = "$slow" ] || rest+=("${path#"$ROOT"/}")
-	done
-	(
-		PASSED=0 FAILED=0 SKIPPED=0
-		run_integration integration-tasks "" "$slow"
-		echo "RESULT $PASSED $FAILED $SKIPPED"
-	) >"$out" 2>&1 &
-	pid=$!
+	ensure_apt socat chromium
 	# C-level runner tests against the real engine and images.
 	meson_suite "$BUILD" docker
-	run_integration integration "" "${rest[@]}"
-	wait "$pid"
-	grep -v '^RESULT ' "$out"
-	read -r _ p f s < <(grep '^RESULT ' "$out" || echo "RESULT 0 1 0")
-	record integration-tasks "$p" "$f" "$s"
+	run_integration integration
 }
 
 # run_integration NAME [PATTERN [FILE...]]: the node suites (all of them,
