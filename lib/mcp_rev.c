@@ -24,6 +24,7 @@
 
 #include "build_config.h"
 #include "util/b64.h"
+#include "util/jsonx.h"
 #include "util/num.h"
 
 const char *const mcp_protocol_versions[] = {"2025-11-25", "2025-06-18",
@@ -337,11 +338,9 @@ int mcp_rev_check(const struct mcp_server *srv, const struct mcp_http_req *req,
 		              ver->valuestring);
 	if (!modern_supported(ver->valuestring)) {
 		cJSON *data = cJSON_CreateObject();
-		cJSON *sup = cJSON_AddArrayToObject(data, "supported");
 
-		for (size_t i = 0; modern_versions[i]; i++)
-			cJSON_AddItemToArray(
-			    sup, cJSON_CreateString(modern_versions[i]));
+		cJSON_AddItemToObject(data, "supported",
+		                      jsonx_strv(modern_versions));
 		cJSON_AddStringToObject(data, "requested", ver->valuestring);
 		return reject(m, answer, status, RPC_UNSUPPORTED_VERSION, data,
 		              "Unsupported protocol version '%.40s': requests "

@@ -727,13 +727,7 @@ out:
 	oneoff_dir_release(&dir);
 	if (have_spec)
 		oneoff_spec_store_finish(&st);
-	if (runner_output_fill(&cap_out, &res->out) < 0 ||
-	    runner_output_fill(&cap_err, &res->err) < 0) {
-		res->status = RUNNER_ERROR;
-		snprintf(res->message, sizeof(res->message), "out of memory");
-	}
-	attachio_capture_finish(&cap_out);
-	attachio_capture_finish(&cap_err);
+	runner_output_collect(&cap_out, &cap_err, res);
 	return ret;
 }
 

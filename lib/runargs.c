@@ -14,9 +14,8 @@
 #include "packages.h"
 #include "util/errmsg.h"
 
-/* An optional string argument: NULL when absent or null. */
-static int runargs_str(const cJSON *args, const char *name, const char **out,
-                       size_t *len)
+int runargs_opt_str(const cJSON *args, const char *name, const char **out,
+                    size_t *len)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, name);
 
@@ -162,17 +161,18 @@ int runargs_parse(const cJSON *args, const struct config *cfg,
 	st->env = NULL;
 	st->inputs = NULL;
 	st->packages = NULL;
-	if (runargs_str(args, "language", &req->language, NULL) < 0 ||
+	if (runargs_opt_str(args, "language", &req->language, NULL) < 0 ||
 	    !req->language)
 		return errmsg_fail(-EINVAL, err, errlen,
 		                   "language is required: one of the languages "
 		                   "list_runners names, e.g. \"python\"");
-	if (runargs_str(args, "code", &req->code, &req->code_len) < 0 ||
+	if (runargs_opt_str(args, "code", &req->code, &req->code_len) < 0 ||
 	    !req->code)
 		return errmsg_fail(-EINVAL, err, errlen,
 		                   "code is required: the program's source as "
 		                   "a string");
-	if (runargs_str(args, "stdin", &req->stdin_data, &req->stdin_len) < 0)
+	if (runargs_opt_str(args, "stdin", &req->stdin_data, &req->stdin_len) <
+	    0)
 		return errmsg_fail(-EINVAL, err, errlen,
 		                   "stdin must be a string");
 	v = cJSON_GetObjectItemCaseSensitive(args, "network");
@@ -227,17 +227,17 @@ int runargs_check_parse(const cJSON *args, const struct config *cfg,
 {
 	const char *conv;
 
-	if (runargs_str(args, "language", &req->language, NULL) < 0 ||
+	if (runargs_opt_str(args, "language", &req->language, NULL) < 0 ||
 	    !req->language)
 		return errmsg_fail(-EINVAL, err, errlen,
 		                   "language is required: one of the languages "
 		                   "list_runners names, e.g. \"python\"");
-	if (runargs_str(args, "code", &req->code, &req->code_len) < 0 ||
+	if (runargs_opt_str(args, "code", &req->code, &req->code_len) < 0 ||
 	    !req->code)
 		return errmsg_fail(-EINVAL, err, errlen,
 		                   "code is required: the program's source as "
 		                   "a string");
-	if (runargs_str(args, "conversationId", &conv, NULL) < 0)
+	if (runargs_opt_str(args, "conversationId", &conv, NULL) < 0)
 		return errmsg_fail(-EINVAL, err, errlen,
 		                   "conversationId must be a string");
 	req->check = true;

@@ -46,6 +46,16 @@ runargs_parse(const cJSON *args, const struct config *cfg,
               size_t errlen);
 void runargs_store_finish(struct runargs_store *st);
 
+/*
+ * An optional string argument of a tool: *out is NULL (and *len 0, when len
+ * is given) when it is absent or null, else borrowed from args. -EINVAL
+ * when it is anything but a string.
+ */
+__attribute__((warn_unused_result)) int runargs_opt_str(const cJSON *args,
+                                                        const char *name,
+                                                        const char **out,
+                                                        size_t *len);
+
 #define RUNARGS_CHECK_TIMEOUT_S 30 /* a check's time limit (or the max) */
 
 /*

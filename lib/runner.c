@@ -147,8 +147,8 @@ int runner_cancel_fd(const struct runner_cancel *c)
 	return c ? c->fd : -1;
 }
 
-int runner_output_fill(const struct attachio_capture *c,
-                       struct runner_output *o)
+static int runner_output_fill(const struct attachio_capture *c,
+                              struct runner_output *o)
 {
 	if (!c->head)
 		return 0; /* never initialized: nothing to say */
@@ -156,6 +156,19 @@ int runner_output_fill(const struct attachio_capture *c,
 	o->saved = c->saved;
 	o->text = attachio_capture_text(c, &o->truncated);
 	return o->text ? 0 : -ENOMEM;
+}
+
+void runner_output_collect(struct attachio_capture *out,
+                           struct attachio_capture *err,
+                           struct runner_result *res)
+{
+	if (runner_output_fill(out, &res->out) < 0 ||
+	    runner_output_fill(err, &res->err) < 0) {
+		res->status = RUNNER_ERROR;
+		snprintf(res->message, sizeof(res->message), "out of memory");
+	}
+	attachio_capture_finish(out);
+	attachio_capture_finish(err);
 }
 
 void runner_result_finish(struct runner_result *res)

@@ -195,12 +195,14 @@ struct runner_result {
 struct attachio_capture;
 
 /*
- * Fills o from a capture (attachio.h): its text (allocated, valid UTF-8,
- * head and tail), totals. A capture never initialized leaves o empty.
- * 0 or -ENOMEM.
+ * Moves a run's two captures (attachio.h) into res->out and res->err: their
+ * texts (allocated, valid UTF-8, head and tail) and totals, then finishes
+ * both captures. A capture never initialized leaves its output empty; out
+ * of memory makes res an error that says so.
  */
-__attribute__((warn_unused_result)) int
-runner_output_fill(const struct attachio_capture *c, struct runner_output *o);
+void runner_output_collect(struct attachio_capture *out,
+                           struct attachio_capture *err,
+                           struct runner_result *res);
 
 /* Frees the texts of a result. NULL-safe. */
 void runner_result_finish(struct runner_result *res);

@@ -181,25 +181,6 @@ static void tools_run_on_tick(void *arg)
 	tools_run_progress_maybe(arg);
 }
 
-/* An optional string argument: NULL when absent or null. */
-static int tools_run_opt_str(const cJSON *args, const char *name,
-                             const char **out, size_t *len)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, name);
-
-	*out = NULL;
-	if (len)
-		*len = 0;
-	if (!v || cJSON_IsNull(v))
-		return 0;
-	if (!cJSON_IsString(v))
-		return -EINVAL;
-	*out = v->valuestring;
-	if (len)
-		*len = strlen(v->valuestring);
-	return 0;
-}
-
 /*
  * FILE_BASE_URL: the URL of the workspace's files, ending in '/'. Derived
  * from the URL of a file so it follows whatever scheme workspace.c uses.
@@ -495,7 +476,7 @@ static cJSON *tools_run_code_call(void *data, struct mcp_call *call,
 
 	memset(&res, 0, sizeof(res));
 	memset(&req, 0, sizeof(req));
-	if (tools_run_opt_str(args, "conversationId", &conv, NULL) < 0 || !conv)
+	if (runargs_opt_str(args, "conversationId", &conv, NULL) < 0 || !conv)
 		return mcp_text_result("conversationId is required: a string "
 		                       "naming this conversation; runs with "
 		                       "the same id share /data",

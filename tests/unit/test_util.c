@@ -7,6 +7,7 @@
 
 #include "tap.h"
 #include "util/hex.h"
+#include "util/jsonx.h"
 #include "util/mono.h"
 #include "util/num.h"
 #include "util/pct.h"
@@ -133,11 +134,29 @@ static void test_pct(void)
 	is_int(pct_decode("abcd", 4, out, 4, &n, NULL), -ENOSPC, "no room");
 }
 
+static void test_jsonx(void)
+{
+	static const char *const three[] = {"a", "b\"c", "", NULL};
+	static const char *const none[] = {NULL};
+	cJSON *a = jsonx_strv(three);
+	char *text = a ? cJSON_PrintUnformatted(a) : NULL;
+
+	is_str(text, "[\"a\",\"b\\\"c\",\"\"]",
+	       "jsonx_strv: the strings in order, escaped");
+	cJSON_free(text);
+	cJSON_Delete(a);
+	a = jsonx_strv(none);
+	ok(cJSON_IsArray(a) && cJSON_GetArraySize(a) == 0,
+	   "jsonx_strv: an empty list gives []");
+	cJSON_Delete(a);
+}
+
 int main(void)
 {
 	test_hex();
 	test_mono();
 	test_num();
 	test_pct();
+	test_jsonx();
 	return tap_done();
 }
