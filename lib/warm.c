@@ -115,13 +115,17 @@ static void warm_note_take(struct warm *w, const char *key,
 
 /*
  * Marker files: SANDBOX_ROOT/sessions/<key> holds the boot id of the live
- * session of key, so that after a crash of this process the next run of
- * that conversation can say its state was lost to a restart.
+ * session of key, so that after this process ends, by a crash or a clean
+ * stop, the next run of that conversation can say its state was lost to a
+ * restart. A note not yet told when the daemon stops (idle_expired,
+ * evicted, ...) is kept the same way: the boot id, then the reason on a
+ * line of its own. With live false the marker goes.
  */
-static void warm_marker(struct warm *w, const char *key, bool live)
+static void warm_marker_put(struct warm *w, const char *key, bool live,
+                            const char *reason)
 {
-	char path[PATH_MAX];
-	int fd;
+	char path[PATH_MAX], text[20 + WARM_REASON_LEN];
+	int fd, n;
 
 	if ((size_t)snprintf(path, sizeof(path), "%s/sessions/%s",
 	                     w->cfg->sandbox_root, key) >= sizeof(path))
@@ -131,18 +135,38 @@ static void warm_marker(struct warm *w, const char *key, bool live)
 			log_warn("removing %s", path);
 		return;
 	}
+	n = snprintf(text, sizeof(text), "%s%s%s", w->boot, reason ? "\n" : "",
+	             reason ? reason : "");
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
 	          0600);
-	if (fd < 0 || write(fd, w->boot, strlen(w->boot)) < 0)
+	if (fd < 0 || n < 0 || (size_t)n >= sizeof(text) ||
+	    write(fd, text, (size_t)n) != n)
 		log_warn("writing %s", path);
 	if (fd >= 0)
 		close(fd);
 }
 
-/* Notes the live sessions of earlier boots as ended by a restart. */
+static void warm_marker(struct warm *w, const char *key, bool live)
+{
+	warm_marker_put(w, key, live, NULL);
+}
+
+/* Whether s is a reason as this file writes them: [a-z_], shorter than
+ * WARM_REASON_LEN. */
+static bool warm_reason_ok(const char *s)
+{
+	size_t n = strspn(s, "abcdefghijklmnopqrstuvwxyz_");
+
+	return n > 0 && n < WARM_REASON_LEN && s[n] == '\0';
+}
+
+/*
+ * Notes the sessions of earlier boots as ended by a restart, or by the
+ * reason their marker kept.
+ */
 static void warm_markers_load(struct warm *w)
 {
-	char dir[PATH_MAX], boot[17];
+	char dir[PATH_MAX], text[20 + WARM_REASON_LEN];
 	struct dirent *e;
 	DIR *d;
 
@@ -153,6 +177,7 @@ static void warm_markers_load(struct warm *w)
 	if (!d)
 		return;
 	while ((e = readdir(d))) {
+		char *reason;
 		int fd;
 		ssize_t n = -1;
 
@@ -161,11 +186,16 @@ static void warm_markers_load(struct warm *w)
 		fd = openat(dirfd(d), e->d_name,
 		            O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd >= 0) {
-			n = read(fd, boot, sizeof(boot) - 1);
+			n = read(fd, text, sizeof(text) - 1);
 			close(fd);
 		}
-		boot[n > 0 ? n : 0] = '\0';
-		if (strcmp(boot, w->boot) != 0)
+		text[n > 0 ? n : 0] = '\0';
+		reason = strchr(text, '\n');
+		if (reason)
+			*reason++ = '\0';
+		if (reason && warm_reason_ok(reason))
+			warm_note_put(w, e->d_name, reason);
+		else if (strcmp(text, w->boot) != 0)
 			warm_note_put(w, e->d_name, "server_restarted");
 		(void)unlinkat(dirfd(d), e->d_name, 0);
 	}
@@ -788,13 +818,23 @@ void warm_destroy(struct warm *w)
 		pthread_mutex_unlock(&w->lock);
 		if (!b)
 			break;
-		/* A clean stop is not a loss worth a note: the marker goes. */
-		warm_end(w, b, NULL);
+		/*
+		 * The state is lost all the same: the marker stays, so that
+		 * the next boot tells the conversation server_restarted.
+		 */
+		if (b->key[0])
+			log_info(
+			    "warm session %.12s/%s ended by the stop after "
+			    "%u run(s)",
+			    b->key, b->lang, b->calls);
+		warm_box_destroy(&w->env, b);
 	}
+	/* Notes not told yet are told by the next boot. */
 	while (w->notes) {
 		struct warm_note *n = w->notes;
 
 		w->notes = n->next;
+		warm_marker_put(w, n->key, true, n->reason);
 		free(n);
 	}
 	warm_env_finish(&w->env);

@@ -24,6 +24,11 @@
 #include "warm_io.h"
 
 #define WARM_EXEC_MAX (64 * 1024) /* an exec frame's payload */
+/*
+ * A cancel's grace at each step, whatever SANDBOX_INTERRUPT_GRACE_MS says:
+ * whoever cancels expects the run gone within two seconds, state or not.
+ */
+#define WARM_CANCEL_GRACE_MS 750
 
 /* ---- one call ----------------------------------------------------------- */
 
@@ -203,7 +208,7 @@ static void warm_exec_drive(const struct warm_env *env, struct warm_box *b,
                             const struct runner_request *req,
                             struct warm_call *c, long long deadline)
 {
-	long long until = deadline;
+	long long until = deadline, grace;
 	bool oom;
 
 	for (;;) {
@@ -242,7 +247,10 @@ static void warm_exec_drive(const struct warm_env *env, struct warm_box *b,
 			return;
 		}
 		/* Output stops counting; the agent has the grace to answer. */
-		until = mono_ms() + env->cfg->interrupt_grace_ms;
+		grace = env->cfg->interrupt_grace_ms;
+		if (c->cancelled && grace > WARM_CANCEL_GRACE_MS)
+			grace = WARM_CANCEL_GRACE_MS;
+		until = mono_ms() + grace;
 	}
 }
 
@@ -488,12 +496,6 @@ out:
 	if (req->inputs_json)
 		warm_drop_file(b, ONEOFF_INPUTS_FILE);
 	warm_io_finish(&c.io);
-	if (runner_output_fill(&cap_out, &res->out) < 0 ||
-	    runner_output_fill(&cap_err, &res->err) < 0) {
-		res->status = RUNNER_ERROR;
-		snprintf(res->message, sizeof(res->message), "out of memory");
-	}
-	attachio_capture_finish(&cap_out);
-	attachio_capture_finish(&cap_err);
+	runner_output_collect(&cap_out, &cap_err, res);
 	return ret;
 }

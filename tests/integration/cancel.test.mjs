@@ -3,8 +3,9 @@
 // aborts a run_code (an AbortSignal on callTool, which sends
 // notifications/cancelled). A one-off run's container is removed from the
 // real engine within 2 s; a warm session's run is stopped within 2 s and
-// its box stays for the next run. Containers are found only by the unique
-// instance label (sandbox.owner) of this test's daemon.
+// its box stays for the next run; a Python run that ignores the interrupt
+// is killed within 2 s, its state lost and said so. Containers are found
+// only by the unique instance label (sandbox.owner) of this test's daemon.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { sleep } from './lib/daemon.mjs';
@@ -119,5 +120,38 @@ describe('cancelling a warm run_code through the SDK', () => {
     const now = (await containersOf(d.instance, { all: false })).map((c) => c.Id);
     assert.deepEqual(now, boxes, 'the same box, no new container');
     assert.equal((await d.health()).calls_running, 0);
+  });
+
+  test('a Python run that ignores the interrupt is killed within 2 s of the abort, and the next run says why', async (t) => {
+    const conv = 'cancel-warm-deaf';
+    expectSession(await run(d.client, conv, 'python', 'x = 1'), 'new');
+    const ac = new AbortController();
+    let started;
+    const startedP = new Promise((r) => (started = r));
+    const code = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nprint('started', flush=True)\nwhile True:\n    pass";
+    const settled = run(d.client, conv, 'python', code, { timeout_seconds: 200 }, {
+      request: { signal: ac.signal, onprogress: (p) => String(p.message ?? '').includes('started') && started() },
+    }).then(
+      (r) => ({ r }),
+      (e) => ({ e }),
+    );
+    assert.equal(await Promise.race([startedP.then(() => null), settled]), null, 'the run started');
+    const tAbort = Date.now();
+    ac.abort('the test cancels');
+    assert.ok((await settled).e, 'callTool rejects once aborted');
+    let running = 1;
+    while (running > 0 && Date.now() - tAbort < 10_000) {
+      running = (await d.health()).calls_running;
+      if (running > 0) await sleep(25);
+    }
+    const endedMs = Date.now() - tAbort;
+    t.diagnostic(`the run ended ${endedMs} ms after the abort`);
+    assert.equal(running, 0, 'the run ended');
+    assert.ok(endedMs <= GONE_WITHIN_MS, `the run ended ${endedMs} ms after the abort (bound ${GONE_WITHIN_MS} ms)`);
+
+    const r = await run(d.client, conv, 'python', "print('x' in globals())");
+    expectStatus(r, 'completed');
+    expectSession(r, 'restarted', 'cancel_kill');
+    assert.equal(r.sc.stdout, 'False\n');
   });
 });

@@ -4,13 +4,15 @@
 // lifetime with short settings, long runs kept alive by progress for a
 // client with a 60-second request timeout, eviction of the least recently
 // used idle session, one-off runs when no warm session can be had, and the
-// daemon killed with SIGKILL and restarted on the same SANDBOX_ROOT.
+// daemon killed with SIGKILL, or stopped with SIGTERM, and restarted on the
+// same SANDBOX_ROOT.
 //
 // The long waits run side by side (each with a daemon of its own), so this
 // file takes about two minutes however many there are.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { sleep } from './lib/daemon.mjs';
 import { rmSync } from 'node:fs';
 import { faultsDir, umountBelow } from './lib/faults.mjs';
@@ -134,7 +136,7 @@ describe('long waits, side by side', { concurrency: true }, () => {
   });
 });
 
-describe('eviction and capacity (SANDBOX_WARM_MAX=2)', () => {
+describe('eviction and capacity (SANDBOX_WARM_MAX=2, SANDBOX_WARM_MEMORY_MB)', () => {
   test('a third conversation evicts the least recently used idle session, which is told', { timeout: T }, async () => {
     const d = await startWarm({ name: 'warm-evict', env: { SANDBOX_WARM_MAX: '2' } });
     try {
@@ -176,6 +178,33 @@ describe('eviction and capacity (SANDBOX_WARM_MAX=2)', () => {
       }
       w = (await d.health()).warm;
       assert.ok(w.sessions <= 2, JSON.stringify(w));
+    } finally {
+      await stopWarm(d);
+    }
+  });
+
+  test('memory-aware admission (SANDBOX_WARM_MEMORY_MB=400: one 256 MB box): a busy box leaves no room, said so', { timeout: T }, async () => {
+    const d = await startWarm({ name: 'warm-memory', env: { SANDBOX_WARM_MEMORY_MB: '400', SANDBOX_MEMORY_MB: '256' } });
+    try {
+      const [a, b] = ['a', 'b'].map((n) => conv(`mem-${n}`));
+      const ra = startedRun(d.client, a, 'import time\nx = 1\ntime.sleep(8)');
+      await ra.started;
+      const w = (await d.health()).warm;
+      assert.equal(w.memory_budget_mb, 400, JSON.stringify(w));
+      assert.equal(w.memory_mb, 256, JSON.stringify(w));
+      const rb = await py(d.client, b, "print('one-off')");
+      expectStatus(rb, 'completed');
+      expectSession(rb, 'none', 'memory');
+      assert.equal(rb.sc.stdout, 'one-off\n');
+      assert.match(rb.text, /session: none, a one-off sandbox \(the server is short of memory for another warm session\)/);
+      expectStatus(await ra.done, 'completed');
+      // Idle now: the next conversation takes its room (a's session is
+      // evicted and told), within the budget.
+      expectSession(await py(d.client, b, 'y = 2'), 'new');
+      const again = await py(d.client, a, "print('x' in globals())");
+      expectSession(again, 'restarted', 'evicted');
+      const w2 = (await d.health()).warm;
+      assert.ok(w2.memory_mb <= 400, JSON.stringify(w2));
     } finally {
       await stopWarm(d);
     }
@@ -240,6 +269,97 @@ describe('the daemon killed with SIGKILL and restarted on the same SANDBOX_ROOT'
         rmSync(root, { recursive: true, force: true, maxRetries: 3 });
         await removeContainersOf(instance).catch(() => {});
       }
+    }
+  });
+});
+
+describe('the daemon stopped with SIGTERM and started again on the same SANDBOX_ROOT', () => {
+  test('a live session is told server_restarted, and a loss not yet told keeps its own reason', { timeout: T }, async () => {
+    const root = faultsDir('mcpsd-root-');
+    const instance = instanceName('warm-term');
+    const env = { FILE_SECRET: randomBytes(32).toString('hex'), MCP_API_TOKEN: randomBytes(24).toString('hex') };
+    let d1, d2;
+    try {
+      d1 = await startWarm({ name: 'warm-term', root, instance, env: { ...env, SANDBOX_WARM_IDLE_SECONDS: '3' } });
+      const a = conv('term-idle');
+      const b = conv('term-live');
+      expectStatus(await py(d1.client, a, 'x = 1'), 'completed');
+      await waitWarm(d1, (w) => w.expired >= 1 && w.sessions === 0, 60_000 * SLOW, 'the first session to expire');
+
+      // b's run is in flight when SIGTERM comes: the daemon finishes it,
+      // then stops with b's session alive.
+      const live = startedRun(d1.client, b, 'y = 1\nimport time\ntime.sleep(2)');
+      await live.started;
+      const stopped = d1.stop('SIGTERM');
+      expectStatus(await live.done, 'completed');
+      assert.deepEqual(await stopped, { code: 0, sig: null }, `a clean SIGTERM exit; log ${d1.logPath}`);
+      assert.deepEqual((await containersOf(instance, { all: true })).map((x) => x.Id.slice(0, 12)), [], 'the stop removed its boxes');
+
+      d2 = await startWarm({ name: 'warm-term-2', root, instance, env });
+      const rb = await py(d2.client, b, "print('y' in globals())");
+      expectSession(rb, 'restarted', 'server_restarted');
+      assert.equal(rb.sc.stdout, 'False\n');
+      assert.match(rb.text, /^NOTE: .*\(the server restarted\)/);
+      const ra = await py(d2.client, a, "print('x' in globals())");
+      expectSession(ra, 'restarted', 'idle_expired');
+      assert.match(ra.text, /^NOTE: .*\(it was not used for too long\)/);
+      expectSession(await py(d2.client, b, 'y = 2'), 'continued');
+      expectSession(await py(d2.client, conv('term-new'), 'z = 1'), 'new');
+    } finally {
+      if (d1 && !d1.exited) await d1.stop('SIGKILL').catch(() => {});
+      if (d2) {
+        await stopWarm(d2);
+      } else {
+        umountBelow(root);
+        rmSync(root, { recursive: true, force: true, maxRetries: 3 });
+        await removeContainersOf(instance).catch(() => {});
+      }
+    }
+  });
+});
+
+describe('a runner image rebuilt under a live session', () => {
+  test('the next run starts on the new image and says image_updated', { timeout: T }, async () => {
+    // A runner of its own (a language no other test uses), built FROM the
+    // Bash runner with labels only, then rebuilt under the same tag.
+    const lang = 'updtest';
+    const tag = `mcpsd-test/runner-${lang}:${process.pid}`;
+    const build = (gen) =>
+      execFileSync('docker', ['build', '-q', '-t', tag, '-'], {
+        input: `FROM mcp-sandboxd/runner-bash:latest\nLABEL sandbox.language="${lang}" sandbox.aliases="" sandbox.priority="1" mcpsd.test.generation="${gen}"\n`,
+        encoding: 'utf8',
+      }).trim();
+    const ids = [];
+    let d;
+    try {
+      ids.push(build(1));
+      d = await startWarm({ name: 'warm-image' });
+      const runnerOf = async () => {
+        await sleep(2100); // past the rediscovery rate limit
+        return (await callTool(d.client, 'list_runners', {})).sc.runners.find((x) => x.language === lang);
+      };
+      assert.equal((await runnerOf())?.image_id, ids[0], 'the test runner is discovered');
+      const c = conv('image');
+      const r1 = await run(d.client, c, lang, 'echo one > /tmp/mark; echo ok');
+      expectStatus(r1, 'completed');
+      expectSession(r1, 'new');
+      const r2 = await run(d.client, c, lang, 'cat /tmp/mark');
+      expectSession(r2, 'continued');
+      assert.equal(r2.sc.stdout, 'one\n', 'the same box: /tmp kept');
+
+      ids.push(build(2));
+      assert.notEqual(ids[1], ids[0], 'the rebuild made a new image');
+      assert.equal((await runnerOf())?.image_id, ids[1], 'the rebuilt runner is discovered');
+      const r3 = await run(d.client, c, lang, 'cat /tmp/mark 2>/dev/null || echo fresh');
+      expectStatus(r3, 'completed');
+      expectSession(r3, 'restarted', 'image_updated');
+      assert.equal(r3.sc.stdout, 'fresh\n', 'a new box on the new image');
+      await until(async () => (await boxesOf(d, { all: true })).every((b) => b.ImageID !== ids[0]), 15_000);
+      assert.deepEqual((await boxesOf(d, { all: true })).filter((b) => b.ImageID === ids[0]).map((b) => b.Id.slice(0, 12)), [], 'no box of the old image is left');
+      expectSession(await run(d.client, c, lang, 'true'), 'continued');
+    } finally {
+      if (d) await stopWarm(d);
+      for (const id of [tag, ...ids]) spawnSync('docker', ['image', 'rm', '-f', id], { stdio: 'ignore' });
     }
   });
 });
