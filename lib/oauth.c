@@ -20,8 +20,10 @@
 #include "buf.h"
 #include "log.h"
 #include "oauth_page.h"
+#include "stats.h"
 #include "util/errmsg.h"
 #include "util/hex.h"
+#include "util/jsonx.h"
 
 #define UNUSED_CLIENT_DAYS 7
 #define REGISTER_BURST 20
@@ -332,16 +334,43 @@ void oauth_job_purge(void *o)
 	(void)oauth_purge(o);
 }
 
-/* ---- metadata ------------------------------------------------------------ */
+struct oauth_emit {
+	stats_emit_fn emit;
+	void *ctx;
+};
 
-static cJSON *string_array(const char *const *v)
+static void oauth_emit_grants(void *arg, const char *tenant, long long n)
 {
-	cJSON *a = cJSON_CreateArray();
+	const struct oauth_emit *e = arg;
+	const char *const values[] = {tenant, NULL};
 
-	for (size_t i = 0; a && v[i]; i++)
-		cJSON_AddItemToArray(a, cJSON_CreateString(v[i]));
-	return a;
+	e->emit(e->ctx, values, (double)n);
 }
+
+/* The grants gauge, read from the store (every replica's) at scrape time. */
+static void oauth_read_grants(void *arg, stats_emit_fn emit, void *ctx)
+{
+	struct oauth *o = arg;
+	struct oauth_emit e = {emit, ctx};
+	struct store_tx *tx;
+
+	if (store_begin(o->st, false, &tx) < 0)
+		return;
+	if (oauth_db_grants_by_tenant(tx, oauth_emit_grants, &e) < 0)
+		log_warnx("oauth: counting grants for /metrics failed");
+	store_rollback(tx);
+}
+
+void oauth_set_stats(struct oauth *o, struct stats *s)
+{
+	static const char *const tenant[] = {"tenant", NULL};
+
+	stats_gauge_fn(s, "mcpsd_oauth_grants",
+	               "OAuth grants in the store, by tenant", tenant,
+	               oauth_read_grants, o);
+}
+
+/* ---- metadata ------------------------------------------------------------ */
 
 void oauth_metadata(struct oauth *o, struct oauth_resp *out)
 {
@@ -368,21 +397,21 @@ void oauth_metadata(struct oauth *o, struct oauth_resp *out)
 		snprintf(url, sizeof(url), "%s%s", iss, OAUTH_PATH_REVOKE);
 		cJSON_AddStringToObject(m, "revocation_endpoint", url);
 		cJSON_AddItemToObject(m, "scopes_supported",
-		                      string_array(scopes));
+		                      jsonx_strv(scopes));
 		cJSON_AddItemToObject(m, "response_types_supported",
-		                      string_array(responses));
+		                      jsonx_strv(responses));
 		cJSON_AddItemToObject(m, "response_modes_supported",
-		                      string_array(modes));
+		                      jsonx_strv(modes));
 		cJSON_AddItemToObject(m, "grant_types_supported",
-		                      string_array(grants));
+		                      jsonx_strv(grants));
 		cJSON_AddItemToObject(m,
 		                      "token_endpoint_auth_methods_supported",
-		                      string_array(methods));
+		                      jsonx_strv(methods));
 		cJSON_AddItemToObject(
 		    m, "revocation_endpoint_auth_methods_supported",
-		    string_array(methods));
+		    jsonx_strv(methods));
 		cJSON_AddItemToObject(m, "code_challenge_methods_supported",
-		                      string_array(pkce));
+		                      jsonx_strv(pkce));
 		cJSON_AddBoolToObject(
 		    m, "authorization_response_iss_parameter_supported", true);
 		cJSON_AddBoolToObject(m,
@@ -429,9 +458,9 @@ void oauth_resource_metadata(struct oauth *o, const char *suffix,
 			cJSON_AddItemToArray(
 			    as, cJSON_CreateString(o->cfg->oauth_issuer));
 		cJSON_AddItemToObject(m, "scopes_supported",
-		                      string_array(scopes));
+		                      jsonx_strv(scopes));
 		cJSON_AddItemToObject(m, "bearer_methods_supported",
-		                      string_array(methods));
+		                      jsonx_strv(methods));
 		cJSON_AddStringToObject(m, "resource_name",
 		                        "mcp-sandboxd code sandbox");
 	}

@@ -160,4 +160,8 @@ long long oauth_purge(struct oauth *o);
 #define OAUTH_PURGE_MS (10 * 60 * 1000)
 void oauth_job_purge(void *o);
 
+struct stats;
+/* Registers mcpsd_oauth_grants{tenant} (grants in the store) with s. */
+void oauth_set_stats(struct oauth *o, struct stats *s);
+
 #endif

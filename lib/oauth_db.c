@@ -294,6 +294,24 @@ int oauth_db_grant_count(struct store_tx *tx, const char *tenant, long long *n)
 	return r < 0 ? r : 0;
 }
 
+int oauth_db_grants_by_tenant(struct store_tx *tx, oauth_db_count_fn fn,
+                              void *arg)
+{
+	static const char sql[] = "SELECT tenant, count(*) FROM oauth_grants "
+	                          "GROUP BY tenant ORDER BY tenant";
+	struct store_stmt *s = store_stmt(tx, sql);
+	int r;
+
+	if (!s)
+		return -EIO;
+	while ((r = store_step(tx, s)) == 1) {
+		const char *t = store_col_text(s, 0);
+
+		fn(arg, t ? t : "", store_col_int64(s, 1));
+	}
+	return r;
+}
+
 /* Reads grant columns at offset off: id, client, tenant, binding, ... */
 static bool grant_cols(struct store_stmt *s, int off, struct oauth_db_grant *g)
 {

@@ -207,6 +207,11 @@ __attribute__((warn_unused_result)) int oauth_db_grants_sweep(
     bool (*keep)(void *data, const char *tenant, const unsigned char *binding),
     void *data, long long *deleted);
 
+/* Calls fn with each tenant that has grants and their number. 0 or -errno. */
+typedef void (*oauth_db_count_fn)(void *arg, const char *tenant, long long n);
+__attribute__((warn_unused_result)) int
+oauth_db_grants_by_tenant(struct store_tx *tx, oauth_db_count_fn fn, void *arg);
+
 /* The number of grants, in all and of one tenant (tenant NULL: all). */
 __attribute__((warn_unused_result)) int
 oauth_db_grant_count(struct store_tx *tx, const char *tenant, long long *n);

@@ -192,6 +192,8 @@ static int daemon_core(struct daemon *d, char *err, size_t errlen)
 		return -1;
 	}
 	runner_set_stats(d->runner, d->stats);
+	if (d->oauth)
+		oauth_set_stats(d->oauth, d->stats);
 	/* Usage counters live in the store: a restart does not reset them. */
 	if (budget_create(d->store, cfg->tenant_cpu_s, cfg->tenant_cpu_window_s,
 	                  &d->budget) < 0) {

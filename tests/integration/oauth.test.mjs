@@ -13,6 +13,7 @@ import assert from 'node:assert/strict';
 import { execFile, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
 import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
@@ -109,6 +110,15 @@ async function logMatch(logPath, re, ms = 10000) {
   return text;
 }
 
+/** mcpsd_oauth_grants from /metrics (a loopback peer), by tenant. */
+async function grantsMetric(daemon) {
+  const r = await fetch(`${daemon.base}/metrics`);
+  assert.equal(r.status, 200);
+  const out = {};
+  for (const m of (await r.text()).matchAll(/^mcpsd_oauth_grants\{tenant="([^"]*)"\} (\d+)$/gm)) out[m[1]] = Number(m[2]);
+  return out;
+}
+
 function textOf(r) {
   return (r.content ?? []).map((c) => c.text ?? '').join('\n');
 }
@@ -166,9 +176,21 @@ describe('discovery', () => {
       assert.deepEqual(m.token_endpoint_auth_methods_supported, ['none', 'client_secret_post', 'client_secret_basic']);
       assert.ok(!m.scopes_supported.includes('offline_access'));
     }
-    // The issuer is taken from PUBLIC_BASE_URL, never from Host.
-    const r = await fetch(`${d.base}/.well-known/oauth-authorization-server`, { headers: { Host: 'evil.example' } });
-    if (r.status === 200) assert.equal((await r.json()).issuer, d.base);
+    // The issuer is taken from PUBLIC_BASE_URL, never from Host: asked as
+    // localhost (an accepted Host on loopback), it still names 127.0.0.1.
+    // (fetch cannot set Host; node:http can.)
+    const u = new URL(d.base);
+    const viaLocalhost = await new Promise((resolve, reject) => {
+      const rq = http.get({ host: u.hostname, port: u.port, path: '/.well-known/oauth-authorization-server', headers: { Host: `localhost:${u.port}` } }, (res) => {
+        let body = '';
+        res.on('data', (b) => (body += b));
+        res.on('end', () => resolve({ status: res.statusCode, body }));
+      });
+      rq.on('error', reject);
+    });
+    assert.equal(viaLocalhost.status, 200, viaLocalhost.body);
+    assert.ok(u.hostname !== 'localhost', d.base);
+    assert.equal(JSON.parse(viaLocalhost.body).issuer, d.base);
   });
 });
 
@@ -277,10 +299,16 @@ describe('official SDK client', () => {
     }
   });
 
-  test('revocation ends the grant', async () => {
+  test('revocation ends the grant, and /metrics counts grants as the store holds them', async () => {
     const t = provider.tokens();
+    const before = await grantsMetric(d);
+    assert.equal(before.alice, Number(sql(d.root, "SELECT count(*) FROM oauth_grants WHERE tenant = 'alice'")));
+    assert.ok(before.alice >= 1, JSON.stringify(before));
     const r = await tokenRequest(d.base, { token: t.refresh_token, client_id: provider.client.client_id }, { path: '/revoke' });
     assert.equal(r.status, 200);
+    const afterRevoke = await grantsMetric(d);
+    assert.equal(afterRevoke.alice ?? 0, before.alice - 1, `one grant fewer: ${JSON.stringify(afterRevoke)}`);
+    assert.equal(afterRevoke.bob ?? 0, before.bob ?? 0);
     await client.close();
     const after = await rawMcp(d, t.access_token);
     assert.equal(after.status, 401);
@@ -389,6 +417,9 @@ describe('headless Chromium on the consent page', () => {
         ],
       });
     } catch (e) {
+      // tests/run.sh installs both: under CI a missing browser is a
+      // failure, not a quiet skip of what only a browser can show.
+      if (process.env.CI) throw e;
       skip = `Chromium or playwright-core unavailable: ${e.message}`;
     }
   });
@@ -680,6 +711,17 @@ describe('hostile requests', () => {
       assert.equal(r.status, 200, 'both registrations stay valid; unknown scopes are ignored');
       assert.match(await r.text(), /<strong>claude\.ai<\/strong>/);
     }
+  });
+
+  test('after all of the above the store is consistent: no half-made grant', () => {
+    assertStoreConsistent(d.root);
+    // Every grant came from an approved consent: it has its code (kept an
+    // hour past expiry) or tokens. A refused request left none behind.
+    assert.equal(
+      sql(d.root, 'SELECT count(*) FROM oauth_grants g WHERE NOT EXISTS (SELECT 1 FROM oauth_codes c WHERE c.grant_id = g.grant_id) AND NOT EXISTS (SELECT 1 FROM oauth_tokens t WHERE t.grant_id = g.grant_id)'),
+      '0',
+    );
+    assert.equal(sql(d.root, "SELECT count(*) FROM oauth_tokens WHERE kind NOT IN ('access', 'refresh')"), '0');
   });
 });
 
