@@ -382,16 +382,33 @@ describe('what OAuth-capable clients show a person', () => {
   }
 
   // Without a terminal (CI, scripts) the Inspector stops before any OAuth
-  // request: exit 3, auth_required, which the README explains.
+  // request: exit 3, auth_required, and its own advice to add
+  // --stored-auth-only. With that flag it prints the server's 401 body, so
+  // the person reads which token problem it is and what to do (the README's
+  // Inspector table says so).
   for (const [transport, p] of transports) {
     for (const [what, auth] of cases) {
       test(`the MCP Inspector CLI without a terminal over ${transport} with ${what}`, async () => {
         const args = [INSPECTOR, '--cli', `${d.base}${p}`, '--transport', transport, '--method', 'tools/list'];
         if (auth) args.push('--header', `Authorization: ${auth}`);
-        const r = await run(NODE22, args, { BROWSER: '/bin/false', MCP_CATALOG_PATH: path.join(home, 'mcp.json') });
+        const env = { BROWSER: '/bin/false', MCP_CATALOG_PATH: path.join(home, 'mcp.json') };
+        const r = await run(NODE22, args, env);
         assert.equal(r.code, 3, `exit 3 (output: ${r.out.slice(-2000)})`);
         assert.match(r.out, /"code":"auth_required"/);
+        assert.match(r.out, /--stored-auth-only/, 'it names the flag that shows the server\'s reason');
         assert.doesNotMatch(r.out, PARSER_ERROR, 'no parser error');
+
+        const s = await run(NODE22, [...args, '--stored-auth-only'], env);
+        assert.equal(s.code, 3, `--stored-auth-only: exit 3 (output: ${s.out.slice(-2000)})`);
+        if (transport === 'http') {
+          assertTold(s, `Inspector --stored-auth-only over ${transport}, ${what}`, false);
+          assert.match(s.out, auth ? /invalid bearer token/ : /missing bearer token/, `--stored-auth-only over ${transport}: which token problem (output: ${s.out.slice(-2000)})`);
+        } else {
+          // Its SSE transport reads only the status, never the body or
+          // the challenge: the README's table says what the 401 means.
+          assert.match(s.out, /"code":"auth_required".*Non-200 status code \(401\)/, `--stored-auth-only over sse (output: ${s.out.slice(-2000)})`);
+          assert.doesNotMatch(s.out, PARSER_ERROR, 'no parser error');
+        }
       });
     }
   }
