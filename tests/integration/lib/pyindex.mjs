@@ -8,7 +8,7 @@
 // installer's time limit), and a log of every request (to prove that a
 // second run reused the cache and asked the index nothing).
 import { createHash } from 'node:crypto';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { createServer } from 'node:http';
 
 const CRC_TABLE = (() => {
@@ -98,14 +98,23 @@ export function wheel(name, version, modules, requires = []) {
   return { file: `${dist}-${version}-py3-none-any.whl`, data: zip(files) };
 }
 
-/** The gateway address of Docker's default bridge (where boxes reach the host). */
+/**
+ * The gateway address of Docker's default bridge (where boxes reach the
+ * host): IPAM's Gateway when the engine lists it, else the IPv4 address of
+ * the bridge's interface (a new engine 20.10 lists only the Subnet).
+ */
 export function bridgeGateway() {
-  const out = execFileSync('docker', ['network', 'inspect', 'bridge', '-f', '{{range .IPAM.Config}}{{.Gateway}} {{end}}'], {
-    encoding: 'utf8',
-  });
-  const ip = out.trim().split(/\s+/).find((a) => /^\d+\.\d+\.\d+\.\d+$/.test(a));
-  if (!ip) throw new Error(`no IPv4 gateway on the bridge network: ${out}`);
-  return ip;
+  const net = JSON.parse(execFileSync('docker', ['network', 'inspect', 'bridge'], { encoding: 'utf8' }))[0];
+  const isV4 = (a) => /^\d+\.\d+\.\d+\.\d+$/.test(a ?? '');
+  const listed = (net?.IPAM?.Config ?? []).map((c) => c.Gateway).find(isV4);
+  if (listed) return listed;
+  // The interface's address (os.networkInterfaces() leaves out a bridge
+  // without a container on it: it is down).
+  const ifname = net?.Options?.['com.docker.network.bridge.name'] ?? 'docker0';
+  const ip = spawnSync('ip', ['-4', '-o', 'addr', 'show', 'dev', ifname], { encoding: 'utf8' });
+  const m = (ip.stdout ?? '').match(/inet (\d+\.\d+\.\d+\.\d+)\//);
+  if (m) return m[1];
+  throw new Error(`no IPv4 gateway on the bridge network: IPAM ${JSON.stringify(net?.IPAM?.Config)}, no IPv4 address on ${ifname} (${ip.stderr ?? ''})`);
 }
 
 /**
