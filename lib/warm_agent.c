@@ -261,7 +261,7 @@ int warm_box_start(const struct warm_env *env, const struct catalog_image *img,
 	const char *envv[] = {"HOME=/tmp", "LANG=C.UTF-8",
 	                      "MCPSD_PYTHON_PACKAGES=" PACKAGES_PYTHON_SITE};
 	bool pip = cfg->packages && strcmp(img->packages, "pip") == 0;
-	char pool_host[PATH_MAX], tenant_fp[13];
+	char pool_host[PATH_MAX], tenant_fp[13], name[32];
 	long long t0 = mono_ms();
 	int rc;
 
@@ -293,6 +293,9 @@ int warm_box_start(const struct warm_env *env, const struct catalog_image *img,
 		goto fail;
 	}
 	memset(&bs, 0, sizeof(bs));
+	/* A name, so that a create whose answer is lost can be undone. */
+	snprintf(name, sizeof(name), "mcpsd-w-%s", b->id);
+	bs.name = name;
 	bs.image = img->image_id;
 	bs.cmd = cmd;
 	bs.n_cmd = warm_cmd(cfg, b->kernel, req == NULL, cmd);

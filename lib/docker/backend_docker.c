@@ -26,13 +26,20 @@
 /* Removal retries: every 5 s, then less often, for about ten minutes. */
 #define DK_RM_RETRY_MS 5000
 #define DK_RM_TRIES 20
+#define DK_RM_UNSURE_TRIES 6 /* about 100 s of looking (see struct dk_rm) */
 
 struct dk_rm {
 	struct dk_rm *next;
-	char id[DOCKER_ID_LEN + 1];
+	char id[DOCKER_ID_LEN + 1];         /* or the name it was created by */
 	char cg_name[CGUSAGE_NAME_MAX + 1]; /* its usage parent, or "" */
 	long long not_before; /* mono_ms, for retries after a failure */
 	unsigned tries;
+	/*
+	 * A create whose answer was lost (the engine hung or went away): the
+	 * container may exist, or appear when the engine gets to it, so "no
+	 * such container" is tried again DK_RM_UNSURE_TRIES times.
+	 */
+	bool unsure;
 };
 
 struct dk_backend {
@@ -224,7 +231,7 @@ static void dk_cg_remove(struct dk_backend *be, const char *cg_name)
 }
 
 static void dk_rm_queue(struct dk_backend *be, const char *id,
-                        const char *cg_name)
+                        const char *cg_name, bool unsure)
 {
 	struct dk_rm *m = calloc(1, sizeof(*m));
 	char err[256];
@@ -240,6 +247,9 @@ static void dk_rm_queue(struct dk_backend *be, const char *id,
 	}
 	snprintf(m->id, sizeof(m->id), "%s", id);
 	snprintf(m->cg_name, sizeof(m->cg_name), "%s", cg_name);
+	m->unsure = unsure;
+	if (unsure)
+		m->not_before = mono_ms() + DK_RM_RETRY_MS;
 	pthread_mutex_lock(&be->rm_lock);
 	dk_rm_append(be, m);
 	pthread_cond_signal(&be->rm_cond);
@@ -282,7 +292,18 @@ static void *dk_rm_main(void *arg)
 		rc = docker_container_remove(be->docker, m->id, err,
 		                             sizeof(err));
 		pthread_mutex_lock(&be->rm_lock);
+		if (rc == -ENOENT && m->unsure && !be->rm_stop &&
+		    ++m->tries < DK_RM_UNSURE_TRIES) {
+			m->not_before =
+			    mono_ms() + (long long)DK_RM_RETRY_MS * m->tries;
+			dk_rm_append(be, m);
+			continue;
+		}
 		if (rc == 0 || rc == -ENOENT) {
+			if (rc == 0 && m->unsure)
+				log_info("removed container %s, created by an "
+				         "engine that did not answer in time",
+				         m->id);
 			log_debug("removed container %.12s", m->id);
 			dk_cg_remove(be, m->cg_name);
 		} else if (!be->rm_stop && ++m->tries < DK_RM_TRIES) {
@@ -380,6 +401,13 @@ static int dk_box_create(struct backend *base, const struct box_spec *spec,
 	rc = docker_container_create(be->docker, spec->name, &o, b->cid, err,
 	                             errlen);
 	if (rc < 0) {
+		/*
+		 * No answer (a hung engine, a connection that broke): the
+		 * engine may still make the container. It has a name: remove
+		 * it by that name once it shows up.
+		 */
+		if ((rc == -ETIMEDOUT || rc == -ECONNREFUSED) && spec->name)
+			dk_rm_queue(be, spec->name, b->cg_name, true);
 		free(b);
 		return rc;
 	}
@@ -489,7 +517,7 @@ static void dk_box_release(struct box *base)
 {
 	struct dk_box *b = (struct dk_box *)base;
 
-	dk_rm_queue(b->be, b->cid, b->cg_name);
+	dk_rm_queue(b->be, b->cid, b->cg_name, false);
 	free(b);
 }
 
