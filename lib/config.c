@@ -275,8 +275,9 @@ static const struct setting settings[] = {
      "Key for workspace names and file URLs (at least 32 characters); "
      "changing it orphans existing workspaces and links"},
     {"WORKSPACE_QUOTA_MODE", SET_STR, "auto", OFF(quota_mode), 0, 0, "loop",
-     "loop (a filesystem image per workspace: hard quota), none (checked "
-     "after each run only), auto (loop when possible)"},
+     "loop (a filesystem image per workspace: hard quota), none (watched "
+     "during each run, which is stopped about a second past the quota), "
+     "auto (loop when possible)"},
     {"WORKSPACE_QUOTA_MB", SET_UINT, "100", DERIVED, 1, 1048576, "100",
      "Bytes one conversation's workspace may hold"},
     {"WORKSPACE_MAX_FILES", SET_UINT, "10000", OFF(workspace_max_files), 16,

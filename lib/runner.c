@@ -92,6 +92,8 @@ const char *runner_status_name(enum runner_status s)
 		return "rate_limited";
 	case RUNNER_ERROR:
 		return "error";
+	case RUNNER_QUOTA_EXCEEDED:
+		return "quota_exceeded";
 	}
 	return "error";
 }

@@ -59,6 +59,12 @@ enum runner_status {
 	 */
 	RUNNER_RATE_LIMITED,
 	RUNNER_ERROR, /* engine trouble; see message */
+	/*
+	 * Stopped because its workspace passed the quota during the run
+	 * (workspaces the file system does not hold to it: set by tools_run,
+	 * which watches them; message says how far)
+	 */
+	RUNNER_QUOTA_EXCEEDED,
 };
 
 /* "completed", "failed", "timed_out", ... */

@@ -67,9 +67,10 @@ static void tools_run_code_describe(void *data, char **description,
  */
 #define TOOLS_RUN_PROGRESS_MIN_MS 250
 #define TOOLS_RUN_HEARTBEAT_MS 5000
-#define TOOLS_RUN_TAIL 1024    /* newest output kept for messages */
-#define TOOLS_RUN_TAIL_LINES 5 /* lines a message shows */
-#define TOOLS_RUN_MESSAGE 600  /* bytes of output a message shows */
+#define TOOLS_RUN_TAIL 1024           /* newest output kept for messages */
+#define TOOLS_RUN_TAIL_LINES 5        /* lines a message shows */
+#define TOOLS_RUN_MESSAGE 600         /* bytes of output a message shows */
+#define TOOLS_RUN_QUOTA_WATCH_MS 1000 /* how often the quota watch looks */
 
 struct tools_run_progress {
 	struct mcp_call *call;
@@ -79,6 +80,16 @@ struct tools_run_progress {
 	bool fresh; /* output arrived since the last message */
 	char tail[TOOLS_RUN_TAIL];
 	size_t tail_len;
+	/*
+	 * The quota watch, for a workspace the file system does not hold to
+	 * its quota (quota mode none: replicas, shared file systems): the
+	 * run is stopped through its cancel once the workspace is over.
+	 */
+	struct workspace *ws;         /* NULL: not watched */
+	struct runner_cancel *cancel; /* triggered when over */
+	long long next_watch;         /* mono_ms of the next look */
+	bool over;                    /* the watch stopped the run */
+	struct workspace_usage seen;  /* what it saw then */
 };
 
 static void tools_run_progress_send(struct tools_run_progress *p,
@@ -176,9 +187,39 @@ static void tools_run_on_output(void *arg, int which, const char *data,
 	tools_run_progress_maybe(p);
 }
 
+/*
+ * About once a second while a run goes on: progress, and the quota watch,
+ * which measures the workspace every TOOLS_RUN_QUOTA_WATCH_MS (a walk that
+ * stops at the first limit passed) and stops the run when it is over.
+ */
 static void tools_run_on_tick(void *arg)
 {
-	tools_run_progress_maybe(arg);
+	struct tools_run_progress *p = arg;
+	long long now = mono_ms();
+
+	tools_run_progress_maybe(p);
+	if (!p->ws || p->over || now < p->next_watch)
+		return;
+	p->next_watch = now + TOOLS_RUN_QUOTA_WATCH_MS;
+	if (workspace_usage(p->ws, &p->seen) == 0 && p->seen.over) {
+		p->over = true;
+		runner_cancel_trigger(p->cancel);
+	}
+}
+
+/* A run the quota watch stopped: its status and how far it went. */
+static void tools_run_quota_stopped(const struct tools_run_progress *p,
+                                    struct runner_result *res)
+{
+	const struct workspace_usage *u = &p->seen;
+
+	res->status = RUNNER_QUOTA_EXCEEDED;
+	snprintf(res->message, sizeof(res->message),
+	         "the files in /data passed the workspace quota during the "
+	         "run (%s%llu bytes in %s%llu files and directories; the quota "
+	         "is %llu bytes and %llu files)",
+	         u->partial ? "over " : "", u->bytes, u->partial ? "over " : "",
+	         u->files, u->quota_bytes, u->quota_files);
 }
 
 /*
@@ -530,9 +571,15 @@ static cJSON *tools_run_code_call(void *data, struct mcp_call *call,
 	req.on_tick = tools_run_on_tick;
 	req.event_arg = &prog;
 
+	if (!workspace_quota_enforced(ws)) {
+		prog.ws = ws;
+		prog.cancel = cancel;
+	}
 	mcp_call_on_cancel(call, runner_cancel_trigger, cancel);
 	rc = runner_run(ctx->runner, &req, &res);
 	mcp_call_on_cancel(call, NULL, NULL);
+	if (rc >= 0 && prog.over && res.status == RUNNER_CANCELLED)
+		tools_run_quota_stopped(&prog, &res);
 	if (rc < 0) {
 		result = mcp_text_result(res.message, true);
 	} else {

@@ -21,10 +21,12 @@
 const char tools_run_output_schema[] =
     "{\"type\":\"object\",\"properties\":{"
     "\"status\":{\"type\":\"string\",\"enum\":[\"completed\",\"failed\","
-    "\"timed_out\",\"oom_killed\",\"output_limit\",\"cancelled\",\"busy\","
-    "\"rate_limited\",\"error\"],\"description\":\"completed: exit code 0; "
-    "failed: non-zero exit; timed_out, oom_killed, output_limit: stopped by "
-    "a limit; busy: not run, retry later; rate_limited: not run, this "
+    "\"timed_out\",\"oom_killed\",\"output_limit\",\"quota_exceeded\","
+    "\"cancelled\",\"busy\",\"rate_limited\",\"error\"],\"description\":"
+    "\"completed: exit code 0; failed: non-zero exit; timed_out, "
+    "oom_killed, output_limit, quota_exceeded: stopped by a limit; busy: "
+    "not run, retry later; "
+    "rate_limited: not run, this "
     "tenant passed a limit of its own (see limit), retry after "
     "retry_after_seconds; error: the sandbox could not run it\"},"
     "\"exit_code\":{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"null\"}],"
@@ -407,6 +409,13 @@ static int tools_run_advice(struct buf *b, const struct runner_result *res,
 		                  cfg->output_max_bytes);
 	case RUNNER_CANCELLED:
 		return buf_puts(b, "The run was cancelled.");
+	case RUNNER_QUOTA_EXCEEDED:
+		return buf_printf(b,
+		                  "Stopped: %s. The files written so far are "
+		                  "kept; delete files (delete_file, or rm in a "
+		                  "run) before the next run, and write less to "
+		                  "/data.",
+		                  res->message);
 	case RUNNER_BUSY:
 		return buf_printf(
 		    b,

@@ -385,21 +385,25 @@ static int choose_mode(struct workspace_mgr *m, char *err, size_t errlen)
 	}
 	if (cfg->replica_name && cfg->replica_name[0]) {
 		m->loop = false;
-		log_warnx("WORKSPACE QUOTAS ARE NOT ENFORCED by this replica "
-		          "(MCP_REPLICA_NAME=%s): a loop image is mounted on "
-		          "one host, so replicas use quota mode none and a "
-		          "check after each run; give the shared file system "
-		          "under %s a quota of its own (docs/deployment.md)",
+		log_warnx("WORKSPACE QUOTAS ARE NOT ENFORCED by the file "
+		          "system for this replica (MCP_REPLICA_NAME=%s): a "
+		          "loop image is mounted on one host, so replicas use "
+		          "quota mode none, where a run is stopped about a "
+		          "second after its workspace passes the quota; give "
+		          "the shared file system under %s a quota of its own "
+		          "for a hard limit (docs/deployment.md)",
 		          cfg->replica_name, cfg->sandbox_root);
 		return 0;
 	}
 	if (strcmp(cfg->quota_mode, "none") == 0) {
 		m->loop = false;
-		log_warnx("WORKSPACE QUOTAS ARE NOT ENFORCED: "
-		          "WORKSPACE_QUOTA_MODE=none; code can fill the disk "
-		          "under %s until a check after its run refuses the "
-		          "next one (see docs/workspaces.md)",
-		          cfg->sandbox_root);
+		log_warnx(
+		    "WORKSPACE QUOTAS ARE NOT ENFORCED by the file "
+		    "system: WORKSPACE_QUOTA_MODE=none; a run is stopped "
+		    "about a second after its workspace passes the quota, "
+		    "so code can write past it under %s for that long "
+		    "(see docs/workspaces.md)",
+		    cfg->sandbox_root);
 		return 0;
 	}
 	r = probe_loop(m, why, sizeof(why));
@@ -435,9 +439,10 @@ static int choose_mode(struct workspace_mgr *m, char *err, size_t errlen)
 		return -EOPNOTSUPP;
 	}
 	m->loop = false;
-	log_warnx("WORKSPACE QUOTAS ARE NOT ENFORCED: loop mounts do not work "
-	          "here (%s), so quota mode is none: code can fill the disk "
-	          "under %s until a check after its run refuses the next one. "
+	log_warnx("WORKSPACE QUOTAS ARE NOT ENFORCED by the file system: loop "
+	          "mounts do not work here (%s), so quota mode is none: a run "
+	          "is stopped about a second after its workspace passes the "
+	          "quota, so code can write past it under %s for that long. "
 	          "Give the daemon root and the loop devices for hard quotas "
 	          "(docs/workspaces.md)",
 	          why, cfg->sandbox_root);

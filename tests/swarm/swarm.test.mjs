@@ -250,16 +250,28 @@ describe('swarm backend', { timeout: 120_000, skip: NO_LAB }, () => {
 describe('swarm backend: the cluster queue and the conversation lock', { timeout: 180_000, skip: NO_LAB }, () => {
   let a, b;
   before(async () => {
-    // Two daemons on one swarm, each with its own root (one root shared by
-    // replicas is not done yet): the conversation's lock is the service
-    // name, the same on both, so it must hold across them.
-    const env = { WORKSPACE_QUOTA_MODE: 'none', SANDBOX_CPUS: '1', SANDBOX_MAX_CONCURRENT: '16', SANDBOX_QUEUE_LENGTH: '64' };
+    // Two daemons on one swarm, each with its own root (replicas.test.mjs
+    // shares one): the conversation's lock is the service name, the same
+    // on both, so it must hold across them. Quota mode none, as replicas
+    // and hosts without a shared mount namespace use: the quota watch.
+    const env = { WORKSPACE_QUOTA_MODE: 'none', WORKSPACE_QUOTA_MB: '8', SANDBOX_CPUS: '1', SANDBOX_MAX_CONCURRENT: '16', SANDBOX_QUEUE_LENGTH: '64' };
     a = await swarmDaemon('qa', env);
     b = await swarmDaemon('qb', env);
   });
   after(async () => {
     await stopDaemon(b);
     await stopDaemon(a);
+  });
+
+  test('quota mode none: a run on a worker writing past the quota is stopped by the watch (quota_exceeded)', async (t) => {
+    const code = 'for i in $(seq 200); do head -c 1048576 /dev/zero >> big.$((i / 4)); sleep 0.05; done; echo not stopped';
+    const r = await bash(a.client, code, { conversationId: 'quota-watch', timeout_seconds: 60 });
+    assert.equal(r.sc.status, 'quota_exceeded', r.text);
+    assert.doesNotMatch(r.sc.stdout, /not stopped/);
+    assert.match(r.text, /passed the workspace quota during the run/);
+    const next = await bash(a.client, 'echo hi', { conversationId: 'quota-watch' });
+    assert.match(next.text, /over its quota/);
+    t.diagnostic(`stopped after ${r.sc.duration_ms} ms`);
   });
 
   test('three times more runs than the cluster has room for all complete', async (t) => {
