@@ -27,6 +27,7 @@ struct config_token {
 
 /* The longest MCP_REPLICA_NAME: a prefix of every session id. */
 #define MCP_REPLICA_NAME_MAX 12
+#define SWARM_CONSTRAINT_MAX 256 /* bytes of one placement constraint */
 
 struct config {
 	/* HTTP front */
@@ -195,5 +196,12 @@ __attribute__((warn_unused_result)) int config_parse_bytes(const char *s,
  */
 __attribute__((warn_unused_result)) int
 config_parse_addr(const char *s, char **host, unsigned *port);
+
+/*
+ * Steps through SWARM_CONSTRAINTS (';'-separated): the next part, spaces
+ * trimmed, at *start with *len bytes (0 for an empty part), and advances
+ * *s. false at the end.
+ */
+bool config_constraint_next(const char **s, const char **start, size_t *len);
 
 #endif

@@ -407,6 +407,40 @@ static int derive_oauth(struct config *cfg, char *err, size_t errlen)
 	return 0;
 }
 
+bool config_constraint_next(const char **s, const char **start, size_t *len)
+{
+	const char *p = *s;
+	size_t n, b = 0, e;
+
+	if (!*p)
+		return false;
+	n = strcspn(p, ";");
+	e = n;
+	while (b < e && p[b] == ' ')
+		b++;
+	while (e > b && p[e - 1] == ' ')
+		e--;
+	*start = p + b;
+	*len = e - b;
+	*s = p + n + (p[n] == ';');
+	return true;
+}
+
+/* At least one constraint, none of SWARM_CONSTRAINT_MAX bytes or more. */
+static int swarm_constraints_check(const char *s)
+{
+	const char *c;
+	size_t n;
+	unsigned n_ok = 0;
+
+	while (config_constraint_next(&s, &c, &n)) {
+		if (n >= SWARM_CONSTRAINT_MAX)
+			return -EINVAL;
+		n_ok += n > 0;
+	}
+	return n_ok ? 0 : -EINVAL;
+}
+
 /* The backend, the Swarm's settings and the metrics token. */
 static int derive_cluster(struct config *cfg, char *err, size_t errlen)
 {
@@ -443,6 +477,14 @@ static int derive_cluster(struct config *cfg, char *err, size_t errlen)
 			    "sandbox==true",
 			    cfg->swarm_constraints);
 	}
+	if (swarm && swarm_constraints_check(cfg->swarm_constraints) < 0)
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "SWARM_CONSTRAINTS needs at least one placement "
+		    "constraint, each under %d characters (without one, runs "
+		    "could land on any node, managers included), e.g. "
+		    "SWARM_CONSTRAINTS=node.labels.mcp-sandboxd.sandbox==true",
+		    SWARM_CONSTRAINT_MAX);
 	if (cfg->metrics_token[0] && strlen(cfg->metrics_token) < 16)
 		return errmsg_fail(-EINVAL, err, errlen,
 		                   "METRICS_TOKEN must have at least 16 "

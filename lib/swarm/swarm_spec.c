@@ -19,35 +19,42 @@
  * settings a service cannot carry on API 1.41 are the node engine's to
  * give, so each task looks at what it got before the code starts. $1 is
  * the stdin file, the rest the program. The status of this shell is
- * what /proc/self shows: the code inherits it through exec.
+ * what /proc/self shows: the code inherits it through exec. The code runs
+ * as a user without capabilities, so CapEff is 0 whatever the service
+ * asked: the bounding set (CapBnd) shows whether CapabilityDrop ALL held.
  */
-static const char preamble[] = "nnp= sc= ce= sw= net=1\n"
-                               "while IFS= read -r l; do\n"
-                               "  case $l in\n"
-                               "  'NoNewPrivs:\t1') nnp=1 ;;\n"
-                               "  'Seccomp:\t2') sc=1 ;;\n"
-                               "  'CapEff:\t0000000000000000') ce=1 ;;\n"
-                               "  esac\n"
-                               "done </proc/self/status\n"
-                               "while IFS= read -r l; do\n"
-                               "  case $l in SwapTotal:*' 0 kB') sw=1 ;; esac\n"
-                               "done </proc/meminfo\n"
-                               "for i in /sys/class/net/*; do\n"
-                               "  [ \"$i\" = /sys/class/net/lo ] || net=\n"
-                               "done\n"
-                               "m=\n"
-                               "[ -n \"$nnp\" ] || m=\"$m no-new-privileges\"\n"
-                               "[ -n \"$sc\" ] || m=\"$m seccomp\"\n"
-                               "[ -n \"$ce\" ] || m=\"$m capabilities\"\n"
-                               "[ -n \"$sw\" ] || m=\"$m swap-off\"\n"
-                               "[ -n \"$net\" ] || m=\"$m network-none\"\n"
-                               "if [ -n \"$m\" ]; then\n"
-                               "  echo \"" SWARM_CHECK_MARK "$m\" >&2\n"
-                               "  exit 125\n"
-                               "fi\n"
-                               "in=$1\n"
-                               "shift\n"
-                               "exec \"$@\" <\"$in\"\n";
+#define SWARM_STR_(x) #x
+#define SWARM_STR(x) SWARM_STR_(x)
+static const char preamble[] =
+    "nnp= sc= ce= cb= sw= net=1\n"
+    "while IFS= read -r l; do\n"
+    "  case $l in\n"
+    "  'NoNewPrivs:\t1') nnp=1 ;;\n"
+    "  'Seccomp:\t2') sc=1 ;;\n"
+    "  'CapEff:\t0000000000000000') ce=1 ;;\n"
+    "  'CapBnd:\t0000000000000000') cb=1 ;;\n"
+    "  esac\n"
+    "done </proc/self/status\n"
+    "while IFS= read -r l; do\n"
+    "  case $l in SwapTotal:*' 0 kB') sw=1 ;; esac\n"
+    "done </proc/meminfo\n"
+    "for i in /sys/class/net/*; do\n"
+    "  [ \"$i\" = /sys/class/net/lo ] || net=\n"
+    "done\n"
+    "m=\n"
+    "[ -n \"$nnp\" ] || m=\"$m no-new-privileges\"\n"
+    "[ -n \"$sc\" ] || m=\"$m seccomp\"\n"
+    "[ -n \"$ce\" ] && [ -n \"$cb\" ] || "
+    "m=\"$m capabilities\"\n"
+    "[ -n \"$sw\" ] || m=\"$m swap-off\"\n"
+    "[ -n \"$net\" ] || m=\"$m network-none\"\n"
+    "if [ -n \"$m\" ]; then\n"
+    "  echo \"" SWARM_CHECK_MARK "$m\" >&2\n"
+    "  exit " SWARM_STR(SWARM_CHECK_EXIT) "\n"
+                                          "fi\n"
+                                          "in=$1\n"
+                                          "shift\n"
+                                          "exec \"$@\" <\"$in\"\n";
 
 const char *swarm_spec_preamble(void)
 {
@@ -241,30 +248,24 @@ static bool add_placement(cJSON *tt, const struct config *cfg)
 {
 	cJSON *p = cJSON_AddObjectToObject(tt, "Placement");
 	cJSON *a = p ? cJSON_AddArrayToObject(p, "Constraints") : NULL;
-	const char *s = cfg->swarm_constraints;
-	char one[256];
+	const char *s = cfg->swarm_constraints, *c;
+	char one[SWARM_CONSTRAINT_MAX];
+	size_t n;
 
 	if (!a)
 		return false;
-	while (*s) {
-		size_t n = strcspn(s, ";");
-		size_t b = 0, e = n;
-
-		while (b < e && s[b] == ' ')
-			b++;
-		while (e > b && s[e - 1] == ' ')
-			e--;
-		if (e > b && e - b < sizeof(one)) {
-			memcpy(one, s + b, e - b);
-			one[e - b] = '\0';
-			if (!cJSON_AddItemToArray(a, cJSON_CreateString(one)))
-				return false;
-		}
-		s += n;
-		if (*s == ';')
-			s++;
+	while (config_constraint_next(&s, &c, &n)) {
+		if (n >= sizeof(one))
+			return false; /* never dropped: config refuses it */
+		if (!n)
+			continue;
+		memcpy(one, c, n);
+		one[n] = '\0';
+		if (!cJSON_AddItemToArray(a, cJSON_CreateString(one)))
+			return false;
 	}
-	return true;
+	/* No constraint would place code on any node, managers included. */
+	return cJSON_GetArraySize(a) > 0;
 }
 
 static bool add_logging(cJSON *tt, const struct config *cfg)

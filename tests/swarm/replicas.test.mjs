@@ -181,16 +181,24 @@ describe('daemon replicas behind HAProxy', { timeout: 300_000, skip: SKIP }, () 
     rmSync(ROOT, { recursive: true, force: true });
   });
 
-  test('a session of 2025-11-25 stays with the replica its id names', async () => {
+  test('a session of 2025-11-25 stays with the replica its id names; its files are served by either', async () => {
     const clients = [];
     for (let i = 0; i < 4; i++) clients.push(await connectHttp(lb));
     const ids = clients.map((c) => c.transport.sessionId);
     assert.ok(ids.some((s) => s.startsWith('r1.')) && ids.some((s) => s.startsWith('r2.')), `sessions on both replicas: ${ids}`);
     for (const [i, c] of clients.entries()) {
+      let r;
       for (let k = 0; k < 3; k++) {
-        const r = await bash(c, `echo "call ${k}" >> /data/log.txt; wc -l < /data/log.txt`, { conversationId: `sess-${i}` });
+        r = await bash(c, `echo "call ${k}" >> /data/log.txt; wc -l < /data/log.txt`, { conversationId: `sess-${i}` });
         assert.equal(r.sc?.status, 'completed', r.text);
         assert.equal(r.sc.stdout.trim(), String(k + 1), 'every call of the session reached its workspace in order');
+      }
+      const f = r.sc.files?.find((x) => x.name === 'log.txt');
+      assert.ok(f?.url?.startsWith(lb.base), `a file link on the balancer's URL: ${JSON.stringify(r.sc.files)}`);
+      for (const base of [lb.base, r1.base, r2.base]) {
+        const got = await fetch(f.url.replace(lb.base, base));
+        assert.equal(got.status, 200, `${base} serves the file of session ${ids[i]}`);
+        assert.equal(await got.text(), 'call 0\ncall 1\ncall 2\n');
       }
       await c.close();
     }

@@ -96,6 +96,41 @@ static void test_replica_name(void)
 	clear_env();
 }
 
+/* SWARM_CONSTRAINTS: at least one, none too long, with the swarm backend. */
+static void test_swarm_constraints(void)
+{
+	static const char *const bad[] = {"", "  ", " ; ;", NULL};
+	char longc[SWARM_CONSTRAINT_MAX + 16], err[1024];
+	struct config c;
+
+	setenv("MCP_API_TOKEN", "0123456789abcdef0123", 1);
+	setenv("FILE_SECRET", "00112233445566778899aabbccddeeff", 1);
+	setenv("SANDBOX_BACKEND", "swarm", 1);
+	for (size_t i = 0; bad[i]; i++) {
+		setenv("SWARM_CONSTRAINTS", bad[i], 1);
+		ok(load(&c, NULL, err, sizeof(err)) < 0 &&
+		       strstr(err, "at least one placement constraint") &&
+		       strstr(err, "e.g. SWARM_CONSTRAINTS="),
+		   "SWARM_CONSTRAINTS='%s' refused: %s", bad[i], err);
+		config_finish(&c);
+	}
+	memset(longc, 'a', sizeof(longc) - 1);
+	longc[sizeof(longc) - 1] = '\0';
+	memcpy(longc, "node.labels.", 12);
+	setenv("SWARM_CONSTRAINTS", longc, 1);
+	ok(load(&c, NULL, err, sizeof(err)) < 0 && strstr(err, "under 256"),
+	   "a constraint of %zu characters is refused: %s", strlen(longc), err);
+	config_finish(&c);
+	setenv("SWARM_CONSTRAINTS",
+	       " node.role==worker ; node.labels.sandbox==true ;", 1);
+	is_int(load(&c, NULL, err, sizeof(err)), 0,
+	       "two constraints, spaces and a trailing ';' accepted");
+	config_finish(&c);
+	unsetenv("SWARM_CONSTRAINTS");
+	unsetenv("SANDBOX_BACKEND");
+	clear_env();
+}
+
 int main(void)
 {
 	struct config c;
@@ -299,5 +334,6 @@ int main(void)
 	ok(config_parse_addr("host:99999", &host, &port) < 0,
 	   "port out of range refused");
 	test_replica_name();
+	test_swarm_constraints();
 	return tap_done();
 }
