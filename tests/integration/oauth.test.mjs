@@ -194,6 +194,26 @@ describe('discovery', () => {
   });
 });
 
+/** Follows consent's redirect to its callback, retrying while nothing listens there yet. */
+async function deliverWhenListening(c) {
+  if (!c?.location) return c;
+  const end = Date.now() + 30_000;
+  for (;;) {
+    try {
+      const cb = await fetch(c.location);
+      c.callbackStatus = cb.status;
+      await cb.text();
+      return c;
+    } catch (e) {
+      if (Date.now() > end) {
+        c.callbackError = e.message;
+        return c;
+      }
+      await sleep(200);
+    }
+  }
+}
+
 describe('conformance 0.2.0-alpha.12: authorization', () => {
   test('authorization-server-metadata-endpoint and authorization-code-grant pass', async () => {
     const port = await freePort();
@@ -208,7 +228,9 @@ describe('conformance 0.2.0-alpha.12: authorization', () => {
     child.stdout.on('data', (b) => {
       out += b.toString();
       const m = out.match(/^(http:\/\/\S+\/authorize\?\S+)$/m);
-      if (m && !approved) approved = consent(m[1], { token: ALICE });
+      // The tool prints the URL before its callback server listens: the
+      // browser's last step is delivered once that server answers.
+      if (m && !approved) approved = consent(m[1], { token: ALICE, deliver: false }).then((c) => deliverWhenListening(c));
     });
     child.stderr.on('data', (b) => (out += b.toString()));
     const code = await new Promise((resolve) => {
