@@ -69,6 +69,7 @@ struct runner {
 struct runner_cancel {
 	int fd;
 	atomic_bool flag;
+	atomic_bool quota; /* by the quota watch, not the caller */
 };
 
 const char *runner_status_name(enum runner_status s)
@@ -115,6 +116,7 @@ int runner_cancel_create(struct runner_cancel **out)
 		return -e;
 	}
 	atomic_init(&c->flag, false);
+	atomic_init(&c->quota, false);
 	*out = c;
 	return 0;
 }
@@ -137,6 +139,18 @@ void runner_cancel_trigger(void *arg)
 	/* Leaves the eventfd readable for good: pollers see it at once. */
 	if (write(c->fd, &one, sizeof(one)) < 0)
 		log_debug("cancel: eventfd write failed");
+}
+
+void runner_cancel_quota(struct runner_cancel *c)
+{
+	if (c)
+		atomic_store(&c->quota, true);
+	runner_cancel_trigger(c);
+}
+
+bool runner_cancel_for_quota(const struct runner_cancel *c)
+{
+	return c && atomic_load(&c->quota);
 }
 
 bool runner_cancel_requested(const struct runner_cancel *c)
@@ -561,6 +575,9 @@ int runner_run(struct runner *r, const struct runner_request *req,
 	    oneoff_run(&r->oneoff, req, img, res) == -ENOENT)
 		runner_retry_vanished(r, req, &cat, &img, res);
 	slots_release(r->slots, req->tenant, mono_ms() - t_slot);
+	if (res->status == RUNNER_CANCELLED &&
+	    runner_cancel_for_quota(req->cancel))
+		res->status = RUNNER_QUOTA_EXCEEDED;
 	runner_charge(r, req, res, mono_ms() - t_slot);
 	runner_count(r, req, res);
 	log_info("run %s lang=%s status=%s exit=%d duration=%lldms "

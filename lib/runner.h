@@ -242,6 +242,13 @@ void runner_cancel_destroy(struct runner_cancel *c);
  * Never blocks; callable from any thread, before or during the run.
  */
 void runner_cancel_trigger(void *cancel);
+/*
+ * Cancels for the quota watch (tools_run): the run stops as on a cancel and
+ * ends RUNNER_QUOTA_EXCEEDED; a warm kernel killed on the way is lost with
+ * reason quota_kill. NULL-safe.
+ */
+void runner_cancel_quota(struct runner_cancel *c);
+bool runner_cancel_for_quota(const struct runner_cancel *c);
 bool runner_cancel_requested(const struct runner_cancel *c);
 /* A descriptor that becomes readable on cancellation; -1 for NULL. */
 int runner_cancel_fd(const struct runner_cancel *c);

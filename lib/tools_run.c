@@ -200,20 +200,20 @@ static void tools_run_on_tick(void *arg)
 	tools_run_progress_maybe(p);
 	if (!p->ws || p->over || now < p->next_watch)
 		return;
-	p->next_watch = now + TOOLS_RUN_QUOTA_WATCH_MS;
+	/* Ticks come a second apart: a little early is the next one. */
+	p->next_watch = now + TOOLS_RUN_QUOTA_WATCH_MS - 200;
 	if (workspace_usage(p->ws, &p->seen) == 0 && p->seen.over) {
 		p->over = true;
-		runner_cancel_trigger(p->cancel);
+		runner_cancel_quota(p->cancel);
 	}
 }
 
-/* A run the quota watch stopped: its status and how far it went. */
+/* A run the quota watch stopped: how far it went. */
 static void tools_run_quota_stopped(const struct tools_run_progress *p,
                                     struct runner_result *res)
 {
 	const struct workspace_usage *u = &p->seen;
 
-	res->status = RUNNER_QUOTA_EXCEEDED;
 	snprintf(res->message, sizeof(res->message),
 	         "the files in /data passed the workspace quota during the "
 	         "run (%s%llu bytes in %s%llu files and directories; the quota "
@@ -578,7 +578,7 @@ static cJSON *tools_run_code_call(void *data, struct mcp_call *call,
 	mcp_call_on_cancel(call, runner_cancel_trigger, cancel);
 	rc = runner_run(ctx->runner, &req, &res);
 	mcp_call_on_cancel(call, NULL, NULL);
-	if (rc >= 0 && prog.over && res.status == RUNNER_CANCELLED)
+	if (rc >= 0 && prog.over && res.status == RUNNER_QUOTA_EXCEEDED)
 		tools_run_quota_stopped(&prog, &res);
 	if (rc < 0) {
 		result = mcp_text_result(res.message, true);

@@ -412,9 +412,8 @@ static int tools_run_advice(struct buf *b, const struct runner_result *res,
 	case RUNNER_QUOTA_EXCEEDED:
 		return buf_printf(b,
 		                  "Stopped: %s. The files written so far are "
-		                  "kept; delete files (delete_file, or rm in a "
-		                  "run) before the next run, and write less to "
-		                  "/data.",
+		                  "kept; delete files with delete_file before "
+		                  "the next run, and write less to /data.",
 		                  res->message);
 	case RUNNER_BUSY:
 		return buf_printf(
@@ -469,6 +468,9 @@ static const char *tools_run_why(const char *reason)
 	                    "interrupted, so the interpreter was killed"},
 	    {"output_limit_kill", "a run's output passed the limit and the "
 	                          "interpreter was killed"},
+	    {"quota_kill", "a run wrote past the workspace quota and did not "
+	                   "stop when interrupted, so the interpreter was "
+	                   "killed"},
 	    {"killed", "the interpreter was killed"},
 	    {"oom", "it ran out of memory"},
 	    {"exit", "the code called exit() (or os._exit)"},

@@ -167,6 +167,7 @@ struct warm_call {
 	struct warm_io io;
 	enum warm_phase phase;
 	bool timed_out, cancelled;
+	bool quota; /* the cancel came from the quota watch */
 	uint64_t id;
 };
 
@@ -235,9 +236,10 @@ static void warm_exec_drive(const struct warm_env *env, struct warm_box *b,
 			return;
 		}
 		if (c->phase == WARM_RUNNING) {
-			if (cancelled || runner_cancel_requested(req->cancel))
+			if (cancelled || runner_cancel_requested(req->cancel)) {
 				c->cancelled = true;
-			else if (!c->io.limit)
+				c->quota = runner_cancel_for_quota(req->cancel);
+			} else if (!c->io.limit)
 				c->timed_out = true;
 		}
 		if (!warm_escalate(b, c)) {
@@ -284,9 +286,10 @@ static const char *warm_lost_reason(const struct warm_call *c,
                                     const char *agent_says)
 {
 	if (agent_says && strcmp(agent_says, "killed") == 0)
-		return c->timed_out   ? "timeout_kill"
-		       : c->cancelled ? "cancel_kill"
-		                      : "output_limit_kill";
+		return c->timed_out ? "timeout_kill"
+		       : c->cancelled
+		           ? (c->quota ? "quota_kill" : "cancel_kill")
+		           : "output_limit_kill";
 	return agent_says && agent_says[0] ? agent_says : "crash";
 }
 

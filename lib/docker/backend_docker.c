@@ -26,7 +26,7 @@
 /* Removal retries: every 5 s, then less often, for about ten minutes. */
 #define DK_RM_RETRY_MS 5000
 #define DK_RM_TRIES 20
-#define DK_RM_UNSURE_TRIES 6 /* about 100 s of looking (see struct dk_rm) */
+#define DK_RM_UNSURE_TRIES 6 /* about 80 s of looking (see struct dk_rm) */
 
 struct dk_rm {
 	struct dk_rm *next;
@@ -51,7 +51,7 @@ struct dk_backend {
 
 	pthread_mutex_t rm_lock;
 	pthread_cond_t rm_cond;
-	struct dk_rm *rm_head, *rm_tail;
+	struct dk_rm *rm_head; /* in the order of not_before */
 	bool rm_stop;
 	pthread_t rm_thread;
 	bool rm_started;
@@ -200,14 +200,18 @@ cJSON *backend_docker_create_body(const struct config *cfg,
 /* ---- removal ------------------------------------------------------------ */
 
 /* Appends m to the removal queue. Called with rm_lock held. */
-static void dk_rm_append(struct dk_backend *be, struct dk_rm *m)
+/*
+ * Queues m in the order of not_before (after those due at the same time),
+ * so that an entry waiting to be retried never holds up one due now.
+ */
+static void dk_rm_insert(struct dk_backend *be, struct dk_rm *m)
 {
-	m->next = NULL;
-	if (be->rm_tail)
-		be->rm_tail->next = m;
-	else
-		be->rm_head = m;
-	be->rm_tail = m;
+	struct dk_rm **pp = &be->rm_head;
+
+	while (*pp && (*pp)->not_before <= m->not_before)
+		pp = &(*pp)->next;
+	m->next = *pp;
+	*pp = m;
 }
 
 /* The probed mode of usage measurement; CGUSAGE_OFF before the probe. */
@@ -251,7 +255,7 @@ static void dk_rm_queue(struct dk_backend *be, const char *id,
 	if (unsure)
 		m->not_before = mono_ms() + DK_RM_RETRY_MS;
 	pthread_mutex_lock(&be->rm_lock);
-	dk_rm_append(be, m);
+	dk_rm_insert(be, m);
 	pthread_cond_signal(&be->rm_cond);
 	pthread_mutex_unlock(&be->rm_lock);
 }
@@ -286,8 +290,6 @@ static void *dk_rm_main(void *arg)
 			continue;
 		}
 		be->rm_head = m->next;
-		if (!be->rm_head)
-			be->rm_tail = NULL;
 		pthread_mutex_unlock(&be->rm_lock);
 		rc = docker_container_remove(be->docker, m->id, err,
 		                             sizeof(err));
@@ -296,7 +298,7 @@ static void *dk_rm_main(void *arg)
 		    ++m->tries < DK_RM_UNSURE_TRIES) {
 			m->not_before =
 			    mono_ms() + (long long)DK_RM_RETRY_MS * m->tries;
-			dk_rm_append(be, m);
+			dk_rm_insert(be, m);
 			continue;
 		}
 		if (rc == 0 || rc == -ENOENT) {
@@ -312,7 +314,7 @@ static void *dk_rm_main(void *arg)
 			log_info("removing container %.12s failed, retrying "
 			         "later: %s",
 			         m->id, err);
-			dk_rm_append(be, m);
+			dk_rm_insert(be, m);
 			continue;
 		} else {
 			log_warnx("removing container %.12s failed (the "
@@ -404,7 +406,7 @@ static int dk_box_create(struct backend *base, const struct box_spec *spec,
 		/*
 		 * No answer (a hung engine, a connection that broke): the
 		 * engine may still make the container. It has a name: remove
-		 * it by that name once it shows up.
+		 * it by that name once it shows up (looked for about 80 s).
 		 */
 		if ((rc == -ETIMEDOUT || rc == -ECONNREFUSED) && spec->name)
 			dk_rm_queue(be, spec->name, b->cg_name, true);

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <cjson/cJSON.h>
+
 static int n_run, n_failed;
 
 bool tap_ok(bool cond, const char *file, int line, const char *fmt, ...)
@@ -77,4 +79,15 @@ void tap_mkdir(const char *root, const char *rel)
 
 	snprintf(path, sizeof(path), "%s/%s", root, rel);
 	(void)mkdir(path, 0755);
+}
+
+bool tap_json_has(const struct cJSON *a, const char *s)
+{
+	const cJSON *it;
+
+	cJSON_ArrayForEach (it, a) {
+		if (cJSON_IsString(it) && strcmp(it->valuestring, s) == 0)
+			return true;
+	}
+	return false;
 }

@@ -22,6 +22,10 @@ int tap_done(void);
 void tap_put(const char *root, const char *rel, const char *text);
 void tap_mkdir(const char *root, const char *rel);
 
+/* Whether the JSON array a (cJSON; NULL: no) holds the string s. */
+struct cJSON;
+bool tap_json_has(const struct cJSON *a, const char *s);
+
 #define ok(cond, ...) tap_ok((cond), __FILE__, __LINE__, __VA_ARGS__)
 #define is_int(got, want, name)                                                \
 	tap_is_int((long long)(got), (long long)(want), __FILE__, __LINE__,    \

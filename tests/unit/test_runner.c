@@ -42,17 +42,6 @@ static const cJSON *get(const cJSON *o, const char *path)
 	return o;
 }
 
-static bool array_has(const cJSON *a, const char *s)
-{
-	const cJSON *it;
-
-	cJSON_ArrayForEach (it, a) {
-		if (cJSON_IsString(it) && strcmp(it->valuestring, s) == 0)
-			return true;
-	}
-	return false;
-}
-
 static bool array_has_prefix(const cJSON *a, const char *s)
 {
 	const cJSON *it;
@@ -199,11 +188,11 @@ static void test_body(void)
 	       "MemorySwap equals Memory");
 	is_int(get(hc, "NanoCpus")->valuedouble, 500000000, "NanoCpus");
 	is_int(get(hc, "PidsLimit")->valuedouble, 128, "PidsLimit");
-	ok(array_has(get(hc, "CapDrop"), "ALL"), "CapDrop ALL");
+	ok(tap_json_has(get(hc, "CapDrop"), "ALL"), "CapDrop ALL");
 	ok(get(hc, "CapAdd") == NULL, "no CapAdd");
-	ok(array_has(get(hc, "SecurityOpt"), "no-new-privileges:true"),
+	ok(tap_json_has(get(hc, "SecurityOpt"), "no-new-privileges:true"),
 	   "no-new-privileges");
-	ok(array_has(get(hc, "SecurityOpt"), "seccomp={}"),
+	ok(tap_json_has(get(hc, "SecurityOpt"), "seccomp={}"),
 	   "seccomp profile content");
 	ok(!array_has_prefix(get(hc, "SecurityOpt"), "seccomp=unconfined") &&
 	       !array_has_prefix(get(hc, "SecurityOpt"), "apparmor=unconfined"),
@@ -251,9 +240,10 @@ static void test_body(void)
 	       "working directory /data");
 	x = get(b, "Env");
 	is_int(cJSON_GetArraySize(x), 4, "only the injected and caller's env");
-	ok(array_has(x, "HOME=/tmp") && array_has(x, "LANG=C.UTF-8") &&
-	       array_has(x, "FILE_BASE_URL=https://files.example/files/abc/") &&
-	       array_has(x, "FOO=bar"),
+	ok(tap_json_has(x, "HOME=/tmp") && tap_json_has(x, "LANG=C.UTF-8") &&
+	       tap_json_has(x,
+	                    "FILE_BASE_URL=https://files.example/files/abc/") &&
+	       tap_json_has(x, "FOO=bar"),
 	   "environment content");
 	x = get(b, "Labels");
 	ok(strcmp(cJSON_GetObjectItemCaseSensitive(x, "sandbox.managed")
@@ -338,9 +328,9 @@ static void test_body(void)
 		is_str(cJSON_GetStringValue(get(b, "WorkingDir")), "/tmp",
 		       "check: works in /tmp");
 		ok(cJSON_IsTrue(get(hc, "ReadonlyRootfs")) &&
-		       array_has(get(hc, "CapDrop"), "ALL") &&
-		       array_has(get(hc, "SecurityOpt"),
-		                 "no-new-privileges:true") &&
+		       tap_json_has(get(hc, "CapDrop"), "ALL") &&
+		       tap_json_has(get(hc, "SecurityOpt"),
+		                    "no-new-privileges:true") &&
 		       strcmp(cJSON_GetStringValue(get(hc, "NetworkMode")),
 		              "none") == 0,
 		   "check: same hardening, no network");

@@ -83,17 +83,6 @@ static cJSON *parent_of(cJSON *root, const char *path, const char **last)
 	return get(root, head);
 }
 
-static bool array_has(const cJSON *a, const char *s)
-{
-	const cJSON *it;
-
-	cJSON_ArrayForEach (it, a) {
-		if (cJSON_IsString(it) && strcmp(it->valuestring, s) == 0)
-			return true;
-	}
-	return false;
-}
-
 static bool is_num(const cJSON *o, double want)
 {
 	return cJSON_IsNumber(o) && fabs(o->valuedouble - want) < 0.5;
@@ -264,12 +253,13 @@ static void check_common(const cJSON *b, const struct config *cfg,
 	ok(cJSON_IsTrue(get(cs, "Init")), "body: init");
 	is_str(str_of(get(cs, "StopSignal")), "SIGKILL", "body: SIGKILL");
 	x = get(cs, "CapabilityDrop");
-	ok(cJSON_IsArray(x) && array_has(x, "ALL"), "body: CapabilityDrop ALL");
+	ok(cJSON_IsArray(x) && tap_json_has(x, "ALL"),
+	   "body: CapabilityDrop ALL");
 	ok(get(cs, "CapabilityAdd") == NULL, "body: no CapabilityAdd");
 	is_str(str_of(get(cs, "Dir")), "/sandbox", "body: workdir");
 	x = get(cs, "Env");
-	ok(cJSON_GetArraySize(x) == 2 && array_has(x, "FOO=bar") &&
-	       array_has(x, "LANG=C.UTF-8"),
+	ok(cJSON_GetArraySize(x) == 2 && tap_json_has(x, "FOO=bar") &&
+	       tap_json_has(x, "LANG=C.UTF-8"),
 	   "body: env");
 
 	/* The command: sh -c preamble, $0, the stdin file, the program. */
@@ -337,7 +327,7 @@ static void check_common(const cJSON *b, const struct config *cfg,
 	   "body: restart max attempts 0");
 	x = get(b, "TaskTemplate.Placement.Constraints");
 	ok(cJSON_IsArray(x) && cJSON_GetArraySize(x) >= 1 &&
-	       array_has(x, cfg->swarm_constraints),
+	       tap_json_has(x, cfg->swarm_constraints),
 	   "body: placement constraints (%s)", cfg->swarm_constraints);
 	is_str(str_of(get(b, "TaskTemplate.LogDriver.Name")), "local",
 	       "body: log driver local");
