@@ -259,7 +259,7 @@ async function sectionWarm(o) {
   const total = conc * perConv;
   const res = {
     section: 'warm',
-    measure: `${conc} conversations x ${perConv} warm calls at once`,
+    measure: `${conc} conversations x ${perConv} warm calls at once (one tenant)`,
     n: lat.length,
     calls: total,
     completed: statuses.completed ?? 0,
