@@ -414,6 +414,14 @@ static int choose_mode(struct workspace_mgr *m, char *err, size_t errlen)
 		         "nosuid,nodev,noexec",
 		         (unsigned long long)workspace_image_bytes(cfg),
 		         cfg->workspace_max_files);
+		if (cfg->swarm)
+			log_warnx("loop-mode workspaces with SANDBOX_BACKEND="
+			          "swarm: a sandbox node sees the images only "
+			          "if it shares this host's mount namespace "
+			          "(one host); with nodes on other hosts runs "
+			          "would write under the mount points. Set "
+			          "WORKSPACE_QUOTA_MODE=none there "
+			          "(docs/deployment.md)");
 		/* Only a daemon in a container has a mount namespace of its
 		 * own that the Docker host would not see. */
 		if ((strcmp(cfg->sandbox_root, cfg->sandbox_host_path) != 0 ||
