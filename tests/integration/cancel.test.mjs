@@ -16,6 +16,28 @@ import { SH_PROCS, expectSession, expectStatus, run, startWarm, stopWarm } from 
 // the calls to the engine included.
 const GONE_WITHIN_MS = 2000 * (process.env.MCPSD_SANITIZED ? 3 : 1);
 
+/**
+ * Starts code (which prints 'started') in conversation conv of d, aborts
+ * the call once progress shows it started, and checks that callTool
+ * rejects. Returns when it aborted (Date.now()).
+ */
+async function abortOnceStarted(d, conv, language, code) {
+  const ac = new AbortController();
+  let started;
+  const startedP = new Promise((r) => (started = r));
+  const settled = run(d.client, conv, language, code, { timeout_seconds: 200 }, {
+    request: { signal: ac.signal, onprogress: (p) => String(p.message ?? '').includes('started') && started() },
+  }).then(
+    (r) => ({ r }),
+    (e) => ({ e }),
+  );
+  assert.equal(await Promise.race([startedP.then(() => null), settled]), null, 'the run started');
+  const tAbort = Date.now();
+  ac.abort('the test cancels');
+  assert.ok((await settled).e, 'callTool rejects once aborted');
+  return tAbort;
+}
+
 const brief = (cs) => cs.map((c) => `${c.Id.slice(0, 12)} ${c.State} ${c.Labels?.['sandbox.run'] ?? ''}`).join('; ');
 
 describe('cancelling a one-off run_code through the SDK', () => {
@@ -91,23 +113,10 @@ describe('cancelling a warm run_code through the SDK', () => {
     const conv = 'cancel-warm';
     expectSession(await run(d.client, conv, 'bash', 'echo warm'), 'new');
     const boxes = (await containersOf(d.instance, { all: false })).map((c) => c.Id);
-    const ac = new AbortController();
-    let started;
-    const startedP = new Promise((r) => (started = r));
     // SIGINT reaches the run's process group: the sleep ends, bash writes
     // the time it saw the interrupt.
     const code = "trap 'date +%s%N > /data/stopped-at; exit 130' INT\necho started\nsleep 60\necho never";
-    const settled = run(d.client, conv, 'bash', code, { timeout_seconds: 200 }, {
-      request: { signal: ac.signal, onprogress: (p) => String(p.message ?? '').includes('started') && started() },
-    }).then(
-      (r) => ({ r }),
-      (e) => ({ e }),
-    );
-    assert.equal(await Promise.race([startedP.then(() => null), settled]), null, 'the run started');
-    const tAbort = Date.now();
-    ac.abort('the test cancels');
-    const out = await settled;
-    assert.ok(out.e, 'callTool rejects once aborted');
+    const tAbort = await abortOnceStarted(d, conv, 'bash', code);
 
     // The next run of the conversation waits for the cancelled one to end.
     const r = await run(d.client, conv, 'bash', 'cat /data/stopped-at\n' + SH_PROCS);
@@ -125,20 +134,8 @@ describe('cancelling a warm run_code through the SDK', () => {
   test('a Python run that ignores the interrupt is killed within 2 s of the abort, and the next run says why', async (t) => {
     const conv = 'cancel-warm-deaf';
     expectSession(await run(d.client, conv, 'python', 'x = 1'), 'new');
-    const ac = new AbortController();
-    let started;
-    const startedP = new Promise((r) => (started = r));
     const code = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nprint('started', flush=True)\nwhile True:\n    pass";
-    const settled = run(d.client, conv, 'python', code, { timeout_seconds: 200 }, {
-      request: { signal: ac.signal, onprogress: (p) => String(p.message ?? '').includes('started') && started() },
-    }).then(
-      (r) => ({ r }),
-      (e) => ({ e }),
-    );
-    assert.equal(await Promise.race([startedP.then(() => null), settled]), null, 'the run started');
-    const tAbort = Date.now();
-    ac.abort('the test cancels');
-    assert.ok((await settled).e, 'callTool rejects once aborted');
+    const tAbort = await abortOnceStarted(d, conv, 'python', code);
     let running = 1;
     while (running > 0 && Date.now() - tAbort < 10_000) {
       running = (await d.health()).calls_running;

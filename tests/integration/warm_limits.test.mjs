@@ -21,6 +21,21 @@ import { SLOW, boxesOf, conv, expectSession, expectStatus, py, run, startWarm, s
 
 const T = 300_000 * SLOW;
 
+/**
+ * After a restart test (d1 stopped or killed, d2 on the same root): stops
+ * what still runs and removes the root and the instance's containers.
+ */
+async function restartCleanup(d1, d2, root, instance) {
+  if (d1 && !d1.exited) await d1.stop('SIGKILL').catch(() => {});
+  if (d2) {
+    await stopWarm(d2);
+    return;
+  }
+  umountBelow(root);
+  rmSync(root, { recursive: true, force: true, maxRetries: 3 });
+  await removeContainersOf(instance).catch(() => {});
+}
+
 /** A run that prints 'started' and then sleeps; resolves when it started. */
 function startedRun(client, c, code, extra = {}, request = {}) {
   let started;
@@ -261,14 +276,7 @@ describe('the daemon killed with SIGKILL and restarted on the same SANDBOX_ROOT'
       const l = await callTool(d2.client, 'list_files', { conversationId: n });
       assert.deepEqual(l.sc.files.map((x) => x.name), ['mine.txt']);
     } finally {
-      if (d1 && !d1.exited) await d1.stop('SIGKILL').catch(() => {});
-      if (d2) {
-        await stopWarm(d2);
-      } else {
-        umountBelow(root);
-        rmSync(root, { recursive: true, force: true, maxRetries: 3 });
-        await removeContainersOf(instance).catch(() => {});
-      }
+      await restartCleanup(d1, d2, root, instance);
     }
   });
 });
@@ -306,14 +314,7 @@ describe('the daemon stopped with SIGTERM and started again on the same SANDBOX_
       expectSession(await py(d2.client, b, 'y = 2'), 'continued');
       expectSession(await py(d2.client, conv('term-new'), 'z = 1'), 'new');
     } finally {
-      if (d1 && !d1.exited) await d1.stop('SIGKILL').catch(() => {});
-      if (d2) {
-        await stopWarm(d2);
-      } else {
-        umountBelow(root);
-        rmSync(root, { recursive: true, force: true, maxRetries: 3 });
-        await removeContainersOf(instance).catch(() => {});
-      }
+      await restartCleanup(d1, d2, root, instance);
     }
   });
 });
