@@ -239,7 +239,7 @@ layer_unit() {
 
 layer_fuzz() {
 	[ -n "${BUILD_BROKEN:-}" ] && { record fuzz 0 1; return; }
-	if meson test -C "$BUILD" --list 2>/dev/null | grep -q '^fuzz'; then
+	if meson test -C "$BUILD" --list 2>/dev/null | grep '^fuzz' >/dev/null; then
 		meson_suite "$BUILD" fuzz
 	else
 		echo "no fuzz corpus tests registered"
@@ -618,23 +618,26 @@ list_tests() {
 
 # resolve_test NAME: prints "KIND NAME" (KIND: unit, docker, fuzz or
 # integration), or dies saying what names exist.
+# Membership tests read their whole input (grep without -q): under
+# pipefail, grep -q leaving early made a long list's writer die of SIGPIPE
+# and a name that is there "not found" now and then.
 resolve_test() {
 	local n=$1 hits=()
 	n=${n#tests/}
 	case $n in
 	unit/*) n=${n#unit/}; n=${n#test_}; n=${n%.c}
-		unit_names | grep -qxF "$n" && { echo "unit $n"; return; } ;;
+		unit_names | grep -xF "$n" >/dev/null && { echo "unit $n"; return; } ;;
 	docker/* | integration/test_*.c) n=${n#docker/}; n=${n#integration/}; n=${n#test_}; n=${n%.c}
-		docker_names | grep -qxF "$n" && { echo "docker $n"; return; } ;;
+		docker_names | grep -xF "$n" >/dev/null && { echo "docker $n"; return; } ;;
 	fuzz/*) n=${n#fuzz/}; n=${n#fuzz_}; n=${n%.c}
-		fuzz_names | grep -qxF "$n" && { echo "fuzz $n"; return; } ;;
+		fuzz_names | grep -xF "$n" >/dev/null && { echo "fuzz $n"; return; } ;;
 	integration/*) n=${n#integration/}; n=${n%.mjs}; n=${n%.test}
-		integration_names | grep -qxF "$n" && { echo "integration $n"; return; } ;;
+		integration_names | grep -xF "$n" >/dev/null && { echo "integration $n"; return; } ;;
 	*)
 		n=${n%.mjs}; n=${n%.test}
-		integration_names | grep -qxF "$n" && hits+=("integration $n")
-		unit_names | grep -qxF "$n" && hits+=("unit $n")
-		docker_names | grep -qxF "${n#test_}" && hits+=("docker ${n#test_}")
+		integration_names | grep -xF "$n" >/dev/null && hits+=("integration $n")
+		unit_names | grep -xF "$n" >/dev/null && hits+=("unit $n")
+		docker_names | grep -xF "${n#test_}" >/dev/null && hits+=("docker ${n#test_}")
 		if [ ${#hits[@]} -eq 1 ]; then
 			echo "${hits[0]}"
 			return
