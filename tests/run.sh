@@ -239,7 +239,7 @@ layer_unit() {
 
 layer_fuzz() {
 	[ -n "${BUILD_BROKEN:-}" ] && { record fuzz 0 1; return; }
-	if meson test -C "$BUILD" --list 2>/dev/null | grep '^fuzz' >/dev/null; then
+	if meson test -C "$BUILD" --list 2>/dev/null | grep -E '^[^ ]+:fuzz / ' >/dev/null; then
 		meson_suite "$BUILD" fuzz
 	else
 		echo "no fuzz corpus tests registered"
