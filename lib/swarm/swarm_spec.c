@@ -13,6 +13,7 @@
 #include <openssl/evp.h>
 
 #include "util/hex.h"
+#include "util/jsonx.h"
 
 /*
  * Runs under /bin/sh (dash in the runner images) with only builtins: the
@@ -25,36 +26,36 @@
  */
 #define SWARM_STR_(x) #x
 #define SWARM_STR(x) SWARM_STR_(x)
-static const char preamble[] =
-    "nnp= sc= ce= cb= sw= net=1\n"
-    "while IFS= read -r l; do\n"
-    "  case $l in\n"
-    "  'NoNewPrivs:\t1') nnp=1 ;;\n"
-    "  'Seccomp:\t2') sc=1 ;;\n"
-    "  'CapEff:\t0000000000000000') ce=1 ;;\n"
-    "  'CapBnd:\t0000000000000000') cb=1 ;;\n"
-    "  esac\n"
-    "done </proc/self/status\n"
-    "while IFS= read -r l; do\n"
-    "  case $l in SwapTotal:*' 0 kB') sw=1 ;; esac\n"
-    "done </proc/meminfo\n"
-    "for i in /sys/class/net/*; do\n"
-    "  [ \"$i\" = /sys/class/net/lo ] || net=\n"
-    "done\n"
-    "m=\n"
-    "[ -n \"$nnp\" ] || m=\"$m no-new-privileges\"\n"
-    "[ -n \"$sc\" ] || m=\"$m seccomp\"\n"
-    "[ -n \"$ce\" ] && [ -n \"$cb\" ] || "
-    "m=\"$m capabilities\"\n"
-    "[ -n \"$sw\" ] || m=\"$m swap-off\"\n"
-    "[ -n \"$net\" ] || m=\"$m network-none\"\n"
-    "if [ -n \"$m\" ]; then\n"
-    "  echo \"" SWARM_CHECK_MARK "$m\" >&2\n"
-    "  exit " SWARM_STR(SWARM_CHECK_EXIT) "\n"
-                                          "fi\n"
-                                          "in=$1\n"
-                                          "shift\n"
-                                          "exec \"$@\" <\"$in\"\n";
+#define SWARM_CHECK_EXIT_TEXT SWARM_STR(SWARM_CHECK_EXIT)
+static const char preamble[] = "nnp= sc= ce= cb= sw= net=1\n"
+                               "while IFS= read -r l; do\n"
+                               "  case $l in\n"
+                               "  'NoNewPrivs:\t1') nnp=1 ;;\n"
+                               "  'Seccomp:\t2') sc=1 ;;\n"
+                               "  'CapEff:\t0000000000000000') ce=1 ;;\n"
+                               "  'CapBnd:\t0000000000000000') cb=1 ;;\n"
+                               "  esac\n"
+                               "done </proc/self/status\n"
+                               "while IFS= read -r l; do\n"
+                               "  case $l in SwapTotal:*' 0 kB') sw=1 ;; esac\n"
+                               "done </proc/meminfo\n"
+                               "for i in /sys/class/net/*; do\n"
+                               "  [ \"$i\" = /sys/class/net/lo ] || net=\n"
+                               "done\n"
+                               "m=\n"
+                               "[ -n \"$nnp\" ] || m=\"$m no-new-privileges\"\n"
+                               "[ -n \"$sc\" ] || m=\"$m seccomp\"\n"
+                               "[ -n \"$ce\" ] && [ -n \"$cb\" ] || "
+                               "m=\"$m capabilities\"\n"
+                               "[ -n \"$sw\" ] || m=\"$m swap-off\"\n"
+                               "[ -n \"$net\" ] || m=\"$m network-none\"\n"
+                               "if [ -n \"$m\" ]; then\n"
+                               "  echo \"" SWARM_CHECK_MARK "$m\" >&2\n"
+                               "  exit " SWARM_CHECK_EXIT_TEXT "\n"
+                               "fi\n"
+                               "in=$1\n"
+                               "shift\n"
+                               "exec \"$@\" <\"$in\"\n";
 
 const char *swarm_spec_preamble(void)
 {
@@ -325,26 +326,6 @@ fail:
 	return NULL;
 }
 
-/* The item at a dotted path ("TaskTemplate.ContainerSpec.User"). */
-static const cJSON *at(const cJSON *o, const char *path)
-{
-	char key[64];
-
-	while (o && *path) {
-		size_t n = strcspn(path, ".");
-
-		if (n >= sizeof(key))
-			return NULL;
-		memcpy(key, path, n);
-		key[n] = '\0';
-		o = cJSON_GetObjectItemCaseSensitive(o, key);
-		path += n;
-		if (*path == '.')
-			path++;
-	}
-	return o;
-}
-
 int swarm_spec_verify(const cJSON *sent, const cJSON *got, char *err,
                       size_t errlen)
 {
@@ -368,7 +349,8 @@ int swarm_spec_verify(const cJSON *sent, const cJSON *got, char *err,
 	const cJSON *nets;
 
 	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
-		const cJSON *a = at(sent, fields[i]), *b = at(got, fields[i]);
+		const cJSON *a = jsonx_at(sent, fields[i]),
+		            *b = jsonx_at(got, fields[i]);
 
 		if (!a)
 			continue; /* not sent: nothing to lose */
@@ -383,7 +365,7 @@ int swarm_spec_verify(const cJSON *sent, const cJSON *got, char *err,
 		}
 	}
 	/* No network may have been added on the way. */
-	nets = at(got, "TaskTemplate.Networks");
+	nets = jsonx_at(got, "TaskTemplate.Networks");
 	if (nets && cJSON_GetArraySize(nets) > 0) {
 		snprintf(err, errlen,
 		         "the Swarm manager attached networks to the run's "

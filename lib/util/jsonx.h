@@ -15,4 +15,11 @@
  */
 cJSON *jsonx_strv(const char *const *v);
 
+/*
+ * The item at a dotted path of object keys in o ("HostConfig.Memory"), or
+ * NULL when a key is missing or longer than 63 bytes, or the path is empty.
+ * Borrowed from o.
+ */
+cJSON *jsonx_at(const cJSON *o, const char *path);
+
 #endif

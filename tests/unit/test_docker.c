@@ -21,6 +21,7 @@
 #include "docker/docker.h"
 #include "log.h"
 #include "tap.h"
+#include "util/jsonx.h"
 
 /* ---- a fake engine ------------------------------------------------------ */
 
@@ -158,23 +159,6 @@ static void fake_stop(struct fake *f)
 
 /* ---- the create body ---------------------------------------------------- */
 
-/* Follows a dotted path of object keys ("HostConfig.Memory"). */
-static const cJSON *get(const cJSON *o, const char *path)
-{
-	char key[64];
-
-	while (o && *path) {
-		size_t n = strcspn(path, ".");
-
-		snprintf(key, sizeof(key), "%.*s", (int)n, path);
-		o = cJSON_GetObjectItemCaseSensitive(o, key);
-		path += n;
-		if (*path == '.')
-			path++;
-	}
-	return o;
-}
-
 static void test_body(void)
 {
 	const char *cmd[] = {"python3", "-u", "/sandbox/main.py"};
@@ -221,37 +205,44 @@ static void test_body(void)
 	const cJSON *m;
 
 	ok(b != NULL, "body built");
-	is_str(cJSON_GetStringValue(get(b, "Image")), "sha256:abc", "Image");
-	is_int(cJSON_GetArraySize(get(b, "Cmd")), 3, "Cmd has every argument");
-	ok(cJSON_IsFalse(get(b, "Tty")), "Tty false");
-	ok(cJSON_IsTrue(get(b, "OpenStdin")) &&
-	       cJSON_IsTrue(get(b, "StdinOnce")) &&
-	       cJSON_IsTrue(get(b, "AttachStdin")),
+	is_str(cJSON_GetStringValue(jsonx_at(b, "Image")), "sha256:abc",
+	       "Image");
+	is_int(cJSON_GetArraySize(jsonx_at(b, "Cmd")), 3,
+	       "Cmd has every argument");
+	ok(cJSON_IsFalse(jsonx_at(b, "Tty")), "Tty false");
+	ok(cJSON_IsTrue(jsonx_at(b, "OpenStdin")) &&
+	       cJSON_IsTrue(jsonx_at(b, "StdinOnce")) &&
+	       cJSON_IsTrue(jsonx_at(b, "AttachStdin")),
 	   "stdin open once and attached");
-	ok(cJSON_IsTrue(get(b, "AttachStdout")) &&
-	       cJSON_IsTrue(get(b, "AttachStderr")),
+	ok(cJSON_IsTrue(jsonx_at(b, "AttachStdout")) &&
+	       cJSON_IsTrue(jsonx_at(b, "AttachStderr")),
 	   "stdout and stderr attached");
-	is_int(get(b, "HostConfig.Memory")->valuedouble, 256 << 20, "Memory");
-	is_int(get(b, "HostConfig.MemorySwap")->valuedouble, 256 << 20,
+	is_int(jsonx_at(b, "HostConfig.Memory")->valuedouble, 256 << 20,
+	       "Memory");
+	is_int(jsonx_at(b, "HostConfig.MemorySwap")->valuedouble, 256 << 20,
 	       "MemorySwap");
-	ok(cJSON_IsFalse(get(b, "HostConfig.OomKillDisable")),
+	ok(cJSON_IsFalse(jsonx_at(b, "HostConfig.OomKillDisable")),
 	   "OomKillDisable false");
-	ok(cJSON_IsFalse(get(b, "HostConfig.Privileged")), "Privileged false");
-	is_str(cJSON_GetStringValue(get(b, "HostConfig.RestartPolicy.Name")),
-	       "no", "RestartPolicy no");
-	is_str(cJSON_GetStringValue(get(b, "HostConfig.LogConfig.Type")),
+	ok(cJSON_IsFalse(jsonx_at(b, "HostConfig.Privileged")),
+	   "Privileged false");
+	is_str(
+	    cJSON_GetStringValue(jsonx_at(b, "HostConfig.RestartPolicy.Name")),
+	    "no", "RestartPolicy no");
+	is_str(cJSON_GetStringValue(jsonx_at(b, "HostConfig.LogConfig.Type")),
 	       "none", "LogConfig none");
-	ok(get(b, "HostConfig.Binds") == NULL, "no Binds");
-	m = cJSON_GetArrayItem(get(b, "HostConfig.Mounts"), 1);
-	is_str(cJSON_GetStringValue(get(m, "Type")), "bind",
+	ok(jsonx_at(b, "HostConfig.Binds") == NULL, "no Binds");
+	m = cJSON_GetArrayItem(jsonx_at(b, "HostConfig.Mounts"), 1);
+	is_str(cJSON_GetStringValue(jsonx_at(m, "Type")), "bind",
 	       "Mounts are binds");
-	ok(cJSON_IsTrue(get(m, "ReadOnly")), "read-only mount flag");
-	ok(get(b, "HostConfig.Runtime") == NULL, "no Runtime when unset");
-	is_str(cJSON_GetStringValue(get(b, "HostConfig.Tmpfs./tmp")),
+	ok(cJSON_IsTrue(jsonx_at(m, "ReadOnly")), "read-only mount flag");
+	ok(jsonx_at(b, "HostConfig.Runtime") == NULL, "no Runtime when unset");
+	is_str(cJSON_GetStringValue(jsonx_at(b, "HostConfig.Tmpfs./tmp")),
 	       "rw,size=64m", "Tmpfs options");
-	is_int(get(cJSON_GetArrayItem(get(b, "HostConfig.Ulimits"), 0), "Hard")
-	           ->valuedouble,
-	       1024, "Ulimits");
+	is_int(
+	    jsonx_at(cJSON_GetArrayItem(jsonx_at(b, "HostConfig.Ulimits"), 0),
+	             "Hard")
+	        ->valuedouble,
+	    1024, "Ulimits");
 	cJSON_Delete(b);
 }
 

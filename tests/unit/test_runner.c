@@ -19,28 +19,12 @@
 #include "oneoff.h"
 #include "runner.h"
 #include "tap.h"
+#include "util/jsonx.h"
 
 #define ID(c)                                                                  \
 	"sha256:" c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c  \
 	    c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c  \
 	        c
-
-/* Follows a dotted path of object keys. */
-static const cJSON *get(const cJSON *o, const char *path)
-{
-	char key[64];
-
-	while (o && *path) {
-		size_t n = strcspn(path, ".");
-
-		snprintf(key, sizeof(key), "%.*s", (int)n, path);
-		o = cJSON_GetObjectItemCaseSensitive(o, key);
-		path += n;
-		if (*path == '.')
-			path++;
-	}
-	return o;
-}
 
 static bool array_has_prefix(const cJSON *a, const char *s)
 {
@@ -177,75 +161,79 @@ static void test_body(void)
 	b = oneoff_create_body(&cfg, "seccomp={}", "inst-1", "feedface00000000",
 	                       &sp);
 	ok(b != NULL, "create body built");
-	hc = get(b, "HostConfig");
-	is_str(cJSON_GetStringValue(get(b, "Image")), ID("a"),
+	hc = jsonx_at(b, "HostConfig");
+	is_str(cJSON_GetStringValue(jsonx_at(b, "Image")), ID("a"),
 	       "image pinned by id");
-	is_str(cJSON_GetStringValue(get(hc, "NetworkMode")), "none",
+	is_str(cJSON_GetStringValue(jsonx_at(hc, "NetworkMode")), "none",
 	       "network none unless the operator allows it");
-	is_int(get(hc, "Memory")->valuedouble, 256.0 * 1024 * 1024,
+	is_int(jsonx_at(hc, "Memory")->valuedouble, 256.0 * 1024 * 1024,
 	       "Memory from SANDBOX_MEMORY_MB");
-	is_int(get(hc, "MemorySwap")->valuedouble, 256.0 * 1024 * 1024,
+	is_int(jsonx_at(hc, "MemorySwap")->valuedouble, 256.0 * 1024 * 1024,
 	       "MemorySwap equals Memory");
-	is_int(get(hc, "NanoCpus")->valuedouble, 500000000, "NanoCpus");
-	is_int(get(hc, "PidsLimit")->valuedouble, 128, "PidsLimit");
-	ok(tap_json_has(get(hc, "CapDrop"), "ALL"), "CapDrop ALL");
-	ok(get(hc, "CapAdd") == NULL, "no CapAdd");
-	ok(tap_json_has(get(hc, "SecurityOpt"), "no-new-privileges:true"),
+	is_int(jsonx_at(hc, "NanoCpus")->valuedouble, 500000000, "NanoCpus");
+	is_int(jsonx_at(hc, "PidsLimit")->valuedouble, 128, "PidsLimit");
+	ok(tap_json_has(jsonx_at(hc, "CapDrop"), "ALL"), "CapDrop ALL");
+	ok(jsonx_at(hc, "CapAdd") == NULL, "no CapAdd");
+	ok(tap_json_has(jsonx_at(hc, "SecurityOpt"), "no-new-privileges:true"),
 	   "no-new-privileges");
-	ok(tap_json_has(get(hc, "SecurityOpt"), "seccomp={}"),
+	ok(tap_json_has(jsonx_at(hc, "SecurityOpt"), "seccomp={}"),
 	   "seccomp profile content");
-	ok(!array_has_prefix(get(hc, "SecurityOpt"), "seccomp=unconfined") &&
-	       !array_has_prefix(get(hc, "SecurityOpt"), "apparmor=unconfined"),
+	ok(!array_has_prefix(jsonx_at(hc, "SecurityOpt"),
+	                     "seccomp=unconfined") &&
+	       !array_has_prefix(jsonx_at(hc, "SecurityOpt"),
+	                         "apparmor=unconfined"),
 	   "nothing unconfined");
-	ok(cJSON_IsTrue(get(hc, "ReadonlyRootfs")), "read-only root");
-	x = get(hc, "Tmpfs./tmp");
+	ok(cJSON_IsTrue(jsonx_at(hc, "ReadonlyRootfs")), "read-only root");
+	x = jsonx_at(hc, "Tmpfs./tmp");
 	ok(x && strstr(x->valuestring, "size=64m") &&
 	       strstr(x->valuestring, "exec") &&
 	       strstr(x->valuestring, "nosuid"),
 	   "/tmp tmpfs capped, exec, nosuid (%s)", x ? x->valuestring : "");
-	ok(cJSON_IsTrue(get(hc, "Init")), "Init");
-	is_str(cJSON_GetStringValue(get(hc, "IpcMode")), "private",
+	ok(cJSON_IsTrue(jsonx_at(hc, "Init")), "Init");
+	is_str(cJSON_GetStringValue(jsonx_at(hc, "IpcMode")), "private",
 	       "IpcMode private");
-	ok(cJSON_IsFalse(get(hc, "OomKillDisable")), "OOM killer on");
-	ok(cJSON_IsFalse(get(hc, "Privileged")), "not privileged");
-	is_str(cJSON_GetStringValue(get(hc, "RestartPolicy.Name")), "no",
+	ok(cJSON_IsFalse(jsonx_at(hc, "OomKillDisable")), "OOM killer on");
+	ok(cJSON_IsFalse(jsonx_at(hc, "Privileged")), "not privileged");
+	is_str(cJSON_GetStringValue(jsonx_at(hc, "RestartPolicy.Name")), "no",
 	       "no restarts");
-	is_str(cJSON_GetStringValue(get(hc, "LogConfig.Type")), "none",
+	is_str(cJSON_GetStringValue(jsonx_at(hc, "LogConfig.Type")), "none",
 	       "no logging");
-	ok(get(hc, "Binds") == NULL, "no Binds");
-	ok(get(hc, "Runtime") == NULL, "engine's runtime when unset");
-	x = get(hc, "Ulimits");
+	ok(jsonx_at(hc, "Binds") == NULL, "no Binds");
+	ok(jsonx_at(hc, "Runtime") == NULL, "engine's runtime when unset");
+	x = jsonx_at(hc, "Ulimits");
 	is_int(cJSON_GetArraySize(x), 3, "three ulimits");
-	is_str(cJSON_GetStringValue(get(cJSON_GetArrayItem(x, 0), "Name")),
+	is_str(cJSON_GetStringValue(jsonx_at(cJSON_GetArrayItem(x, 0), "Name")),
 	       "nofile", "nofile");
-	is_int(get(cJSON_GetArrayItem(x, 1), "Soft")->valuedouble,
+	is_int(jsonx_at(cJSON_GetArrayItem(x, 1), "Soft")->valuedouble,
 	       128.0 * 1024 * 1024, "fsize in bytes");
-	is_int(get(cJSON_GetArrayItem(x, 2), "Hard")->valuedouble, 0, "core 0");
-	x = get(hc, "Mounts");
+	is_int(jsonx_at(cJSON_GetArrayItem(x, 2), "Hard")->valuedouble, 0,
+	       "core 0");
+	x = jsonx_at(hc, "Mounts");
 	is_int(cJSON_GetArraySize(x), 2, "two mounts");
 	m = cJSON_GetArrayItem(x, 0);
-	ok(strcmp(get(m, "Type")->valuestring, "bind") == 0 &&
-	       strcmp(get(m, "Target")->valuestring, "/data") == 0 &&
-	       strcmp(get(m, "Source")->valuestring, "/srv/root/ws/abc") == 0 &&
-	       cJSON_IsFalse(get(m, "ReadOnly")),
+	ok(strcmp(jsonx_at(m, "Type")->valuestring, "bind") == 0 &&
+	       strcmp(jsonx_at(m, "Target")->valuestring, "/data") == 0 &&
+	       strcmp(jsonx_at(m, "Source")->valuestring, "/srv/root/ws/abc") ==
+	           0 &&
+	       cJSON_IsFalse(jsonx_at(m, "ReadOnly")),
 	   "/data: the workspace, read-write bind");
 	m = cJSON_GetArrayItem(x, 1);
-	ok(strcmp(get(m, "Type")->valuestring, "bind") == 0 &&
-	       strcmp(get(m, "Target")->valuestring, "/sandbox") == 0 &&
-	       cJSON_IsTrue(get(m, "ReadOnly")),
+	ok(strcmp(jsonx_at(m, "Type")->valuestring, "bind") == 0 &&
+	       strcmp(jsonx_at(m, "Target")->valuestring, "/sandbox") == 0 &&
+	       cJSON_IsTrue(jsonx_at(m, "ReadOnly")),
 	   "/sandbox: the code, read-only bind");
-	is_str(cJSON_GetStringValue(get(b, "User")), "64321:64322",
+	is_str(cJSON_GetStringValue(jsonx_at(b, "User")), "64321:64322",
 	       "uid:gid from the config");
-	is_str(cJSON_GetStringValue(get(b, "WorkingDir")), "/data",
+	is_str(cJSON_GetStringValue(jsonx_at(b, "WorkingDir")), "/data",
 	       "working directory /data");
-	x = get(b, "Env");
+	x = jsonx_at(b, "Env");
 	is_int(cJSON_GetArraySize(x), 4, "only the injected and caller's env");
 	ok(tap_json_has(x, "HOME=/tmp") && tap_json_has(x, "LANG=C.UTF-8") &&
 	       tap_json_has(x,
 	                    "FILE_BASE_URL=https://files.example/files/abc/") &&
 	       tap_json_has(x, "FOO=bar"),
 	   "environment content");
-	x = get(b, "Labels");
+	x = jsonx_at(b, "Labels");
 	ok(strcmp(cJSON_GetObjectItemCaseSensitive(x, "sandbox.managed")
 	              ->valuestring,
 	          "true") == 0 &&
@@ -262,7 +250,7 @@ static void test_body(void)
 	                  ->valuestring,
 	              "123456789abc") == 0,
 	   "labels: managed, owner, boot, deadline, tenant");
-	x = get(b, "Cmd");
+	x = jsonx_at(b, "Cmd");
 	ok(cJSON_GetArraySize(x) == 7 &&
 	       strcmp(cJSON_GetArrayItem(x, 0)->valuestring,
 	              "/usr/bin/timeout") == 0 &&
@@ -271,8 +259,8 @@ static void test_body(void)
 	       strcmp(cJSON_GetArrayItem(x, 3)->valuestring, "35s") == 0 &&
 	       strcmp(cJSON_GetArrayItem(x, 4)->valuestring, "python3") == 0,
 	   "command wrapped in the image's watchdog (limit + grace)");
-	ok(cJSON_IsTrue(get(b, "OpenStdin")) &&
-	       cJSON_IsTrue(get(b, "StdinOnce")),
+	ok(cJSON_IsTrue(jsonx_at(b, "OpenStdin")) &&
+	       cJSON_IsTrue(jsonx_at(b, "StdinOnce")),
 	   "stdin open once");
 	cJSON_Delete(b);
 
@@ -285,23 +273,23 @@ static void test_body(void)
 	img.watchdog = NULL;
 	b = oneoff_create_body(&cfg, "seccomp={}", "inst-1", "feedface00000000",
 	                       &sp);
-	hc = get(b, "HostConfig");
-	is_str(cJSON_GetStringValue(get(hc, "NetworkMode")), "bridge",
+	hc = jsonx_at(b, "HostConfig");
+	is_str(cJSON_GetStringValue(jsonx_at(hc, "NetworkMode")), "bridge",
 	       "network when asked for and allowed");
-	is_str(cJSON_GetStringValue(get(hc, "Runtime")), "runsc",
+	is_str(cJSON_GetStringValue(jsonx_at(hc, "Runtime")), "runsc",
 	       "SANDBOX_RUNTIME used");
-	is_int(cJSON_GetArraySize(get(hc, "Mounts")), 1,
+	is_int(cJSON_GetArraySize(jsonx_at(hc, "Mounts")), 1,
 	       "no /data without a workspace");
-	is_int(cJSON_GetArraySize(get(b, "Env")), 3,
+	is_int(cJSON_GetArraySize(jsonx_at(b, "Env")), 3,
 	       "no FILE_BASE_URL when none given");
-	is_int(cJSON_GetArraySize(get(b, "Cmd")), 3,
+	is_int(cJSON_GetArraySize(jsonx_at(b, "Cmd")), 3,
 	       "no watchdog, bare command");
 	sp.network = false;
 	cJSON_Delete(b);
 	b = oneoff_create_body(&cfg, "seccomp={}", "inst-1", "feedface00000000",
 	                       &sp);
-	is_str(cJSON_GetStringValue(get(b, "HostConfig.NetworkMode")), "none",
-	       "allowed but not asked for: none");
+	is_str(cJSON_GetStringValue(jsonx_at(b, "HostConfig.NetworkMode")),
+	       "none", "allowed but not asked for: none");
 	cJSON_Delete(b);
 
 	/* A syntax check: the check command, never /data, same hardening. */
@@ -316,22 +304,22 @@ static void test_body(void)
 		sp.workspace_host_path = "/srv/root/ws/abc";
 		b = oneoff_create_body(&cfg, "seccomp={}", "inst-1",
 		                       "feedface00000000", &sp);
-		hc = get(b, "HostConfig");
-		x = get(b, "Cmd");
+		hc = jsonx_at(b, "HostConfig");
+		x = jsonx_at(b, "Cmd");
 		ok(cJSON_GetArraySize(x) == 7 &&
 		       strcmp(cJSON_GetArrayItem(x, 4)->valuestring, "bash") ==
 		           0 &&
 		       strcmp(cJSON_GetArrayItem(x, 5)->valuestring, "-n") == 0,
 		   "check: the sandbox.check command behind the watchdog");
-		is_int(cJSON_GetArraySize(get(hc, "Mounts")), 1,
+		is_int(cJSON_GetArraySize(jsonx_at(hc, "Mounts")), 1,
 		       "check: no /data even with a workspace path");
-		is_str(cJSON_GetStringValue(get(b, "WorkingDir")), "/tmp",
+		is_str(cJSON_GetStringValue(jsonx_at(b, "WorkingDir")), "/tmp",
 		       "check: works in /tmp");
-		ok(cJSON_IsTrue(get(hc, "ReadonlyRootfs")) &&
-		       tap_json_has(get(hc, "CapDrop"), "ALL") &&
-		       tap_json_has(get(hc, "SecurityOpt"),
+		ok(cJSON_IsTrue(jsonx_at(hc, "ReadonlyRootfs")) &&
+		       tap_json_has(jsonx_at(hc, "CapDrop"), "ALL") &&
+		       tap_json_has(jsonx_at(hc, "SecurityOpt"),
 		                    "no-new-privileges:true") &&
-		       strcmp(cJSON_GetStringValue(get(hc, "NetworkMode")),
+		       strcmp(cJSON_GetStringValue(jsonx_at(hc, "NetworkMode")),
 		              "none") == 0,
 		   "check: same hardening, no network");
 		cJSON_Delete(b);

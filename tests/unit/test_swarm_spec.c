@@ -22,6 +22,7 @@
 #include "config.h"
 #include "swarm/swarm_spec.h"
 #include "tap.h"
+#include "util/jsonx.h"
 
 /* What swarm_spec_verify must find unchanged (its fields[] list). */
 static const char *const fields[] = {
@@ -51,25 +52,6 @@ static const char *const fields[] = {
 static const char *const cmd[] = {"python3", "-u", "/sandbox/main.py"};
 static const char *const env[] = {"FOO=bar", "LANG=C.UTF-8"};
 
-/* Follows a dotted path of object keys (not empty). */
-static cJSON *get(const cJSON *o, const char *path)
-{
-	char key[64];
-	cJSON *cur = NULL;
-
-	while (o && *path) {
-		size_t n = strcspn(path, ".");
-
-		snprintf(key, sizeof(key), "%.*s", (int)n, path);
-		cur = cJSON_GetObjectItemCaseSensitive(o, key);
-		o = cur;
-		path += n;
-		if (*path == '.')
-			path++;
-	}
-	return cur;
-}
-
 /* The object holding the last key of path, and that key. */
 static cJSON *parent_of(cJSON *root, const char *path, const char **last)
 {
@@ -80,7 +62,7 @@ static cJSON *parent_of(cJSON *root, const char *path, const char **last)
 	if (!dot)
 		return root;
 	snprintf(head, sizeof(head), "%.*s", (int)(dot - path), path);
-	return get(root, head);
+	return jsonx_at(root, head);
 }
 
 static bool is_num(const cJSON *o, double want)
@@ -232,38 +214,38 @@ static void test_name(void)
 static void check_common(const cJSON *b, const struct config *cfg,
                          const struct box_spec *sp, const char *what)
 {
-	const cJSON *cs = get(b, "TaskTemplate.ContainerSpec"), *x, *it;
+	const cJSON *cs = jsonx_at(b, "TaskTemplate.ContainerSpec"), *x, *it;
 	char user[32], want[32];
 	double mem = (double)cfg->memory_mb * 1024 * 1024;
 	double cpu = llround(cfg->cpus * 1e9);
 	size_t i;
 	bool ok_ = true;
 
-	is_str(str_of(get(b, "Name")), "mcpsd-r-" RUN_ID, what);
-	is_str(str_of(get(cs, "Image")), IMAGE, "body: image");
+	is_str(str_of(jsonx_at(b, "Name")), "mcpsd-r-" RUN_ID, what);
+	is_str(str_of(jsonx_at(cs, "Image")), IMAGE, "body: image");
 
 	/* Non-root, read-only, init, SIGKILL. */
 	snprintf(user, sizeof(user), "%u:%u", cfg->sandbox_uid,
 	         cfg->sandbox_gid);
-	is_str(str_of(get(cs, "User")), user, "body: user uid:gid");
+	is_str(str_of(jsonx_at(cs, "User")), user, "body: user uid:gid");
 	ok(cfg->sandbox_uid != 0 && cfg->sandbox_gid != 0 &&
 	       strncmp(user, "0:", 2) != 0,
 	   "body: user is not root (%s)", user);
-	ok(cJSON_IsTrue(get(cs, "ReadOnly")), "body: read-only root");
-	ok(cJSON_IsTrue(get(cs, "Init")), "body: init");
-	is_str(str_of(get(cs, "StopSignal")), "SIGKILL", "body: SIGKILL");
-	x = get(cs, "CapabilityDrop");
+	ok(cJSON_IsTrue(jsonx_at(cs, "ReadOnly")), "body: read-only root");
+	ok(cJSON_IsTrue(jsonx_at(cs, "Init")), "body: init");
+	is_str(str_of(jsonx_at(cs, "StopSignal")), "SIGKILL", "body: SIGKILL");
+	x = jsonx_at(cs, "CapabilityDrop");
 	ok(cJSON_IsArray(x) && tap_json_has(x, "ALL"),
 	   "body: CapabilityDrop ALL");
-	ok(get(cs, "CapabilityAdd") == NULL, "body: no CapabilityAdd");
-	is_str(str_of(get(cs, "Dir")), "/sandbox", "body: workdir");
-	x = get(cs, "Env");
+	ok(jsonx_at(cs, "CapabilityAdd") == NULL, "body: no CapabilityAdd");
+	is_str(str_of(jsonx_at(cs, "Dir")), "/sandbox", "body: workdir");
+	x = jsonx_at(cs, "Env");
 	ok(cJSON_GetArraySize(x) == 2 && tap_json_has(x, "FOO=bar") &&
 	       tap_json_has(x, "LANG=C.UTF-8"),
 	   "body: env");
 
 	/* The command: sh -c preamble, $0, the stdin file, the program. */
-	x = get(cs, "Command");
+	x = jsonx_at(cs, "Command");
 	ok(cJSON_IsArray(x) && cJSON_GetArraySize(x) == 5 + (int)sp->n_cmd,
 	   "body: command length");
 	ok(is_strv(cJSON_GetArrayItem(x, 0), "/bin/sh") &&
@@ -278,9 +260,9 @@ static void check_common(const cJSON *b, const struct config *cfg,
 	ok(ok_, "body: the program after the preamble");
 
 	/* Ulimits. */
-	ok_ = cJSON_GetArraySize(get(cs, "Ulimits")) == 3;
-	cJSON_ArrayForEach (it, get(cs, "Ulimits")) {
-		const char *n = str_of(get(it, "Name"));
+	ok_ = cJSON_GetArraySize(jsonx_at(cs, "Ulimits")) == 3;
+	cJSON_ArrayForEach (it, jsonx_at(cs, "Ulimits")) {
+		const char *n = str_of(jsonx_at(it, "Name"));
 		double v = !n                         ? -1
 		           : strcmp(n, "nofile") == 0 ? cfg->nofile
 		           : strcmp(n, "fsize") == 0
@@ -288,55 +270,56 @@ static void check_common(const cJSON *b, const struct config *cfg,
 		           : strcmp(n, "core") == 0 ? 0
 		                                    : -1;
 
-		ok_ = ok_ && v >= 0 && is_num(get(it, "Soft"), v) &&
-		      is_num(get(it, "Hard"), v);
+		ok_ = ok_ && v >= 0 && is_num(jsonx_at(it, "Soft"), v) &&
+		      is_num(jsonx_at(it, "Hard"), v);
 	}
 	ok(ok_, "body: ulimits nofile, fsize, core");
 
 	/* Mounts: the bind, then /tmp. */
-	x = get(cs, "Mounts");
+	x = jsonx_at(cs, "Mounts");
 	ok(cJSON_GetArraySize(x) == 2, "body: two mounts");
 	it = cJSON_GetArrayItem(x, 0);
-	ok(is_strv(get(it, "Type"), "bind") &&
-	       is_strv(get(it, "Source"), sp->mounts[0].source) &&
-	       is_strv(get(it, "Target"), "/sandbox") &&
-	       cJSON_IsTrue(get(it, "ReadOnly")) &&
-	       is_strv(get(it, "BindOptions.Propagation"), "rprivate"),
+	ok(is_strv(jsonx_at(it, "Type"), "bind") &&
+	       is_strv(jsonx_at(it, "Source"), sp->mounts[0].source) &&
+	       is_strv(jsonx_at(it, "Target"), "/sandbox") &&
+	       cJSON_IsTrue(jsonx_at(it, "ReadOnly")) &&
+	       is_strv(jsonx_at(it, "BindOptions.Propagation"), "rprivate"),
 	   "body: the bind mount, read-only, rprivate");
 	it = cJSON_GetArrayItem(x, 1);
-	ok(is_strv(get(it, "Type"), "tmpfs") &&
-	       is_strv(get(it, "Target"), "/tmp") &&
-	       is_num(get(it, "TmpfsOptions.SizeBytes"),
+	ok(is_strv(jsonx_at(it, "Type"), "tmpfs") &&
+	       is_strv(jsonx_at(it, "Target"), "/tmp") &&
+	       is_num(jsonx_at(it, "TmpfsOptions.SizeBytes"),
 	              (double)cfg->tmp_mb * 1024 * 1024) &&
-	       is_num(get(it, "TmpfsOptions.Mode"), 01777),
+	       is_num(jsonx_at(it, "TmpfsOptions.Mode"), 01777),
 	   "body: /tmp tmpfs of SANDBOX_TMP_MB, 1777");
 
 	/* Limits. */
-	ok(is_num(get(b, "TaskTemplate.Resources.Limits.MemoryBytes"), mem),
+	ok(is_num(jsonx_at(b, "TaskTemplate.Resources.Limits.MemoryBytes"),
+	          mem),
 	   "body: MemoryBytes = SANDBOX_MEMORY_MB (%u MiB)", cfg->memory_mb);
-	ok(is_num(get(b, "TaskTemplate.Resources.Limits.NanoCPUs"), cpu),
+	ok(is_num(jsonx_at(b, "TaskTemplate.Resources.Limits.NanoCPUs"), cpu),
 	   "body: NanoCPUs = SANDBOX_CPUS (%g)", cfg->cpus);
-	ok(is_num(get(b, "TaskTemplate.Resources.Limits.Pids"),
+	ok(is_num(jsonx_at(b, "TaskTemplate.Resources.Limits.Pids"),
 	          cfg->pids_limit),
 	   "body: Pids = SANDBOX_PIDS_LIMIT (%u)", cfg->pids_limit);
 
 	/* Restart none; placement; logs; no network. */
-	is_str(str_of(get(b, "TaskTemplate.RestartPolicy.Condition")), "none",
-	       "body: restart condition none");
-	ok(is_num(get(b, "TaskTemplate.RestartPolicy.MaxAttempts"), 0),
+	is_str(str_of(jsonx_at(b, "TaskTemplate.RestartPolicy.Condition")),
+	       "none", "body: restart condition none");
+	ok(is_num(jsonx_at(b, "TaskTemplate.RestartPolicy.MaxAttempts"), 0),
 	   "body: restart max attempts 0");
-	x = get(b, "TaskTemplate.Placement.Constraints");
+	x = jsonx_at(b, "TaskTemplate.Placement.Constraints");
 	ok(cJSON_IsArray(x) && cJSON_GetArraySize(x) >= 1 &&
 	       tap_json_has(x, cfg->swarm_constraints),
 	   "body: placement constraints (%s)", cfg->swarm_constraints);
-	is_str(str_of(get(b, "TaskTemplate.LogDriver.Name")), "local",
+	is_str(str_of(jsonx_at(b, "TaskTemplate.LogDriver.Name")), "local",
 	       "body: log driver local");
 	snprintf(want, sizeof(want), "%zu",
 	         cfg->output_max_bytes + cfg->output_max_bytes / 4 + 65536);
-	is_str(str_of(get(b, "TaskTemplate.LogDriver.Options.max-size")), want,
-	       "body: log max-size above the output cap");
-	ok(get(b, "TaskTemplate.Networks") == NULL &&
-	       get(b, "Networks") == NULL,
+	is_str(str_of(jsonx_at(b, "TaskTemplate.LogDriver.Options.max-size")),
+	       want, "body: log max-size above the output cap");
+	ok(jsonx_at(b, "TaskTemplate.Networks") == NULL &&
+	       jsonx_at(b, "Networks") == NULL,
 	   "body: no networks");
 
 	/* Labels (keys with dots: not through get): ours and the spec's. */
@@ -378,22 +361,25 @@ static void test_body(const struct config *cfg)
 	if (!b)
 		return;
 	check_common(b, cfg, &sp, "body: name");
-	x = get(b, "Mode");
+	x = jsonx_at(b, "Mode");
 	ok(cJSON_GetArraySize(x) == 1 &&
-	       is_num(get(x, "Replicated.Replicas"), 1),
+	       is_num(jsonx_at(x, "Replicated.Replicas"), 1),
 	   "body: Mode Replicated, 1 replica");
-	ok(get(x, "Global") == NULL, "body: not Global");
-	ok(is_num(get(b, "TaskTemplate.Resources.Reservations.MemoryBytes"),
-	          mem) &&
-	       is_num(get(b, "TaskTemplate.Resources.Reservations.NanoCPUs"),
-	              cpu),
+	ok(jsonx_at(x, "Global") == NULL, "body: not Global");
+	ok(is_num(
+	       jsonx_at(b, "TaskTemplate.Resources.Reservations.MemoryBytes"),
+	       mem) &&
+	       is_num(
+	           jsonx_at(b, "TaskTemplate.Resources.Reservations.NanoCPUs"),
+	           cpu),
 	   "body: reservations equal to the limits");
 	ok(cJSON_Compare(
-	       get(b, "TaskTemplate.Resources.Reservations.MemoryBytes"),
-	       get(b, "TaskTemplate.Resources.Limits.MemoryBytes"), true) &&
+	       jsonx_at(b, "TaskTemplate.Resources.Reservations.MemoryBytes"),
+	       jsonx_at(b, "TaskTemplate.Resources.Limits.MemoryBytes"),
+	       true) &&
 	       cJSON_Compare(
-	           get(b, "TaskTemplate.Resources.Reservations.NanoCPUs"),
-	           get(b, "TaskTemplate.Resources.Limits.NanoCPUs"), true),
+	           jsonx_at(b, "TaskTemplate.Resources.Reservations.NanoCPUs"),
+	           jsonx_at(b, "TaskTemplate.Resources.Limits.NanoCPUs"), true),
 	   "body: reservations compare equal to limits");
 	cJSON_Delete(b);
 
@@ -403,10 +389,10 @@ static void test_body(const struct config *cfg)
 	if (!b)
 		return;
 	check_common(b, cfg, &sp, "body global: name");
-	x = get(b, "Mode");
-	ok(cJSON_GetArraySize(x) == 1 && cJSON_IsObject(get(x, "Global")),
+	x = jsonx_at(b, "Mode");
+	ok(cJSON_GetArraySize(x) == 1 && cJSON_IsObject(jsonx_at(x, "Global")),
 	   "body global: Mode Global only");
-	ok(get(b, "TaskTemplate.Resources.Reservations") == NULL,
+	ok(jsonx_at(b, "TaskTemplate.Resources.Reservations") == NULL,
 	   "body global: no reservations");
 	cJSON_Delete(b);
 
@@ -420,21 +406,25 @@ static void test_body(const struct config *cfg)
 	ok(b != NULL, "body: own limits");
 	if (!b)
 		return;
-	ok(is_num(get(b, "TaskTemplate.Resources.Limits.MemoryBytes"),
+	ok(is_num(jsonx_at(b, "TaskTemplate.Resources.Limits.MemoryBytes"),
 	          512.0 * 1024 * 1024) &&
-	       is_num(get(b, "TaskTemplate.Resources.Reservations.MemoryBytes"),
+	       is_num(jsonx_at(
+	                  b, "TaskTemplate.Resources.Reservations.MemoryBytes"),
 	              512.0 * 1024 * 1024),
 	   "body: the spec's memory_mb");
-	ok(is_num(get(b, "TaskTemplate.Resources.Limits.NanoCPUs"), 1.25e9) &&
-	       is_num(get(b, "TaskTemplate.Resources.Reservations.NanoCPUs"),
-	              1.25e9),
+	ok(is_num(jsonx_at(b, "TaskTemplate.Resources.Limits.NanoCPUs"),
+	          1.25e9) &&
+	       is_num(
+	           jsonx_at(b, "TaskTemplate.Resources.Reservations.NanoCPUs"),
+	           1.25e9),
 	   "body: the spec's cpus");
 	is_str(str_of(cJSON_GetArrayItem(
-	           get(b, "TaskTemplate.ContainerSpec.Command"), 4)),
+	           jsonx_at(b, "TaskTemplate.ContainerSpec.Command"), 4)),
 	       "/dev/null", "body: no stdin file reads /dev/null");
-	x = cJSON_GetArrayItem(get(b, "TaskTemplate.ContainerSpec.Mounts"), 0);
-	ok(get(x, "ReadOnly") == NULL &&
-	       is_strv(get(x, "BindOptions.Propagation"), "rslave"),
+	x = cJSON_GetArrayItem(jsonx_at(b, "TaskTemplate.ContainerSpec.Mounts"),
+	                       0);
+	ok(jsonx_at(x, "ReadOnly") == NULL &&
+	       is_strv(jsonx_at(x, "BindOptions.Propagation"), "rslave"),
 	   "body: a writable bind has no ReadOnly; following mounts rslave");
 	cJSON_Delete(b);
 }
@@ -488,7 +478,7 @@ static void test_constraints(struct config *cfg)
 	cfg->swarm_constraints = several;
 	b = body_of(cfg, &sp, false);
 	cfg->swarm_constraints = saved;
-	x = get(b, "TaskTemplate.Placement.Constraints");
+	x = jsonx_at(b, "TaskTemplate.Placement.Constraints");
 	ok(cJSON_GetArraySize(x) == 2 &&
 	       is_strv(cJSON_GetArrayItem(x, 0), "node.role==worker") &&
 	       is_strv(cJSON_GetArrayItem(x, 1), "node.labels.a==b"),
@@ -618,7 +608,7 @@ static void test_verify(const struct config *cfg)
 
 	/* Changes inside a field. */
 	got = cJSON_Duplicate(sent, true);
-	x = get(got, "TaskTemplate.ContainerSpec.Mounts");
+	x = jsonx_at(got, "TaskTemplate.ContainerSpec.Mounts");
 	cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetArrayItem(x, 0),
 	                                        "ReadOnly");
 	rc = swarm_spec_verify(sent, got, err, sizeof(err));
@@ -627,7 +617,7 @@ static void test_verify(const struct config *cfg)
 	cJSON_Delete(got);
 
 	got = cJSON_Duplicate(sent, true);
-	x = get(got, "TaskTemplate.ContainerSpec.Command");
+	x = jsonx_at(got, "TaskTemplate.ContainerSpec.Command");
 	cJSON_ReplaceItemInArray(x, 2, cJSON_CreateString("exec \"$@\""));
 	rc = swarm_spec_verify(sent, got, err, sizeof(err));
 	ok(rc == -EPERM && strstr(err, "Command") && strstr(err, "changed"),
@@ -635,7 +625,7 @@ static void test_verify(const struct config *cfg)
 	cJSON_Delete(got);
 
 	got = cJSON_Duplicate(sent, true);
-	x = get(got, "TaskTemplate.ContainerSpec.CapabilityDrop");
+	x = jsonx_at(got, "TaskTemplate.ContainerSpec.CapabilityDrop");
 	cJSON_ReplaceItemInArray(x, 0, cJSON_CreateString("NET_RAW"));
 	rc = swarm_spec_verify(sent, got, err, sizeof(err));
 	ok(rc == -EPERM && strstr(err, "CapabilityDrop"),
@@ -643,7 +633,7 @@ static void test_verify(const struct config *cfg)
 	cJSON_Delete(got);
 
 	got = cJSON_Duplicate(sent, true);
-	cJSON_DeleteItemFromObjectCaseSensitive(get(got, "TaskTemplate"),
+	cJSON_DeleteItemFromObjectCaseSensitive(jsonx_at(got, "TaskTemplate"),
 	                                        "Resources");
 	rc = swarm_spec_verify(sent, got, err, sizeof(err));
 	ok(rc == -EPERM &&
@@ -659,10 +649,11 @@ static void test_verify(const struct config *cfg)
 	/* Fields the check leaves alone. */
 	got = cJSON_Duplicate(sent, true);
 	cJSON_DeleteItemFromObjectCaseSensitive(
-	    get(got, "TaskTemplate.Resources"), "Reservations");
-	cJSON_ReplaceItemInObjectCaseSensitive(
-	    get(got, "Mode.Replicated"), "Replicas", cJSON_CreateNumber(0));
-	cJSON_AddStringToObject(get(got, "TaskTemplate.ContainerSpec"),
+	    jsonx_at(got, "TaskTemplate.Resources"), "Reservations");
+	cJSON_ReplaceItemInObjectCaseSensitive(jsonx_at(got, "Mode.Replicated"),
+	                                       "Replicas",
+	                                       cJSON_CreateNumber(0));
+	cJSON_AddStringToObject(jsonx_at(got, "TaskTemplate.ContainerSpec"),
 	                        "Hostname", "x");
 	rc = swarm_spec_verify(sent, got, err, sizeof(err));
 	is_int(rc, 0, "verify: replicas, reservations, additions pass");
@@ -670,7 +661,7 @@ static void test_verify(const struct config *cfg)
 
 	/* Networks added on the way. */
 	got = cJSON_Duplicate(sent, true);
-	x = cJSON_AddArrayToObject(get(got, "TaskTemplate"), "Networks");
+	x = cJSON_AddArrayToObject(jsonx_at(got, "TaskTemplate"), "Networks");
 	n = cJSON_CreateObject();
 	cJSON_AddStringToObject(n, "Target", "ingress");
 	cJSON_AddItemToArray(x, n);
@@ -682,7 +673,7 @@ static void test_verify(const struct config *cfg)
 	cJSON_Delete(got);
 
 	got = cJSON_Duplicate(sent, true);
-	cJSON_AddArrayToObject(get(got, "TaskTemplate"), "Networks");
+	cJSON_AddArrayToObject(jsonx_at(got, "TaskTemplate"), "Networks");
 	rc = swarm_spec_verify(sent, got, err, sizeof(err));
 	is_int(rc, 0, "verify: an empty Networks array passes");
 	cJSON_Delete(got);

@@ -134,6 +134,10 @@ static void test_pct(void)
 	is_int(pct_decode("abcd", 4, out, 4, &n, NULL), -ENOSPC, "no room");
 }
 
+/* A key of 64 bytes: more than jsonx_at looks up. */
+#define LONG_KEY                                                               \
+	"K234567890123456789012345678901234567890123456789012345678901234"
+
 static void test_jsonx(void)
 {
 	static const char *const three[] = {"a", "b\"c", "", NULL};
@@ -148,6 +152,25 @@ static void test_jsonx(void)
 	a = jsonx_strv(none);
 	ok(cJSON_IsArray(a) && cJSON_GetArraySize(a) == 0,
 	   "jsonx_strv: an empty list gives []");
+	cJSON_Delete(a);
+
+	a = cJSON_Parse("{\"A\":{\"B\":{\"C\":7},\"L\":[1]},\"a\":1,"
+	                "\"" LONG_KEY "\":2}");
+	ok(a != NULL, "jsonx_at: the document parses");
+	ok(cJSON_IsNumber(jsonx_at(a, "A.B.C")) &&
+	       jsonx_at(a, "A.B.C")->valueint == 7,
+	   "jsonx_at: a nested key");
+	ok(cJSON_IsObject(jsonx_at(a, "A.B")),
+	   "jsonx_at: an object on the way");
+	ok(cJSON_IsNumber(jsonx_at(a, "a")), "jsonx_at: one key, case kept");
+	ok(jsonx_at(a, "A.b.C") == NULL, "jsonx_at: keys are case-sensitive");
+	ok(jsonx_at(a, "A.X") == NULL, "jsonx_at: a missing key is NULL");
+	ok(jsonx_at(a, "A.L.0") == NULL, "jsonx_at: arrays are not walked");
+	ok(jsonx_at(a, "A.B.C.D") == NULL, "jsonx_at: past a leaf is NULL");
+	ok(jsonx_at(a, "") == NULL, "jsonx_at: an empty path is NULL");
+	ok(jsonx_at(NULL, "A") == NULL, "jsonx_at: NULL in, NULL out");
+	ok(jsonx_at(a, LONG_KEY) == NULL,
+	   "jsonx_at: a key of 64 bytes or more is NULL, not cut short");
 	cJSON_Delete(a);
 }
 
