@@ -10,7 +10,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { sleep } from './lib/daemon.mjs';
 import { containersOf, describeRun, removeContainersOf, runCode, startSandboxDaemon } from './lib/sandbox.mjs';
-import { SH_PROCS, expectSession, expectStatus, run, startWarm, stopWarm } from './lib/warm.mjs';
+import { SH_PROCS, expectSession, expectStatus, run, startRun, startWarm, stopWarm } from './lib/warm.mjs';
 
 // The bound. The sanitizer build is slower in everything it does,
 // the calls to the engine included.
@@ -23,15 +23,12 @@ const GONE_WITHIN_MS = 2000 * (process.env.MCPSD_SANITIZED ? 3 : 1);
  */
 async function abortOnceStarted(d, conv, language, code) {
   const ac = new AbortController();
-  let started;
-  const startedP = new Promise((r) => (started = r));
-  const settled = run(d.client, conv, language, code, { timeout_seconds: 200 }, {
-    request: { signal: ac.signal, onprogress: (p) => String(p.message ?? '').includes('started') && started() },
-  }).then(
+  const { done, started } = startRun(d.client, conv, language, code, { timeout_seconds: 200 }, { signal: ac.signal });
+  const settled = done.then(
     (r) => ({ r }),
     (e) => ({ e }),
   );
-  assert.equal(await Promise.race([startedP.then(() => null), settled]), null, 'the run started');
+  await started;
   const tAbort = Date.now();
   ac.abort('the test cancels');
   assert.ok((await settled).e, 'callTool rejects once aborted');

@@ -16,10 +16,22 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { sleep } from './lib/daemon.mjs';
 import { rmSync } from 'node:fs';
 import { faultsDir, umountBelow } from './lib/faults.mjs';
-import { callTool, containersOf, describeRun, instanceName, removeContainersOf } from './lib/sandbox.mjs';
-import { SLOW, boxesOf, conv, expectSession, expectStatus, py, run, startWarm, stopWarm, until, waitPool, waitWarm } from './lib/warm.mjs';
+import { callTool, containersOf, instanceName, removeContainersOf } from './lib/sandbox.mjs';
+import { SLOW, boxesOf, conv, expectSession, expectStatus, py, run, startRun, startWarm, stopWarm, until, waitPool, waitWarm } from './lib/warm.mjs';
 
 const T = 300_000 * SLOW;
+
+/**
+ * For a restart test: a SANDBOX_ROOT, an instance label and the secrets
+ * that both daemons (before and after the restart) share.
+ */
+function restartSetup(name) {
+  return {
+    root: faultsDir('mcpsd-root-'),
+    instance: instanceName(name),
+    env: { FILE_SECRET: randomBytes(32).toString('hex'), MCP_API_TOKEN: randomBytes(24).toString('hex') },
+  };
+}
 
 /**
  * After a restart test (d1 stopped or killed, d2 on the same root): stops
@@ -36,15 +48,8 @@ async function restartCleanup(d1, d2, root, instance) {
   await removeContainersOf(instance).catch(() => {});
 }
 
-/** A run that prints 'started' and then sleeps; resolves when it started. */
-function startedRun(client, c, code, extra = {}, request = {}) {
-  let started;
-  const startedP = new Promise((r) => (started = r));
-  const done = py(client, c, `print('started', flush=True)\n${code}`, extra, {
-    request: { ...request, onprogress: (p) => String(p.message ?? '').includes('started') && started() },
-  });
-  return { done, started: Promise.race([startedP, done.then((r) => assert.fail(`ended before it started: ${describeRun(r)}`))]) };
-}
+/** A Python run that prints 'started' and then runs code (see startRun). */
+const startedRun = (client, c, code, extra = {}, request = {}) => startRun(client, c, 'python', `print('started', flush=True)\n${code}`, extra, request);
 
 describe('long waits, side by side', { concurrency: true }, () => {
   test('a 90-second run that prints completes for a client with a 60-second timeout that resets on progress', { timeout: T }, async () => {
@@ -228,9 +233,7 @@ describe('eviction and capacity (SANDBOX_WARM_MAX=2, SANDBOX_WARM_MEMORY_MB)', (
 
 describe('the daemon killed with SIGKILL and restarted on the same SANDBOX_ROOT', () => {
   test('the old boxes are removed at start-up and each conversation is told server_restarted', { timeout: T }, async () => {
-    const root = faultsDir('mcpsd-root-');
-    const instance = instanceName('warm-kill');
-    const env = { FILE_SECRET: randomBytes(32).toString('hex'), MCP_API_TOKEN: randomBytes(24).toString('hex') };
+    const { root, instance, env } = restartSetup('warm-kill');
     let d1, d2;
     try {
       d1 = await startWarm({ name: 'warm-kill', pool: true, root, instance, env });
@@ -283,9 +286,7 @@ describe('the daemon killed with SIGKILL and restarted on the same SANDBOX_ROOT'
 
 describe('the daemon stopped with SIGTERM and started again on the same SANDBOX_ROOT', () => {
   test('a live session is told server_restarted, and a loss not yet told keeps its own reason', { timeout: T }, async () => {
-    const root = faultsDir('mcpsd-root-');
-    const instance = instanceName('warm-term');
-    const env = { FILE_SECRET: randomBytes(32).toString('hex'), MCP_API_TOKEN: randomBytes(24).toString('hex') };
+    const { root, instance, env } = restartSetup('warm-term');
     let d1, d2;
     try {
       d1 = await startWarm({ name: 'warm-term', root, instance, env: { ...env, SANDBOX_WARM_IDLE_SECONDS: '3' } });

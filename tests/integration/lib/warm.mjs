@@ -71,6 +71,23 @@ export function run(client, conv, language, code, extra = {}, opts = {}) {
 /** run_code in Python. */
 export const py = (client, conv, code, extra, opts) => run(client, conv, 'python', code, extra, opts);
 
+/**
+ * Starts run_code of code, which prints 'started' once it is under way.
+ * Returns { done, started }: done is the call; started resolves when its
+ * progress shows 'started', and rejects if the call ends first. request
+ * goes to the SDK (a signal, say).
+ */
+export function startRun(client, conv, language, code, extra = {}, request = {}) {
+  let started;
+  const startedP = new Promise((r) => (started = r));
+  const done = run(client, conv, language, code, extra, {
+    request: { ...request, onprogress: (p) => String(p.message ?? '').includes('started') && started() },
+  });
+  const endedFirst = done.then((r) => assert.fail(`ended before it started: ${describeRun(r)}`));
+  endedFirst.catch(() => {}); // read by the race only; done is the caller's
+  return { done, started: Promise.race([startedP, endedFirst]) };
+}
+
 /** Asserts a run's status, with the run described on failure. */
 export function expectStatus(r, status) {
   assert.ok(r.sc, `a structured result: ${r.text.slice(0, 500)}`);
