@@ -201,6 +201,11 @@ static const struct setting settings[] = {
      "the Unix epoch"},
     {"SANDBOX_REAP_INTERVAL_SECONDS", SET_UINT, "30", OFF(reap_interval_s), 1,
      3600, "30", "How often leftover containers are looked for"},
+    {"SANDBOX_RUNS_SWEEP_SECONDS", SET_UINT, "0", OFF(runs_sweep_s), 0,
+     31536000, "720",
+     "Code directories under SANDBOX_ROOT/runs that no run or warm box "
+     "holds are removed once this old (0: SANDBOX_MAX_TIMEOUT_SECONDS + "
+     "4 x DOCKER_TIMEOUT_SECONDS + 300)"},
     {"SANDBOX_DISCOVERY_INTERVAL_SECONDS", SET_UINT, "30",
      OFF(discovery_interval_s), 1, 3600, "30",
      "How often runner images are rediscovered"},

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -34,6 +35,7 @@ struct oneoff_dir {
 	char dir[PATH_MAX];
 	char host_dir[PATH_MAX];
 	bool dir_made;
+	int hold_fd; /* oneoff_dir_hold's, or -1 */
 };
 
 /* ---- the code directory ----------------------------------------------- */
@@ -156,8 +158,13 @@ static int oneoff_code(const struct oneoff_env *r, struct oneoff_dir *b,
 	}
 	b->dir_made = true;
 	/* mkdir obeys the umask; the sandbox user must read the code. */
-	dfd = open(b->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (dfd < 0 || fchmod(dfd, 0755) < 0) {
+	dfd = oneoff_dir_hold(b->dir);
+	if (dfd < 0) {
+		rc = dfd;
+		goto fail;
+	}
+	b->hold_fd = dfd;
+	if (fchmod(dfd, 0755) < 0) {
 		rc = -errno;
 		goto fail;
 	}
@@ -181,13 +188,10 @@ static int oneoff_code(const struct oneoff_env *r, struct oneoff_dir *b,
 		rc = -errno;
 	if (rc < 0)
 		goto fail;
-	close(dfd);
 	return 0;
 fail:
 	snprintf(err, errlen, "cannot write the code file in %.200s: %s",
 	         b->dir, strerror(-rc));
-	if (dfd >= 0)
-		close(dfd);
 	return rc ? rc : -EIO;
 }
 
@@ -239,6 +243,24 @@ static void oneoff_dir_release(struct oneoff_dir *d)
 	if (d->dir_made)
 		oneoff_rmdir_flat(d->dir);
 	d->dir_made = false;
+	if (d->hold_fd >= 0)
+		close(d->hold_fd);
+	d->hold_fd = -1;
+}
+
+int oneoff_dir_hold(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	if (flock(fd, LOCK_SH) < 0) {
+		int rc = -errno;
+
+		close(fd);
+		return rc;
+	}
+	return fd;
 }
 
 /* ---- the box of a one-off run -------------------------------------------- */
@@ -645,6 +667,7 @@ int oneoff_run(const struct oneoff_env *r, const struct runner_request *req,
 	int rc, ret = 0;
 
 	memset(&dir, 0, sizeof(dir));
+	dir.hold_fd = -1;
 	memset(&spec, 0, sizeof(spec));
 	memset(&cap_out, 0, sizeof(cap_out));
 	memset(&cap_err, 0, sizeof(cap_err));
@@ -731,29 +754,64 @@ out:
 	return ret;
 }
 
-/* Removes code directories older than any run can be (crash leftovers). */
+/*
+ * The age past which an unheld code directory is a leftover: the setting,
+ * or the longest a run can take with every engine call timing out.
+ */
+static time_t oneoff_sweep_age(const struct config *cfg)
+{
+	if (cfg->runs_sweep_s)
+		return (time_t)cfg->runs_sweep_s;
+	return (time_t)cfg->max_timeout_s + 4 * (time_t)cfg->docker_timeout_s +
+	       300;
+}
+
+/*
+ * Whether the directory name of d is a leftover: old enough and held by
+ * nobody (a run or a warm box of this or another process holds its own
+ * with oneoff_dir_hold for as long as it lives, whatever its age: a pool
+ * box may wait for a claim for hours).
+ */
+static bool oneoff_leftover(DIR *d, const char *name, time_t max_age)
+{
+	struct stat sb;
+	bool free_now;
+	int fd;
+
+	if (fstatat(dirfd(d), name, &sb, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    !S_ISDIR(sb.st_mode) || time(NULL) - sb.st_mtime < max_age)
+		return false;
+	fd = openat(dirfd(d), name,
+	            O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	free_now = flock(fd, LOCK_EX | LOCK_NB) == 0;
+	close(fd);
+	return free_now;
+}
+
 void oneoff_sweep(const struct oneoff_env *r)
 {
-	time_t max_age = (time_t)r->cfg->max_timeout_s +
-	                 4 * (time_t)r->cfg->docker_timeout_s + 300;
-	time_t now = time(NULL);
+	time_t max_age = oneoff_sweep_age(r->cfg);
 	DIR *d = opendir(r->runs_dir);
 	struct dirent *e;
-	struct stat sb;
 	char path[PATH_MAX];
+	unsigned n = 0;
 
 	if (!d)
 		return;
 	while ((e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) <
-		        0 ||
-		    !S_ISDIR(sb.st_mode) || now - sb.st_mtime < max_age)
+		if (e->d_name[0] == '.' ||
+		    !oneoff_leftover(d, e->d_name, max_age))
 			continue;
 		if ((size_t)snprintf(path, sizeof(path), "%s/%s", r->runs_dir,
-		                     e->d_name) < sizeof(path))
-			oneoff_rmdir_flat(path);
+		                     e->d_name) >= sizeof(path))
+			continue;
+		oneoff_rmdir_flat(path);
+		n++;
 	}
 	closedir(d);
+	if (n)
+		log_info("removed %u leftover code director%s under %s", n,
+		         n == 1 ? "y" : "ies", r->runs_dir);
 }

@@ -42,7 +42,20 @@ __attribute__((warn_unused_result)) int
 oneoff_run(const struct oneoff_env *env, const struct runner_request *req,
            const struct catalog_image *img, struct runner_result *res);
 
-/* Removes code directories older than any run can be (crash leftovers). */
+/*
+ * Opens the code directory at path and holds it: while the returned
+ * descriptor is open, oneoff_sweep leaves the directory alone whatever its
+ * age (a shared flock, which the sweep must take exclusively first; it goes
+ * with the process, so a crash leaves nothing held). Caller owns the
+ * descriptor (close it to let go). -errno on failure.
+ */
+__attribute__((warn_unused_result)) int oneoff_dir_hold(const char *path);
+
+/*
+ * Removes code directories under runs/ that nobody holds and that are
+ * older than SANDBOX_RUNS_SWEEP_SECONDS (by default, than any run can be):
+ * what a crash left.
+ */
 void oneoff_sweep(const struct oneoff_env *env);
 
 /* Everything that varies between one-off runs, for oneoff_box_spec. */

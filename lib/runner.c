@@ -586,6 +586,12 @@ int runner_run(struct runner *r, const struct runner_request *req,
 	         runner_status_name(res->status), res->exit_code,
 	         res->duration_ms, res->queue_ms, res->out.total,
 	         res->err.total);
+	/* The server's own failures, with their cause, for the operator. */
+	if (res->status == RUNNER_ERROR)
+		log_warnx(
+		    "run %s lang=%s failed on the server's side: %s",
+		    res->container[0] ? res->container : "-", req->language,
+		    res->message[0] ? res->message : "(no cause recorded)");
 out:
 	catalog_put(cat);
 	return rc;

@@ -247,6 +247,12 @@ static cJSON *tools_check_call(void *data, struct mcp_call *call,
 		result = tools_check_result(&res, filename, checker);
 		log_info("check lang=%s status=%s exit=%d", res.language,
 		         runner_status_name(res.status), res.exit_code);
+		if (res.status == RUNNER_ERROR)
+			log_warnx("check lang=%s failed on the server's side: "
+			          "%s",
+			          res.language,
+			          res.message[0] ? res.message
+			                         : "(no cause recorded)");
 	}
 	runner_result_finish(&res);
 	runner_cancel_destroy(cancel);

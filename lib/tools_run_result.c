@@ -482,6 +482,9 @@ static const char *tools_run_why(const char *reason)
 	    {"sandbox_lost", "the sandbox was stopped or lost its connection "
 	                     "to the server (the Docker engine restarted, "
 	                     "say)"},
+	    {"sandbox_damaged", "its sandbox was damaged on the server (its "
+	                        "files or mounts were removed) and was "
+	                        "replaced"},
 	    {"idle_expired", "it was not used for too long"},
 	    {"max_lifetime", "it reached its maximum lifetime"},
 	    {"evicted", "the server needed room for other conversations"},

@@ -29,6 +29,7 @@
 #include "util/mono.h"
 #include "warm_agent.h"
 #include "warm_exec.h"
+#include "warm_io.h"
 #include "workspace.h"
 
 #define WARM_NOTES_MAX 4096
@@ -413,6 +414,23 @@ static void warm_drop(struct warm *w, struct warm_box *b)
 }
 
 /*
+ * Ends b, whose run failed before the code reached it, and clears what that
+ * attempt put into res, for another box to run the code.
+ */
+static void warm_retry_reset(struct warm *w, struct warm_box *b,
+                             struct runner_result *res)
+{
+	warm_drop(w, b);
+	runner_result_finish(res);
+	res->message[0] = '\0';
+	res->status = RUNNER_ERROR;
+	res->exit_code = -1;
+	res->session.lost = false;
+	res->session.lost_reason[0] = '\0';
+	res->session.from_pool = false;
+}
+
+/*
  * A new session for key: a claimed pool box, else a fresh one. Returns it
  * (busy, in the table) or NULL with res->session.reason saying why not.
  */
@@ -517,15 +535,12 @@ int warm_run(struct warm *w, const struct runner_request *req,
 		         "continued");
 		if (warm_exec_run(&w->env, b, req, img, res) == 0)
 			goto done;
-		/* Dead before the code reached it: a fresh box, once. */
+		/* Dead before the code reached it: a fresh box. */
 		snprintf(why, sizeof(why), "%s", b->dead_reason);
-		warm_drop(w, b);
-		runner_result_finish(res);
-		res->message[0] = '\0';
-		res->status = RUNNER_ERROR;
+		warm_retry_reset(w, b, res);
 		b = NULL;
 	}
-	{
+	for (int tries = 0;; tries++) {
 		int erc;
 
 		b = warm_new(w, req, img, key, res, &erc);
@@ -557,10 +572,25 @@ int warm_run(struct warm *w, const struct runner_request *req,
 		         why[0] ? "restarted" : "new");
 		snprintf(res->session.reason, sizeof(res->session.reason), "%s",
 		         why);
+		if (warm_exec_run(&w->env, b, req, img, res) == 0)
+			break;
+		if (tries > 0) {
+			log_warnx("a second fresh warm box for %.12s (%s) "
+			          "failed before its first run (%s)",
+			          key, img->language, b->dead_reason);
+			break;
+		}
+		/*
+		 * A box that was broken before the code reached it (a
+		 * damaged pool box, say) is never the conversation's
+		 * problem: another one, once. The conversation lost nothing,
+		 * so why stays what it was.
+		 */
+		log_warnx("a fresh warm box for %.12s (%s) failed before its "
+		          "first run (%s); trying another",
+		          key, img->language, b->dead_reason);
+		warm_retry_reset(w, b, res);
 	}
-	if (warm_exec_run(&w->env, b, req, img, res) < 0)
-		log_info("a fresh warm box for %.12s died before its first run",
-		         key);
 done:
 	res->session.calls = b->calls;
 	res->session.idle_expires_at = time(NULL) + (time_t)w->cfg->warm_idle_s;
@@ -603,7 +633,8 @@ static struct warm_box *warm_expired(struct warm *w, const char **why)
 
 /*
  * Takes out the first idle session or pool box whose stream ended or broke
- * since it was last used, or NULL. Only reads what the boxes sent (no
+ * since it was last used, or whose host side is damaged (-ESTALE), or
+ * NULL. Only reads what the boxes sent and looks at two directories (no
  * engine call, no wait), so it runs under the lock; a box that died with
  * the engine's connection, or whose agent ended, then neither holds a
  * place until its idle expiry nor is handed to a run. Lock held.
@@ -611,6 +642,7 @@ static struct warm_box *warm_expired(struct warm *w, const char **why)
 static struct warm_box *warm_dead_idle(struct warm *w, int *rc)
 {
 	struct warm_box *lists[2] = {w->sessions, w->pool};
+	char what[PATH_MAX + 64];
 
 	for (size_t i = 0; i < 2; i++)
 		for (struct warm_box *b = lists[i]; b; b = b->next) {
@@ -624,6 +656,18 @@ static struct warm_box *warm_dead_idle(struct warm *w, int *rc)
 				log_debug(
 				    "warm pool: %s box %s ready in %lld ms",
 				    b->lang, b->box->id, b->ready_ms);
+			}
+			if (*rc == 0 &&
+			    !warm_box_intact(b, what, sizeof(what))) {
+				log_warnx("warm %s box %s (%s) is damaged: %s; "
+				          "%s",
+				          b->key[0] ? "session" : "pool",
+				          b->box->id, b->lang, what,
+				          b->key[0] ? "ending its session"
+				                    : "replacing it");
+				snprintf(b->dead_detail, sizeof(b->dead_detail),
+				         "%.199s", what);
+				*rc = -ESTALE;
 			}
 			if (*rc == 0 && !b->key[0] && !b->ready &&
 			    mono_ms() >= b->ready_by) {
@@ -710,7 +754,9 @@ void warm_tick(struct warm *w, const struct catalog *cat)
 		pthread_mutex_unlock(&w->lock);
 		if (!b)
 			break;
-		if (rc != -ETIMEDOUT) {
+		if (rc == -ESTALE) {
+			warm_io_kill(b, "sandbox_damaged");
+		} else if (rc != -ETIMEDOUT) {
 			warm_box_ended(b, rc);
 			log_info("warm box %s (%s) died while idle (%s)",
 			         b->box->id, b->key[0] ? "session" : "pool",

@@ -23,6 +23,7 @@
 #include "attachio.h"
 #include "buf.h"
 #include "log.h"
+#include "oneoff.h"
 #include "packages.h"
 #include "util/errmsg.h"
 #include "util/hex.h"
@@ -268,6 +269,7 @@ int warm_box_start(const struct warm_env *env, const struct catalog_image *img,
 	*out = NULL;
 	if (!b)
 		return errmsg_fail(-ENOMEM, err, errlen, "out of memory");
+	b->dir_fd = -1;
 	agentframe_decoder_init(&b->dec, AGENTFRAME_MAX);
 	b->kernel = strcmp(img->language, "python") == 0;
 	snprintf(b->lang, sizeof(b->lang), "%s", img->language);
@@ -290,6 +292,13 @@ int warm_box_start(const struct warm_env *env, const struct catalog_image *img,
 		errmsg_set(err, errlen, "cannot create %s: %s", b->dir,
 		           strerror(-rc));
 		b->dir[0] = '\0';
+		goto fail;
+	}
+	/* Held for the box's life: the leftover sweep never takes it. */
+	b->dir_fd = oneoff_dir_hold(b->dir);
+	if (b->dir_fd < 0) {
+		rc = errmsg_fail(b->dir_fd, err, errlen, "cannot open %s: %s",
+		                 b->dir, strerror(-b->dir_fd));
 		goto fail;
 	}
 	memset(&bs, 0, sizeof(bs));
@@ -382,16 +391,59 @@ fail:
 	return rc < 0 ? rc : -EIO;
 }
 
+/*
+ * Whether b's code directory is still the one it made (and mounted at
+ * /sandbox): not deleted, and its path not taken by another. 0, or -ENOENT
+ * or -ESTALE.
+ */
+static int warm_dir_check(const struct warm_box *b)
+{
+	struct stat held, now;
+
+	if (b->dir_fd < 0 || fstat(b->dir_fd, &held) < 0 || held.st_nlink == 0)
+		return -ENOENT;
+	if (lstat(b->dir, &now) < 0)
+		return -ENOENT;
+	if (now.st_ino != held.st_ino || now.st_dev != held.st_dev)
+		return -ESTALE;
+	return 0;
+}
+
+bool warm_box_intact(const struct warm_box *b, char *detail, size_t len)
+{
+	struct stat sb;
+	int rc = warm_dir_check(b);
+
+	if (rc < 0) {
+		snprintf(detail, len, "its code directory %s was %s", b->dir,
+		         rc == -ENOENT ? "removed" : "replaced");
+		return false;
+	}
+	if (!b->key[0] && b->mnt[0] &&
+	    (lstat(b->mnt, &sb) < 0 || !S_ISDIR(sb.st_mode))) {
+		snprintf(detail, len, "its mount point %s was removed", b->mnt);
+		return false;
+	}
+	return true;
+}
+
 int warm_box_claim(const struct warm_env *env, struct warm_box *b,
                    const struct runner_request *req, const char *key, char *err,
                    size_t errlen)
 {
 	unsigned char rec[64];
-	char src[64];
+	char src[64], what[PATH_MAX + 64];
 	size_t off = 0;
 	struct warm_io io = {.b = b};
 	int rc;
 
+	/* A damaged box is never handed to a conversation. */
+	if (!warm_box_intact(b, what, sizeof(what)))
+		return errmsg_fail(-ESTALE, err, errlen,
+		                   "the pool box is damaged: %s", what);
+	if (!warm_box_alive(env, b))
+		return errmsg_fail(-EPIPE, err, errlen,
+		                   "the pool box stopped (%s)", b->dead_reason);
 	rc = workspace_open_by_name(workspace_mgr_of(req->workspace),
 	                            req->workspace_name, &b->hold);
 	if (rc < 0)
@@ -476,24 +528,26 @@ void warm_box_destroy(const struct warm_env *env, struct warm_box *b)
 		log_warn("unmounting %s", b->mnt);
 	if (b->mnt[0] && rmdir(b->mnt) < 0 && errno != ENOENT)
 		log_warn("removing %s", b->mnt);
-	if (b->dir[0]) {
-		int dfd = open(b->dir,
-		               O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (b->dir_fd >= 0) {
+		/* Through the held descriptor: the path may name another
+		 * directory by now (warm_box_intact). */
+		bool ours = warm_dir_check(b) == 0;
+		int dfd = fcntl(b->dir_fd, F_DUPFD_CLOEXEC, 0);
+		DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+		struct dirent *e;
 
-		if (dfd >= 0) {
-			DIR *d = fdopendir(dfd);
-			struct dirent *e;
-
-			while (d && (e = readdir(d)))
-				if (e->d_name[0] != '.')
-					(void)unlinkat(dfd, e->d_name, 0);
-			if (d)
-				closedir(d);
-			else
-				close(dfd);
-		}
-		if (rmdir(b->dir) < 0 && errno != ENOENT)
+		while (d && (e = readdir(d)))
+			if (e->d_name[0] != '.')
+				(void)unlinkat(dfd, e->d_name, 0);
+		if (d)
+			closedir(d);
+		else if (dfd >= 0)
+			close(dfd);
+		if (ours && rmdir(b->dir) < 0 && errno != ENOENT)
 			log_warn("removing %s", b->dir);
+		close(b->dir_fd);
+	} else if (b->dir[0] && rmdir(b->dir) < 0 && errno != ENOENT) {
+		log_warn("removing %s", b->dir);
 	}
 	workspace_close(b->hold);
 	agentframe_decoder_finish(&b->dec);

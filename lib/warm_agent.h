@@ -56,6 +56,7 @@ struct warm_box {
 	struct box_stream *stream;
 	struct agentframe_decoder dec;
 	char dir[PATH_MAX];      /* runs/w-<id>, mounted at /sandbox */
+	int dir_fd;              /* dir, held (oneoff_dir_hold), or -1 */
 	char host_dir[PATH_MAX]; /* ... as the engine's host sees it */
 	char mnt[PATH_MAX];      /* pool/<id>, /data of a pool box, or "" */
 	bool mnt_bound;          /* a workspace is mounted on mnt */
@@ -139,6 +140,14 @@ void warm_box_ended(struct warm_box *b, int rc);
  * when not). Returns false with b->dead_reason set when it died.
  */
 bool warm_box_alive(const struct warm_env *env, struct warm_box *b);
+
+/*
+ * Whether the host side of b is whole: its code directory is still the one
+ * mounted at /sandbox, and an unclaimed pool box's mount point is there
+ * (what the agent and container do is warm_box_poll's). Cheap (no engine
+ * call, no wait); when false, detail says what is damaged.
+ */
+bool warm_box_intact(const struct warm_box *b, char *detail, size_t len);
 
 /* Stops and removes the box, unmounts and releases all it holds. */
 void warm_box_destroy(const struct warm_env *env, struct warm_box *b);

@@ -32,31 +32,22 @@
 
 /* ---- one call ----------------------------------------------------------- */
 
-/* Removes a file from the box's /sandbox directory. */
+/*
+ * Removes a file from the box's /sandbox directory: through the descriptor
+ * held since the box was made, which is the directory the box has mounted.
+ */
 static void warm_drop_file(const struct warm_box *b, const char *name)
 {
-	int dfd = open(b->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-
-	if (dfd < 0)
-		return;
-	if (unlinkat(dfd, name, 0) < 0 && errno != ENOENT)
+	if (unlinkat(b->dir_fd, name, 0) < 0 && errno != ENOENT)
 		log_warn("removing %s/%s", b->dir, name);
-	close(dfd);
 }
 
 /* Writes a file into the box's /sandbox directory (replacing it). */
 static int warm_put_file(const struct warm_box *b, const char *name,
                          const char *p, size_t n)
 {
-	int dfd = open(b->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	int rc;
-
-	if (dfd < 0)
-		return -errno;
-	(void)unlinkat(dfd, name, 0);
-	rc = warm_io_write_file(dfd, name, p, n, 0644);
-	close(dfd);
-	return rc;
+	(void)unlinkat(b->dir_fd, name, 0);
+	return warm_io_write_file(b->dir_fd, name, p, n, 0644);
 }
 
 /* The exec frame's records. -ENOSPC when they do not fit. */
@@ -154,6 +145,24 @@ static int warm_exec_send(struct warm_box *b, const struct runner_request *req,
 		                   "cannot reach the sandbox agent: %s",
 		                   strerror(-rc));
 	return 0;
+}
+
+/*
+ * Whether the box's host side is whole before a call; a damaged box (its
+ * code directory removed, say) could never run anything again, so it is
+ * killed here and the caller replaces it.
+ */
+static bool warm_exec_usable(struct warm_box *b)
+{
+	char what[PATH_MAX + 64];
+
+	if (warm_box_intact(b, what, sizeof(what)))
+		return true;
+	log_warnx("warm box %s (%s) is damaged: %s; replacing it", b->box->id,
+	          b->lang, what);
+	snprintf(b->dead_detail, sizeof(b->dead_detail), "%.199s", what);
+	warm_io_kill(b, "sandbox_damaged");
+	return false;
 }
 
 /* How a call is being brought to an end. */
@@ -464,9 +473,16 @@ int warm_exec_run(const struct warm_env *env, struct warm_box *b,
 	c.io.out = &cap_out;
 	c.io.err = &cap_err;
 	c.io.max_total = cfg->output_max_bytes;
-	if (warm_exec_files(b, req, img, res->message, sizeof(res->message)) <
-	    0) {
-		/* Nothing ran and the box is fine: the session stays. */
+	if (!warm_exec_usable(b) || warm_exec_files(b, req, img, res->message,
+	                                            sizeof(res->message)) < 0) {
+		if (b->dead) {
+			/* Nothing ran: the caller tries a fresh box. */
+			res->message[0] = '\0';
+			ret = -EAGAIN;
+			goto classify_dead;
+		}
+		/* Nothing ran and the box is fine (the host's disk is full,
+		 * say): the session stays. */
 		res->status = RUNNER_ERROR;
 		goto out;
 	}
