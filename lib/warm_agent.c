@@ -37,16 +37,14 @@
 
 /* ---- installing the agent ----------------------------------------------- */
 
-/* SANDBOX_ROOT/agent/<hash of both files>/{mcpsd-agent,kernel.py}. */
-static int warm_install_agent(struct warm_env *env, char *err, size_t errlen)
+/* Names SANDBOX_ROOT/agent/<hash of both files>, where the agent lives. */
+static int warm_agent_paths(struct warm_env *env, char *err, size_t errlen)
 {
 	const struct config *cfg = env->cfg;
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0;
-	char hash[17], dir[PATH_MAX], tmp[PATH_MAX];
+	char hash[17];
 	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	struct stat sb;
-	int dfd, rc;
 
 	if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) ||
 	    !EVP_DigestUpdate(ctx, agentblob_agent, agentblob_agent_len) ||
@@ -57,25 +55,70 @@ static int warm_install_agent(struct warm_env *env, char *err, size_t errlen)
 	}
 	EVP_MD_CTX_free(ctx);
 	hex_encode(md, 8, hash);
-	snprintf(dir, sizeof(dir), "%s/agent", cfg->sandbox_root);
-	if (mkdir(dir, 0711) < 0 && errno != EEXIST)
-		return errmsg_fail(-errno, err, errlen, "cannot create %s: %s",
-		                   dir, strerror(errno));
 	snprintf(env->agent_host_dir, sizeof(env->agent_host_dir),
 	         "%s/agent/%s",
 	         cfg->sandbox_host_path && cfg->sandbox_host_path[0]
 	             ? cfg->sandbox_host_path
 	             : cfg->sandbox_root,
 	         hash);
-	if ((size_t)snprintf(dir, sizeof(dir), "%s/agent/%s", cfg->sandbox_root,
-	                     hash) >= sizeof(dir))
+	if ((size_t)snprintf(env->agent_dir, sizeof(env->agent_dir),
+	                     "%s/agent/%s", cfg->sandbox_root,
+	                     hash) >= sizeof(env->agent_dir) - 32)
 		return errmsg_fail(-ENAMETOOLONG, err, errlen,
 		                   "SANDBOX_ROOT is too long");
-	if (lstat(dir, &sb) == 0 && S_ISDIR(sb.st_mode))
-		return 0; /* this version is installed */
+	return 0;
+}
+
+/* Whether the agent's directory holds both its files. */
+static bool warm_agent_present(const struct warm_env *env)
+{
+	struct stat a, k;
+	int dfd = open(env->agent_dir,
+	               O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	bool ok;
+
+	if (dfd < 0)
+		return false;
+	ok = fstatat(dfd, "mcpsd-agent", &a, AT_SYMLINK_NOFOLLOW) == 0 &&
+	     S_ISREG(a.st_mode) &&
+	     fstatat(dfd, "kernel.py", &k, AT_SYMLINK_NOFOLLOW) == 0 &&
+	     S_ISREG(k.st_mode);
+	close(dfd);
+	return ok;
+}
+
+/*
+ * Installs the agent in env->agent_dir unless it is there: at start-up,
+ * and again before a box starts if something on the host removed it (the
+ * boxes could not start without it).
+ */
+static int warm_agent_ensure(const struct warm_env *env, char *err,
+                             size_t errlen)
+{
+	char dir[PATH_MAX], tmp[PATH_MAX];
+	const char *dir_end;
+	int dfd, rc;
+
+	if (warm_agent_present(env))
+		return 0;
+	dir_end = strrchr(env->agent_dir, '/');
+	snprintf(dir, sizeof(dir), "%.*s", (int)(dir_end - env->agent_dir),
+	         env->agent_dir);
+	if (mkdir(dir, 0711) < 0 && errno != EEXIST)
+		return errmsg_fail(-errno, err, errlen, "cannot create %s: %s",
+		                   dir, strerror(errno));
+	/* A directory without its files: made anew. */
+	dfd = open(env->agent_dir,
+	           O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd >= 0) {
+		(void)unlinkat(dfd, "mcpsd-agent", 0);
+		(void)unlinkat(dfd, "kernel.py", 0);
+		close(dfd);
+		(void)rmdir(env->agent_dir);
+	}
 	/* Written aside and renamed, so a box never sees half a file. */
-	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.%d", dir, (int)getpid()) >=
-	        sizeof(tmp) ||
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.%d", env->agent_dir,
+	                     (int)getpid()) >= sizeof(tmp) ||
 	    (mkdir(tmp, 0755) < 0 && errno != EEXIST))
 		return errmsg_fail(-errno, err, errlen, "cannot create %s: %s",
 		                   tmp, strerror(errno));
@@ -93,14 +136,14 @@ static int warm_install_agent(struct warm_env *env, char *err, size_t errlen)
 		rc = warm_io_write_file(dfd, "kernel.py", agentblob_kernel,
 		                        agentblob_kernel_len, 0644);
 	close(dfd);
-	if (rc == 0 && rename(tmp, dir) < 0 && errno != EEXIST &&
+	if (rc == 0 && rename(tmp, env->agent_dir) < 0 && errno != EEXIST &&
 	    errno != ENOTEMPTY)
 		rc = -errno;
 	if (rc < 0)
 		return errmsg_fail(rc, err, errlen,
 		                   "cannot install the sandbox agent in %s: %s",
-		                   dir, strerror(-rc));
-	log_info("installed the sandbox agent in %s", dir);
+		                   env->agent_dir, strerror(-rc));
+	log_info("installed the sandbox agent in %s", env->agent_dir);
 	return 0;
 }
 
@@ -111,6 +154,7 @@ int warm_env_init(struct warm_env *env, const struct config *cfg,
 	const char *host = cfg->sandbox_host_path && cfg->sandbox_host_path[0]
 	                       ? cfg->sandbox_host_path
 	                       : cfg->sandbox_root;
+	int rc;
 
 	memset(env, 0, sizeof(*env));
 	env->cfg = cfg;
@@ -131,7 +175,8 @@ int warm_env_init(struct warm_env *env, const struct config *cfg,
 	if (mkdir(env->runs_dir, 0700) < 0 && errno != EEXIST)
 		return errmsg_fail(-errno, err, errlen, "cannot create %s: %s",
 		                   env->runs_dir, strerror(errno));
-	return warm_install_agent(env, err, errlen);
+	rc = warm_agent_paths(env, err, errlen);
+	return rc < 0 ? rc : warm_agent_ensure(env, err, errlen);
 }
 
 void warm_env_finish(struct warm_env *env)
@@ -270,6 +315,11 @@ int warm_box_start(const struct warm_env *env, const struct catalog_image *img,
 	if (!b)
 		return errmsg_fail(-ENOMEM, err, errlen, "out of memory");
 	b->dir_fd = -1;
+	rc = warm_agent_ensure(env, err, errlen);
+	if (rc < 0) {
+		free(b);
+		return rc;
+	}
 	agentframe_decoder_init(&b->dec, AGENTFRAME_MAX);
 	b->kernel = strcmp(img->language, "python") == 0;
 	snprintf(b->lang, sizeof(b->lang), "%s", img->language);

@@ -38,7 +38,8 @@ struct warm_env {
 	const struct config *cfg;
 	struct backend *be;
 	char boot[17];
-	char agent_host_dir[PATH_MAX]; /* mounted at /opt/mcp-sandboxd */
+	char agent_dir[PATH_MAX];      /* SANDBOX_ROOT/agent/<hash> */
+	char agent_host_dir[PATH_MAX]; /* ... as the engine's host sees it */
 	char runs_dir[PATH_MAX];       /* SANDBOX_ROOT/runs */
 	char runs_host_dir[PATH_MAX];  /* ... as the engine's host sees it */
 	char pool_dir[PATH_MAX];       /* SANDBOX_ROOT/pool */

@@ -218,6 +218,16 @@ describe('boxes damaged on the host', () => {
     expectSession(r, 'new');
   });
 
+  test('the sandbox agent removed from the host is installed again for the next box', { timeout: T }, async () => {
+    rmSync(path.join(d.root, 'agent'), { recursive: true, force: true });
+    // TypeScript has no pool here: its first run starts a box, which needs the agent.
+    const r = await run(d.client, conv('agent'), 'typescript', 'console.log(6 * 7)');
+    expectStatus(r, 'completed');
+    assert.equal(r.sc.stdout, '42\n');
+    expectSession(r, 'new');
+    assert.match(logOf(d), /installed the sandbox agent/);
+  });
+
   test('housekeeping replaces a damaged idle pool box by itself', { timeout: T }, async () => {
     await waitPool(d, 2);
     const b = await poolBox(d, 'bash');
