@@ -212,14 +212,13 @@ static void tools_run_on_tick(void *arg)
 static void tools_run_quota_stopped(const struct tools_run_progress *p,
                                     struct runner_result *res)
 {
-	const struct workspace_usage *u = &p->seen;
+	char over[256];
 
+	workspace_usage_over(&p->seen, over, sizeof(over));
 	snprintf(res->message, sizeof(res->message),
 	         "the files in /data passed the workspace quota during the "
-	         "run (%s%llu bytes in %s%llu files and directories; the quota "
-	         "is %llu bytes and %llu files)",
-	         u->partial ? "over " : "", u->bytes, u->partial ? "over " : "",
-	         u->files, u->quota_bytes, u->quota_files);
+	         "run (%s)",
+	         over);
 }
 
 /*
