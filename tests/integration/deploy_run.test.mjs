@@ -7,12 +7,13 @@
 // warm sessions); running it again with nothing changed leaves the daemon
 // alone, so a warm Python session keeps its variables; a changed .env or
 // --restart restarts it and says that warm sessions are dropped; --stop
-// stops it.
+// stops it. And mcp-sandboxd --help names every language a runner image of
+// this tree runs.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -146,5 +147,22 @@ describe('deploy/run.sh run again', () => {
     assert.equal(stop.code, 0, stop.out);
     const s = await runSh(dir, ['--status']);
     assert.equal(s.code, 1, s.out);
+  });
+});
+
+describe('mcp-sandboxd --help', () => {
+  // How the help names each runner image's language (runners/<dir>).
+  const NAMES = { bash: 'Bash', c: 'C', cpp: 'C++', go: 'Go', php: 'PHP', python: 'Python', ruby: 'Ruby', rust: 'Rust', typescript: 'TypeScript' };
+
+  test('names the language of every runner image this tree builds', () => {
+    const help = execFileSync(path.resolve(ROOT, BIN), ['--help'], { encoding: 'utf8' });
+    const intro = help.split('\nOptions:')[0].replace(/\s+/g, ' ');
+    const dirs = readdirSync(path.join(ROOT, 'runners')).filter((f) => existsSync(path.join(ROOT, 'runners', f, 'Dockerfile')));
+    assert.ok(dirs.length >= 9, `runner directories: ${dirs}`);
+    for (const dir of dirs) {
+      assert.ok(NAMES[dir], `runners/${dir} is new: add how --help names it to this test`);
+      const word = NAMES[dir].replace(/[+]/g, '\\+');
+      assert.match(intro, new RegExp(`(^|[ ,/(])${word}([ ,/)]|$)`), `--help names ${NAMES[dir]}: ${intro}`);
+    }
   });
 });
