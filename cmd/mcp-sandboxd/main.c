@@ -153,10 +153,11 @@ static int daemon_core(struct daemon *d, char *err, size_t errlen)
 		return -1;
 	}
 	mcp_server_set_instructions(
-	    d->mcp, "Runs code in isolated sandboxes. Pass the same "
-	            "conversationId on every call of one conversation: files "
-	            "written to /data persist between calls and come back "
-	            "as links.");
+	    d->mcp, "Runs code in isolated sandboxes. A conversationId names "
+	            "one chat and must be unique to it: leave it out on the "
+	            "chat's first call and pass the id the result returns on "
+	            "every later call. Files written to /data persist between "
+	            "calls and come back as links.");
 	/* 2026-07-28 clients send it as a header: route by conversation. */
 	mcp_server_add_header_param(d->mcp, "conversationId",
 	                            "Conversation-Id");

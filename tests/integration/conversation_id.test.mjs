@@ -51,6 +51,8 @@ describe('conversationId: minted by the server when the model gives none', () =>
     }
     assert.match(byName.run_code.description, /unique to (that|one|this) chat/i, byName.run_code.description);
     assert.ok(byName.run_code.outputSchema.properties.conversationId, 'the output schema lists conversationId');
+    // The server's instructions say it too (they said "pass the same id").
+    assert.match(d.client.getInstructions(), /conversationId names one chat and must be unique to it/);
   });
 
   test('two calls without an id get two unguessable ids and share nothing; the returned id continues the chat', T, async () => {
