@@ -220,9 +220,10 @@ fi
 
 # record_start PID: what the instance PID was started from.
 record_start() {
-	umask 077
-	printf 'pid=%s\nbin=%s\nenv=%s\nsettings=%s\nurl=%s\n' "$1" "$BIN_SHA" "$ENV_SHA" "$SETTINGS_SHA" "$URL" >"$STATE"
-	umask 022
+	(
+		umask 077
+		printf 'pid=%s\nbin=%s\nenv=%s\nsettings=%s\nurl=%s\n' "$1" "$BIN_SHA" "$ENV_SHA" "$SETTINGS_SHA" "$URL" >"$STATE"
+	)
 }
 
 print_clients() {
