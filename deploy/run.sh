@@ -6,11 +6,18 @@
 # is none (an existing one is never touched), and serves on 127.0.0.1:8080,
 # printing the MCP URL, the token and client configurations.
 #
-# Usage: deploy/run.sh [--detach | --stop | --status] [--no-images]
+# Re-running it is safe: when the instance it started is still running the
+# same build with the same settings, it is left alone (warm sessions kept)
+# and its status printed. It restarts the daemon only when the build or the
+# settings changed, or with --restart, and then says so: a restart ends
+# every warm session (Python state); files in /data are kept.
+#
+# Usage: deploy/run.sh [--detach | --stop | --status] [--restart] [--no-images]
 #   (default)   serve in the foreground; Ctrl-C stops
 #   --detach    serve in the background (log: var/mcp-sandboxd.log)
-#   --stop      stop a background instance started with --detach
-#   --status    say whether a background instance is running
+#   --restart   restart the running instance even when nothing changed
+#   --stop      stop the running instance
+#   --status    whether an instance is running: its pid, URL and health
 #   --no-images skip building the runner images
 set -euo pipefail
 
@@ -21,14 +28,16 @@ export ROOT
 
 MODE=foreground
 IMAGES=1
+RESTART=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--detach) MODE=detach ;;
+	--restart) RESTART=1 ;;
 	--stop) MODE=stop ;;
 	--status) MODE=status ;;
 	--no-images) IMAGES=0 ;;
 	-h | --help)
-		sed -n '3,16p' "$0" | sed 's/^# \{0,1\}//'
+		sed -n '3,22p' "$0" | sed 's/^# \{0,1\}//'
 		exit 0
 		;;
 	*) die "unknown option $1 (see --help)" ;;
@@ -42,6 +51,8 @@ LOG="$VAR/mcp-sandboxd.log"
 BUILD="$ROOT/build/release"
 BIN="$BUILD/cmd/mcp-sandboxd"
 ENV_FILE="$ROOT/.env"
+# What the running instance was started from (written at each start).
+STATE="$VAR/mcp-sandboxd.started"
 
 running_pid() {
 	local pid
@@ -59,11 +70,62 @@ stop_running() {
 	pid=$(running_pid) || return 0
 	msg "stopping the running instance (pid $pid)"
 	kill -TERM "$pid"
-	for _ in $(seq 1 600); do
+	# Calls under way may take SANDBOX_MAX_TIMEOUT_SECONDS (300 by default).
+	for _ in $(seq 1 700); do
 		kill -0 "$pid" 2>/dev/null || break
 		sleep 0.5
 	done
-	rm -f "$PIDFILE"
+	kill -0 "$pid" 2>/dev/null && die "pid $pid did not stop within 350 s; see $LOG"
+	rm -f "$PIDFILE" "$STATE"
+}
+
+# state_get KEY: a value recorded in $STATE at the last start.
+state_get() {
+	[ -f "$STATE" ] || return 0
+	sed -n "s/^$1=//p" "$STATE" | tail -n 1
+}
+
+# json_num JSON KEY / json_str JSON KEY / json_obj JSON KEY: the first
+# number, string or flat object of that key in /healthz's compact JSON.
+json_num() { printf '%s' "$1" | grep -o "\"$2\":[0-9.]*" | head -n 1 | cut -d: -f2; }
+json_str() { printf '%s' "$1" | grep -o "\"$2\":\"[^\"]*\"" | head -n 1 | cut -d'"' -f4; }
+json_obj() { printf '%s' "$1" | grep -o "\"$2\":{[^{}]*}" | head -n 1; }
+
+# print_status PID: the pid, URL and what /healthz says, for a person.
+print_status() {
+	local pid=$1 url base h docker warm runs since
+	url=$(state_get url)
+	if [ -z "$url" ] && [ -x "$BIN" ] && [ -f "$ENV_FILE" ]; then
+		url="$("$BIN" --env-file "$ENV_FILE" --check-config 2>/dev/null | sed -n 's/^PUBLIC_BASE_URL=//p')/mcp"
+	fi
+	base=${url%/mcp}
+	since=$(ps -o lstart= -p "$pid" 2>/dev/null | sed 's/^ *//')
+	echo "mcp-sandboxd is running (pid $pid${since:+, since $since})"
+	echo "  URL:     ${url:-unknown (no record of the start; see .env)}"
+	h=$(curl -sf --max-time 5 "$base/healthz" 2>/dev/null || true)
+	if [ -z "$h" ]; then
+		echo "  health:  no answer from $base/healthz (still starting, or stuck: see the log)"
+	else
+		docker=$(json_obj "$h" docker)
+		warm=$(json_obj "$h" warm)
+		runs=$(json_obj "$h" runs)
+		echo "  health:  $(printf '%s' "$h" | grep -o '"status":"[a-z]*"' | tail -n 1 | cut -d'"' -f4)" \
+			"(version $(json_str "$h" version), up $(json_num "$h" uptime_s) s)"
+		if printf '%s' "$docker" | grep -q '"reachable":true'; then
+			echo "  engine:  reachable (Docker $(json_str "$docker" server_version))"
+		else
+			echo "  engine:  NOT reachable: runs fail until the Docker engine answers"
+		fi
+		echo "  runners: $(json_num "$runs" runners) images; runs: $(json_num "$runs" running) running," \
+			"$(json_num "$runs" queued) queued, $(json_num "$runs" total) so far"
+		if [ -n "$warm" ]; then
+			echo "  warm:    $(json_num "$warm" sessions) sessions ($(json_num "$warm" busy) busy)," \
+				"$(json_num "$warm" pool) pre-started boxes ready"
+		else
+			echo "  warm:    off (every run starts a fresh sandbox)"
+		fi
+	fi
+	echo "  log:     $LOG"
 }
 
 case $MODE in
@@ -73,9 +135,9 @@ stop)
 	;;
 status)
 	if pid=$(running_pid); then
-		echo "running (pid $pid), log: $LOG"
+		print_status "$pid"
 	else
-		echo "not running"
+		echo "mcp-sandboxd is not running (start it with deploy/run.sh --detach)"
 		exit 1
 	fi
 	exit 0
@@ -117,11 +179,52 @@ setting() {
 	[ -n "$v" ] || v=$(grep -E "^(export )?$1=" "$ENV_FILE" | tail -n 1 | cut -d= -f2- | sed -e 's/^"\(.*\)"$/\1/' -e "s/^'\(.*\)'$/\1/")
 	printf '%s' "$v"
 }
-BASE=$("$BIN" --env-file "$ENV_FILE" --check-config | sed -n 's/^PUBLIC_BASE_URL=//p')
+CONFIG=$("$BIN" --env-file "$ENV_FILE" --check-config)
+BASE=$(printf '%s\n' "$CONFIG" | sed -n 's/^PUBLIC_BASE_URL=//p')
 TOKEN=$(setting MCP_API_TOKEN)
 URL="$BASE/mcp"
 
-stop_running
+# What an instance started now would run: the binary, .env, and the
+# effective settings (the environment's too; secrets appear there only as
+# fingerprints, and only their hash is kept). An unset FILE_SECRET is random
+# at each start, so its line is left out.
+sha() { sha256sum | cut -d' ' -f1; }
+BIN_SHA=$(sha <"$BIN")
+ENV_SHA=$(sha <"$ENV_FILE")
+SETTINGS_SHA=$(printf '%s\n' "$CONFIG" | grep -v '^FILE_SECRET=<ephemeral' | sha)
+# A stopping daemon lets calls under way finish (the daemon's drain on SIGTERM).
+DRAIN_S=$(($(printf '%s\n' "$CONFIG" | sed -n 's/^SANDBOX_MAX_TIMEOUT_SECONDS=//p') + 15))
+
+# Leaves a running instance alone when it runs what would be started now;
+# otherwise says why it restarts and what that costs, and stops it.
+if pid=$(running_pid); then
+	why=()
+	if [ ! -f "$STATE" ]; then
+		why+=("there is no record of what it runs (started by hand or by an older deploy/run.sh)")
+	else
+		[ "$(state_get bin)" = "$BIN_SHA" ] || why+=("the daemon was rebuilt")
+		[ "$(state_get env)" = "$ENV_SHA" ] || why+=("$ENV_FILE changed")
+		[ "$(state_get settings)" = "$SETTINGS_SHA" ] || why+=("the effective settings changed")
+	fi
+	[ "$RESTART" -eq 0 ] || why+=("--restart was given")
+	if [ ${#why[@]} -eq 0 ]; then
+		msg "already running this build with these settings: nothing restarted, warm sessions kept (--restart forces a restart)"
+		print_status "$pid"
+		exit 0
+	fi
+	reasons=$(printf '%s; ' "${why[@]}")
+	msg "restarting the running instance (pid $pid): ${reasons%; }"
+	msg "a restart ends every warm session: Python variables, imports and loaded data are lost (each conversation's next run says so); files in /data are kept; calls under way get up to $DRAIN_S s to finish, and clients reconnect by themselves"
+	stop_running
+fi
+
+# record_start PID: what the instance PID was started from.
+record_start() {
+	(
+		umask 077
+		printf 'pid=%s\nbin=%s\nenv=%s\nsettings=%s\nurl=%s\n' "$1" "$BIN_SHA" "$ENV_SHA" "$SETTINGS_SHA" "$URL" >"$STATE"
+	)
+}
 
 print_clients() {
 	cat <<EOF
@@ -167,6 +270,7 @@ cd "$ROOT"
 if [ "$MODE" = detach ]; then
 	setsid nohup "$BIN" --env-file "$ENV_FILE" >>"$LOG" 2>&1 </dev/null &
 	echo $! >"$PIDFILE"
+	record_start $!
 	for _ in $(seq 1 100); do
 		curl -sf "$BASE/healthz" >/dev/null 2>&1 && break
 		kill -0 "$(cat "$PIDFILE")" 2>/dev/null || { tail -20 "$LOG" >&2; die "the daemon exited; see $LOG"; }
@@ -177,5 +281,8 @@ if [ "$MODE" = detach ]; then
 else
 	print_clients
 	echo "Serving in the foreground; Ctrl-C stops."
+	# exec keeps this pid: --status and a re-run find this instance too.
+	echo $$ >"$PIDFILE"
+	record_start $$
 	exec "$BIN" --env-file "$ENV_FILE"
 fi

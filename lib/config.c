@@ -41,7 +41,8 @@ static const struct setting settings[] = {
      "loopback)"},
     {"MCP_API_TOKEN", SET_SECRET, "", DERIVED, 0, 0, "$(openssl rand -hex 32)",
      "Bearer token of the tenant named 'default' (at least 16 "
-     "characters)"},
+     "characters); every client and chat that uses it is that one "
+     "tenant, its conversations told apart only by conversationId"},
     {"MCP_API_TOKENS", SET_SECRET, "", DERIVED, 0, 0,
      "alice:<token>,bob:<token>",
      "More tokens, each with the tenant name that keeps its conversations "

@@ -13,6 +13,7 @@
 
 #include "packages.h"
 #include "util/errmsg.h"
+#include "util/hex.h"
 
 int runargs_opt_str(const cJSON *args, const char *name, const char **out,
                     size_t *len)
@@ -29,6 +30,32 @@ int runargs_opt_str(const cJSON *args, const char *name, const char **out,
 	*out = v->valuestring;
 	if (len)
 		*len = strlen(v->valuestring);
+	return 0;
+}
+
+int runargs_conversation_id(const cJSON *args,
+                            char minted[RUNARGS_CONV_MINT_LEN + 1],
+                            const char **id, char *err, size_t errlen)
+{
+	const size_t pre = sizeof(RUNARGS_CONV_PREFIX) - 1;
+
+	minted[0] = '\0';
+	*id = NULL;
+	if (runargs_opt_str(args, "conversationId", id, NULL) < 0)
+		return errmsg_fail(-EINVAL, err, errlen,
+		                   "conversationId must be a string: the id "
+		                   "an earlier call of this chat returned, or "
+		                   "leave it out on the chat's first call");
+	if (*id)
+		return 0;
+	memcpy(minted, RUNARGS_CONV_PREFIX, pre);
+	if (hex_random(minted + pre, (RUNARGS_CONV_MINT_LEN - pre) / 2) < 0) {
+		minted[0] = '\0';
+		return errmsg_fail(-EIO, err, errlen,
+		                   "the server could not make a conversationId "
+		                   "just now; retry in a moment");
+	}
+	*id = minted;
 	return 0;
 }
 

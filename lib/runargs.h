@@ -56,6 +56,35 @@ __attribute__((warn_unused_result)) int runargs_opt_str(const cJSON *args,
                                                         const char **out,
                                                         size_t *len);
 
+/* A minted conversationId: "c-" and 32 hex digits (128 random bits). */
+#define RUNARGS_CONV_PREFIX "c-"
+#define RUNARGS_CONV_MINT_LEN (sizeof(RUNARGS_CONV_PREFIX) - 1 + 32)
+
+/*
+ * What a tool that may open a conversation says of conversationId (plain
+ * text without quotes: it also goes into JSON schemas as a literal).
+ */
+#define RUNARGS_CONV_DESCRIPTION                                               \
+	"One chat's id, unique to that chat: calls with the same id, in any "  \
+	"chat of this user, share its /data files and state. Omit it on the "  \
+	"chat's first call; the server then makes one and returns it: pass "   \
+	"that on every later call of the chat"
+
+/*
+ * The conversationId of a tool call that may open a conversation (run_code,
+ * upload_file). Given as a string: *id is borrowed from args (its text is
+ * checked where the workspace is opened) and minted is "". Absent or null:
+ * a fresh, unguessable id is written to minted and *id points to it: a
+ * model's own ids collide across the chats of one tenant ("demo" in two
+ * chats shares files and state), the minted one names one chat only.
+ * Returns 0, or -EINVAL (not a string) or -EIO (no random bytes) with a
+ * message for the model in err.
+ */
+__attribute__((warn_unused_result)) int
+runargs_conversation_id(const cJSON *args,
+                        char minted[RUNARGS_CONV_MINT_LEN + 1], const char **id,
+                        char *err, size_t errlen);
+
 #define RUNARGS_CHECK_TIMEOUT_S 30 /* a check's time limit (or the max) */
 
 /*

@@ -23,6 +23,7 @@
 #include "fsname.h"
 #include "fstree.h"
 #include "log.h"
+#include "runargs.h"
 #include "util/b64.h"
 #include "tools_content.h"
 #include "util/hex.h"
@@ -76,18 +77,35 @@ static int arg_bool(const cJSON *args, const char *key, bool *out, cJSON **res)
 	return 0;
 }
 
-/* conversationId, checked. */
-static int arg_conv(const cJSON *args, const char **out, cJSON **res)
+/* A conversationId's text, checked (as workspace_open would). */
+static int arg_conv_check(const char *conv, cJSON **res)
 {
 	char err[400];
 
-	if (arg_string(args, "conversationId", true, out, res) < 0)
-		return -EINVAL;
-	if (workspace_check_conversation_id(*out, err, sizeof(err)) < 0) {
+	if (workspace_check_conversation_id(conv, err, sizeof(err)) < 0) {
 		*res = mcp_text_result(err, true);
 		return -EINVAL;
 	}
 	return 0;
+}
+
+/*
+ * conversationId, checked. Without one, a tool that reads a workspace has
+ * nothing to find: the message says which id to pass.
+ */
+static int arg_conv(const cJSON *args, const char **out, cJSON **res)
+{
+	if (arg_string(args, "conversationId", false, out, res) < 0)
+		return -EINVAL;
+	if (!*out) {
+		*res = mcp_text_result(
+		    "conversationId is required: pass the conversationId that "
+		    "run_code (or upload_file) returned or was given earlier "
+		    "in this chat; a chat with no such call has no files yet",
+		    true);
+		return -EINVAL;
+	}
+	return arg_conv_check(*out, res);
 }
 
 /* A relative path argument, checked with fsname. */
@@ -168,8 +186,13 @@ static cJSON *link_item(const char *url, const char *rel, const char *mime,
 	return o;
 }
 
+/*
+ * The result of an upload. conv is the conversation's id; minted: the
+ * server made it, and the text's first line says to pass it on.
+ */
 static cJSON *upload_result(struct workspace_mgr *mgr, struct workspace *ws,
-                            const char *rel, size_t len, const char *sha)
+                            const char *rel, size_t len, const char *sha,
+                            const char *conv, bool minted)
 {
 	const char *mime = files_mime_base(rel);
 	char *url = workspace_file_url(mgr, ws, rel);
@@ -179,9 +202,16 @@ static cJSON *upload_result(struct workspace_mgr *mgr, struct workspace *ws,
 	if (!url || !uri)
 		goto out;
 	res = mcp_text_resultf(false,
+	                       "%s%s%s"
 	                       "Saved /data/%s (%zu bytes, %s, SHA-256 %s).\n"
 	                       "URL: %s\nCode in run_code reads it as "
 	                       "/data/%s.",
+	                       minted ? "conversationId: " : "",
+	                       minted ? conv : "",
+	                       minted ? " (new: pass it as conversationId in "
+	                                "every later call of this chat to "
+	                                "keep its files and state)\n"
+	                              : "",
 	                       rel, len, mime, sha, url, rel);
 	content = cJSON_GetObjectItemCaseSensitive(res, "content");
 	sc = cJSON_CreateObject();
@@ -204,6 +234,7 @@ static cJSON *upload_result(struct workspace_mgr *mgr, struct workspace *ws,
 	cJSON_AddStringToObject(sc, "mimeType", mime);
 	cJSON_AddStringToObject(sc, "url", url);
 	cJSON_AddStringToObject(sc, "uri", uri);
+	cJSON_AddStringToObject(sc, "conversationId", conv);
 	cJSON_AddItemToObject(res, "structuredContent", sc);
 out:
 	free(url);
@@ -222,10 +253,13 @@ cJSON *tools_files_upload(struct workspace_mgr *mgr, const char *tenant,
 	cJSON *res = NULL;
 	size_t len = 0;
 	bool overwrite;
-	char err[600], sha[65];
+	char err[600], sha[65], minted[RUNARGS_CONV_MINT_LEN + 1];
 	int r;
 
-	if (arg_conv(args, &conv, &res) < 0 ||
+	/* An upload may open a chat, as run_code may: it mints an id too. */
+	if (runargs_conversation_id(args, minted, &conv, err, sizeof(err)) < 0)
+		return mcp_text_result(err, true);
+	if ((!minted[0] && arg_conv_check(conv, &res) < 0) ||
 	    arg_path(args, "filename", &rel, &res) < 0 ||
 	    arg_string(args, "content", false, &b64, &res) < 0 ||
 	    arg_string(args, "text", false, &text, &res) < 0 ||
@@ -285,7 +319,7 @@ cJSON *tools_files_upload(struct workspace_mgr *mgr, const char *tenant,
 		goto out;
 	}
 	sha256_hex(data, len, sha);
-	res = upload_result(mgr, ws, rel, len, sha);
+	res = upload_result(mgr, ws, rel, len, sha, conv, minted[0] != '\0');
 out:
 	workspace_close(ws);
 	free(buf);
@@ -823,7 +857,7 @@ static void res_templates(void *data, cJSON *list)
 	cJSON_AddStringToObject(
 	    o, "description",
 	    "A file in the /data directory of a conversation: conversationId "
-	    "as given to run_code, path relative to /data (e.g. "
+	    "as run_code used or returned it, path relative to /data (e.g. "
 	    "sandbox://chat-42/out/plot.png). Text files come back as text, "
 	    "others as base64 blobs.");
 	cJSON_AddItemToArray(list, o);
@@ -838,12 +872,16 @@ static int res_read(void *data, struct mcp_call *call, const char *uri,
 
 #define CONV_PROP                                                              \
 	"\"conversationId\":{\"type\":\"string\",\"minLength\":1,"             \
-	"\"maxLength\":256,\"description\":\"The id of this conversation: "    \
-	"the same string on every call of one conversation (run_code uses "    \
-	"it too). Files live in that conversation's /data directory.\"},"
+	"\"maxLength\":256,\"description\":\"This chat's id, unique to one "   \
+	"chat: the one run_code or upload_file returned or was given earlier " \
+	"in it. Files live in that conversation's /data directory.\"},"
+/* upload_file may open a chat: its id may be left out, as run_code's. */
+#define CONV_PROP_OPTIONAL                                                     \
+	"\"conversationId\":{\"type\":\"string\",\"minLength\":1,"             \
+	"\"maxLength\":256,\"description\":\"" RUNARGS_CONV_DESCRIPTION "\"},"
 
 static const char upload_in[] =
-    "{\"type\":\"object\",\"properties\":{" CONV_PROP
+    "{\"type\":\"object\",\"properties\":{" CONV_PROP_OPTIONAL
     "\"filename\":{\"type\":\"string\",\"description\":\"Path relative to "
     "/data, e.g. 'data/sales.csv'; missing directories are created\"},"
     "\"content\":{\"type\":\"string\",\"contentEncoding\":\"base64\","
@@ -852,14 +890,16 @@ static const char upload_in[] =
     "text, instead of content\"},"
     "\"overwrite\":{\"type\":\"boolean\",\"default\":false,"
     "\"description\":\"Replace an existing file of that name\"}},"
-    "\"required\":[\"conversationId\",\"filename\"]}";
+    "\"required\":[\"filename\"]}";
 
 static const char upload_out[] =
     "{\"type\":\"object\",\"properties\":{"
     "\"name\":{\"type\":\"string\"},\"path\":{\"type\":\"string\"},"
     "\"size\":{\"type\":\"integer\"},\"sha256\":{\"type\":\"string\"},"
     "\"mimeType\":{\"type\":\"string\"},\"url\":{\"type\":\"string\"},"
-    "\"uri\":{\"type\":\"string\"}},"
+    "\"uri\":{\"type\":\"string\"},"
+    "\"conversationId\":{\"type\":\"string\",\"description\":\"this "
+    "chat's id: pass it on every later call of the chat\"}},"
     "\"required\":[\"name\",\"path\",\"size\",\"sha256\",\"mimeType\","
     "\"url\"]}";
 

@@ -212,14 +212,13 @@ static void tools_run_on_tick(void *arg)
 static void tools_run_quota_stopped(const struct tools_run_progress *p,
                                     struct runner_result *res)
 {
-	const struct workspace_usage *u = &p->seen;
+	char over[256];
 
+	workspace_usage_over(&p->seen, over, sizeof(over));
 	snprintf(res->message, sizeof(res->message),
 	         "the files in /data passed the workspace quota during the "
-	         "run (%s%llu bytes in %s%llu files and directories; the quota "
-	         "is %llu bytes and %llu files)",
-	         u->partial ? "over " : "", u->bytes, u->partial ? "over " : "",
-	         u->files, u->quota_bytes, u->quota_files);
+	         "run (%s)",
+	         over);
 }
 
 /*
@@ -469,6 +468,36 @@ static void tools_run_add_workspace(cJSON *result, struct workspace *ws,
 	buf_finish(&text);
 }
 
+/*
+ * structuredContent.conversationId, and when the server minted it, a first
+ * line that tells the model to pass it on: without it the next call would
+ * mint another id and find none of this run's files or state.
+ */
+static void tools_run_add_conversation(cJSON *result, const char *conv,
+                                       bool minted)
+{
+	cJSON *sc =
+	    cJSON_GetObjectItemCaseSensitive(result, "structuredContent");
+	cJSON *t = cJSON_GetArrayItem(
+	    cJSON_GetObjectItemCaseSensitive(result, "content"), 0);
+	const cJSON *old = cJSON_GetObjectItemCaseSensitive(t, "text");
+	struct buf b;
+
+	if (sc)
+		cJSON_AddStringToObject(sc, "conversationId", conv);
+	if (!minted || !cJSON_IsString(old))
+		return;
+	buf_init(&b, 0);
+	if (buf_printf(&b,
+	               "conversationId: %s (new: pass it as conversationId in "
+	               "every later call of this chat to keep its files and "
+	               "state)\n%s",
+	               conv, old->valuestring) == 0)
+		cJSON_ReplaceItemInObjectCaseSensitive(
+		    t, "text", cJSON_CreateString(b.data));
+	buf_finish(&b);
+}
+
 /* An unnamed temporary file for a stream's whole output, or -1. */
 static int tools_run_tmpfile(const struct config *cfg)
 {
@@ -501,6 +530,7 @@ static cJSON *tools_run_code_call(void *data, struct mcp_call *call,
 	struct tools_run_ctx *ctx = data;
 	const struct config *cfg = runner_config(ctx->runner);
 	const char *conv;
+	char minted[RUNARGS_CONV_MINT_LEN + 1];
 	struct runargs_store st = {NULL, NULL, NULL};
 	char err[512];
 	struct workspace *ws = NULL;
@@ -517,11 +547,8 @@ static cJSON *tools_run_code_call(void *data, struct mcp_call *call,
 
 	memset(&res, 0, sizeof(res));
 	memset(&req, 0, sizeof(req));
-	if (runargs_opt_str(args, "conversationId", &conv, NULL) < 0 || !conv)
-		return mcp_text_result("conversationId is required: a string "
-		                       "naming this conversation; runs with "
-		                       "the same id share /data",
-		                       true);
+	if (runargs_conversation_id(args, minted, &conv, err, sizeof(err)) < 0)
+		return mcp_text_result(err, true);
 	rc = runargs_parse(args, cfg, &req, &st, err, sizeof(err));
 	if (rc == -ENOMEM) {
 		runargs_store_finish(&st);
@@ -589,6 +616,8 @@ static cJSON *tools_run_code_call(void *data, struct mcp_call *call,
 			tools_run_add_workspace(result, ws, snap, &res, out_fd,
 			                        err_fd, cfg->output_max_bytes);
 	}
+	if (result)
+		tools_run_add_conversation(result, conv, minted[0] != '\0');
 out:
 	if (out_fd >= 0)
 		close(out_fd);

@@ -68,13 +68,13 @@ const char tools_run_output_schema[] =
     "stdout, saved when it was too long to return\"},"
     "\"stderr_url\":{\"type\":\"string\"},"
     "\"saved_outputs_deleted\":{\"type\":\"array\",\"items\":{\"type\":"
-    "\"string\"},\"description\":\"older saved outputs (/data/.mcp/...) "
-    "deleted to keep within the saved-output limits; their links are "
-    "gone\"},"
+    "\"string\"},\"description\":\"older saved outputs deleted to make "
+    "room; their links are gone\"},"
     "\"workspace\":{\"type\":\"object\",\"description\":\"use of "
     "this conversation's /data against its quota\"},"
     "\"message\":{\"type\":\"string\",\"description\":\"what happened and "
     "what to do next\"},"
+    "\"conversationId\":{\"type\":\"string\"},"
     "\"session\":{\"type\":\"object\",\"description\":\"what happened "
     "to the conversation's warm session: state new, continued, restarted "
     "(reason says why earlier state was lost) or none (a one-off run; "
@@ -126,7 +126,7 @@ const char tools_run_input_schema[] =
     "\"packages\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"
     "\"session\":{\"type\":\"string\",\"enum\":[\"continue\",\"new\"],"
     "\"default\":\"continue\"}},"
-    "\"required\":[\"conversationId\",\"language\",\"code\"]}";
+    "\"required\":[\"language\",\"code\"]}";
 
 /* ---- descriptions from the catalog -------------------------------------- */
 
@@ -186,8 +186,11 @@ static int tools_run_describe_warm(struct buf *b, const struct config *cfg)
 	return buf_printf(
 	    b,
 	    "Run code in an isolated Linux sandbox and return its exit "
-	    "status, stdout and stderr. Each conversation (conversationId) "
-	    "keeps a warm session per language: Python runs in a persistent "
+	    "status, stdout and stderr. A conversationId names one chat and "
+	    "must be unique to that chat: leave it out on the chat's first "
+	    "call and pass the id the result returns on every later call. "
+	    "Each conversation keeps a warm session per language: Python runs "
+	    "in a persistent "
 	    "interpreter, so variables, imports, functions and loaded data "
 	    "stay available to the next run_code call of the same "
 	    "conversation, and the value of a final expression is shown like "
@@ -223,10 +226,13 @@ static int tools_run_describe_cold(struct buf *b, const struct config *cfg)
 	return buf_printf(
 	    b,
 	    "Run code in a fresh, isolated Linux container and return its "
-	    "exit status, stdout and stderr. Each run starts clean except "
-	    "for /data, the working directory, which belongs to the "
-	    "conversation: files written there are kept between runs with "
-	    "the same conversationId and can be read back later. Limits per "
+	    "exit status, stdout and stderr. A conversationId names one "
+	    "chat and must be unique to that chat: leave it out on the "
+	    "chat's first call and pass the id the result returns on every "
+	    "later call. Each run starts clean except for /data, the working "
+	    "directory, which belongs to the conversation: files written "
+	    "there are kept between runs with the same conversationId and "
+	    "can be read back later. Limits per "
 	    "run: %u MB memory, %g CPU, %u s (timeout_seconds up to %u), %u "
 	    "processes, %u MB in /tmp, output beyond %zu bytes stops the run. "
 	    "%s Print results to stdout; save charts and files to /data.",
@@ -257,9 +263,7 @@ void tools_run_describe(struct runner *runner, char **description,
 
 	props = cJSON_GetObjectItemCaseSensitive(s, "properties");
 	p = cJSON_GetObjectItemCaseSensitive(props, "conversationId");
-	cJSON_AddStringToObject(p, "description",
-	                        "Names the conversation; runs with the same "
-	                        "id share the /data directory");
+	cJSON_AddStringToObject(p, "description", RUNARGS_CONV_DESCRIPTION);
 	p = cJSON_GetObjectItemCaseSensitive(props, "language");
 	cJSON_AddStringToObject(p, "description",
 	                        "Which runner executes the code");

@@ -179,11 +179,21 @@ __attribute__((warn_unused_result)) int
 workspace_usage(struct workspace *ws, struct workspace_usage *out);
 
 /*
+ * What of u is over its quota, for a message: "over 2109440 bytes, over its
+ * quota of 1048576 bytes", or the files and directories, or both; "over"
+ * before a count when the walk stopped there (u->partial). For a u that is
+ * over (u->over, quota mode none). Always NUL-terminates out.
+ */
+void workspace_usage_over(const struct workspace_usage *u, char *out,
+                          size_t outlen);
+
+/*
  * Whether the workspace may take another run or upload of extra bytes
  * (0 when unknown). Returns 0, or -EDQUOT with a message for the model
- * ("the workspace of this conversation holds 10,023 files, over its quota
- * of 10,000: delete files ...") when it is over a limit or extra bytes
- * would pass one. In loop mode only a full image or extra > free space is
+ * that names the limit passed ("the workspace of this conversation holds
+ * over 10023 files and directories, over its quota of 10000; runs and
+ * uploads are refused ...") when it is over a limit or extra bytes would
+ * pass one. In loop mode only a full image or extra > free space is
  * refused: the kernel enforces the rest.
  */
 __attribute__((warn_unused_result)) int

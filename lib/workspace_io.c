@@ -83,9 +83,37 @@ int workspace_usage(struct workspace *ws, struct workspace_usage *out)
 	return 0;
 }
 
+void workspace_usage_over(const struct workspace_usage *u, char *out,
+                          size_t outlen)
+{
+	bool bytes = u->bytes > u->quota_bytes;
+	bool files = u->files > u->quota_files;
+	const char *at_least = u->partial ? "over " : "";
+
+	/* A walk that stopped at one limit knows only that one is passed. */
+	if (bytes && files)
+		snprintf(out, outlen,
+		         "%s%llu bytes and %s%llu files and directories, over "
+		         "its quota of %llu bytes and %llu files and "
+		         "directories",
+		         at_least, u->bytes, at_least, u->files, u->quota_bytes,
+		         u->quota_files);
+	else if (files)
+		snprintf(out, outlen,
+		         "%s%llu files and directories, over its quota of "
+		         "%llu",
+		         at_least, u->files, u->quota_files);
+	else
+		snprintf(out, outlen,
+		         "%s%llu bytes, over its quota of %llu bytes", at_least,
+		         u->bytes, u->quota_bytes);
+}
+
 int workspace_check_quota(struct workspace *ws, unsigned long long extra,
                           char *err, size_t errlen)
 {
+	char over[256];
+
 	struct workspace_usage u;
 	struct statvfs sv;
 	int r;
@@ -114,16 +142,15 @@ int workspace_check_quota(struct workspace *ws, unsigned long long extra,
 	r = workspace_usage(ws, &u);
 	if (r < 0)
 		return r;
-	if (u.over)
+	if (u.over) {
+		workspace_usage_over(&u, over, sizeof(over));
 		return errmsg_fail(
 		    -EDQUOT, err, errlen,
-		    "the workspace of this conversation holds %s%llu "
-		    "files and %s%llu bytes, over its quota of %llu "
-		    "files and %llu bytes; runs and uploads are "
-		    "refused until files are deleted with delete_file "
-		    "(or use a new conversationId)",
-		    u.partial ? "over " : "", u.files, u.partial ? "over " : "",
-		    u.bytes, u.quota_files, u.quota_bytes);
+		    "the workspace of this conversation holds %s; runs and "
+		    "uploads are refused until files are deleted with "
+		    "delete_file (or use a new conversationId)",
+		    over);
+	}
 	if (extra &&
 	    (u.bytes + extra > u.quota_bytes || u.files + 1 > u.quota_files))
 		return errmsg_fail(

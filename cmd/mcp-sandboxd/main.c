@@ -60,9 +60,11 @@ static void usage(FILE *out)
 	    "Usage: mcp-sandboxd [--env-file PATH] [--check-config] [--stdio]\n"
 	    "       mcp-sandboxd --help | --version\n"
 	    "\n"
-	    "A remote MCP server that runs Python, TypeScript and Bash in\n"
-	    "Docker sandboxes. Settings come from the environment and from\n"
-	    "a .env file in the working directory (the environment wins).\n"
+	    "A remote MCP server that runs code in Docker sandboxes: Python,\n"
+	    "TypeScript/JavaScript, Bash, C, C++, Go, Rust, Ruby and PHP, one\n"
+	    "runner image each (runners/build.sh; list_runners shows those\n"
+	    "installed). Settings come from the environment and from a .env\n"
+	    "file in the working directory (the environment wins).\n"
 	    "\n"
 	    "Options:\n"
 	    "  --env-file PATH   read settings from PATH instead of ./.env\n"
@@ -151,10 +153,11 @@ static int daemon_core(struct daemon *d, char *err, size_t errlen)
 		return -1;
 	}
 	mcp_server_set_instructions(
-	    d->mcp, "Runs code in isolated sandboxes. Pass the same "
-	            "conversationId on every call of one conversation: files "
-	            "written to /data persist between calls and come back "
-	            "as links.");
+	    d->mcp, "Runs code in isolated sandboxes. A conversationId names "
+	            "one chat and must be unique to it: leave it out on the "
+	            "chat's first call and pass the id the result returns on "
+	            "every later call. Files written to /data persist between "
+	            "calls and come back as links.");
 	/* 2026-07-28 clients send it as a header: route by conversation. */
 	mcp_server_add_header_param(d->mcp, "conversationId",
 	                            "Conversation-Id");

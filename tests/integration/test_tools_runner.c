@@ -345,8 +345,15 @@ int main(void)
 	resp = call_tool("\"name\":\"run_code\",\"arguments\":{"
 	                 "\"language\":\"bash\",\"code\":\"true\"}",
 	                 NULL);
-	ok(is_error(resp) && strstr(text_of(resp), "conversationId"),
-	   "missing conversationId: %s", text_of(resp));
+	/* No conversationId: the server mints one and says to pass it on. */
+	{
+		const char *minted =
+		    cJSON_GetStringValue(sc(resp, "conversationId"));
+
+		ok(!is_error(resp) && minted && strncmp(minted, "c-", 2) == 0 &&
+		       strstr(text_of(resp), "pass it as conversationId"),
+		   "missing conversationId: one is minted: %s", text_of(resp));
+	}
 	cJSON_Delete(resp);
 
 	/* Cancellation from the client. */

@@ -491,10 +491,58 @@ static void test_tools(struct workspace_mgr *m)
 	ok(is_error(res) && strstr(text_of(res), "not valid base64"),
 	   "bad base64: %s", text_of(res));
 	cJSON_Delete(res);
+	/*
+	 * Without conversationId an upload opens a new chat: the server mints
+	 * an id, returns it and says to pass it on; list_files then finds the
+	 * file under it, and list_files without an id says which to pass.
+	 */
 	res = call(tools_files_upload, m, "alice",
 	           "{\"filename\":\"x\",\"text\":\"x\"}");
-	ok(is_error(res) && strstr(text_of(res), "conversationId"),
-	   "missing conversationId");
+	sc = cJSON_GetObjectItemCaseSensitive(res, "structuredContent");
+	{
+		const char *id = cJSON_GetStringValue(
+		    cJSON_GetObjectItemCaseSensitive(sc, "conversationId"));
+		char want[128];
+
+		ok(!is_error(res) && id && strlen(id) == 34 &&
+		       strncmp(id, "c-", 2) == 0 &&
+		       strspn(id + 2, "0123456789abcdef") == 32,
+		   "no conversationId: one is minted: %s", text_of(res));
+		snprintf(want, sizeof(want), "conversationId: %s (new: pass it",
+		         id ? id : "?");
+		ok(strncmp(text_of(res), want, strlen(want)) == 0,
+		   "the text's first line gives it and says to pass it on");
+		snprintf(json, sizeof(json), "{\"conversationId\":\"%s\"}",
+		         id ? id : "");
+		cJSON_Delete(res);
+		res = call(tools_files_list, m, "alice", json);
+		ok(!is_error(res) && strstr(text_of(res), "x"),
+		   "list_files with the minted id finds the file: %s",
+		   text_of(res));
+	}
+	cJSON_Delete(res);
+	res = call(tools_files_upload, m, "alice",
+	           "{\"filename\":\"x\",\"text\":\"x\"}");
+	sc = cJSON_GetObjectItemCaseSensitive(res, "structuredContent");
+	ok(!is_error(res) &&
+	       cJSON_IsString(cJSON_GetObjectItem(sc, "conversationId")),
+	   "another upload without an id: no clash with the first (%s)",
+	   text_of(res));
+	cJSON_Delete(res);
+	res = call(tools_files_upload, m, "alice",
+	           "{\"conversationId\":7,\"filename\":\"x\",\"text\":\"x\"}");
+	ok(is_error(res) && strstr(text_of(res), "must be a string"),
+	   "a conversationId that is not a string: %s", text_of(res));
+	cJSON_Delete(res);
+	res = call(tools_files_list, m, "alice", "{}");
+	ok(is_error(res) &&
+	       strstr(text_of(res), "conversationId is required") &&
+	       strstr(text_of(res), "run_code"),
+	   "list_files without an id says which to pass: %s", text_of(res));
+	cJSON_Delete(res);
+	res = call(tools_files_delete, m, "alice", "{\"filename\":\"x\"}");
+	ok(is_error(res) && strstr(text_of(res), "conversationId is required"),
+	   "delete_file without an id: %s", text_of(res));
 	cJSON_Delete(res);
 	res = call(tools_files_upload, m, "alice",
 	           "{\"conversationId\":\"c9\",\"filename\":\"x\","

@@ -354,8 +354,52 @@ static void test_packages(void)
 	ok(strstr(err, "packages") != NULL, "and says so: %s", err);
 }
 
+/* conversationId: given (borrowed), or minted when absent. */
+static void test_conversation_id(void)
+{
+	char minted[RUNARGS_CONV_MINT_LEN + 1],
+	    first[RUNARGS_CONV_MINT_LEN + 1];
+	const char *id;
+	char err[256];
+	cJSON *a = cJSON_Parse("{\"conversationId\":\"chat-42\"}");
+
+	is_int(runargs_conversation_id(a, minted, &id, err, sizeof(err)), 0,
+	       "a given id");
+	is_str(id, "chat-42", "is used as given");
+	is_str(minted, "", "nothing minted");
+	cJSON_Delete(a);
+
+	a = cJSON_Parse("{\"language\":\"python\"}");
+	is_int(runargs_conversation_id(a, minted, &id, err, sizeof(err)), 0,
+	       "no id");
+	ok(id == minted && strlen(id) == 34 && strncmp(id, "c-", 2) == 0 &&
+	       strspn(id + 2, "0123456789abcdef") == 32,
+	   "one is minted: c- and 128 random bits in hex: %s", id);
+	memcpy(first, minted, sizeof(first));
+	is_int(runargs_conversation_id(a, minted, &id, err, sizeof(err)), 0,
+	       "no id again");
+	ok(strcmp(first, minted) != 0, "another id each time (%s, %s)", first,
+	   minted);
+	cJSON_Delete(a);
+
+	a = cJSON_Parse("{\"conversationId\":null}");
+	is_int(runargs_conversation_id(a, minted, &id, err, sizeof(err)), 0,
+	       "null is absent");
+	ok(id == minted && minted[0] == 'c', "and minted");
+	cJSON_Delete(a);
+
+	a = cJSON_Parse("{\"conversationId\":42}");
+	is_int(runargs_conversation_id(a, minted, &id, err, sizeof(err)),
+	       -EINVAL, "a number refused");
+	ok(strstr(err, "must be a string") && strstr(err, "leave it out"),
+	   "says what to pass: %s", err);
+	ok(!id && minted[0] == '\0', "nothing minted for a bad id");
+	cJSON_Delete(a);
+}
+
 int main(void)
 {
+	test_conversation_id();
 	test_packages();
 	test_limits();
 	test_inputs();

@@ -288,6 +288,10 @@ static void test_none_mode(void)
 	r = workspace_check_quota(ws, 0, err, sizeof(err));
 	ok(r == -EDQUOT && strstr(err, "over its quota"),
 	   "over the file quota, runs refused: %s", err);
+	/* Only the file count is over: the message names that, not bytes. */
+	ok(strstr(err, "files and directories, over its quota of 50") &&
+	       !strstr(err, "bytes"),
+	   "the message names the file quota only: %s", err);
 	r = workspace_write_file(ws, "more.txt", "x", 1, false, err,
 	                         sizeof(err));
 	ok(r == -EDQUOT, "uploads refused too");
@@ -301,6 +305,31 @@ static void test_none_mode(void)
 	}
 	ok(workspace_check_quota(ws, 0, err, sizeof(err)) == 0,
 	   "back under quota");
+	/* Over the bytes only (1 MiB): 2 MiB in one file. */
+	{
+		static char big[2 * 1024 * 1024];
+		int fd;
+
+		memset(big, 'x', sizeof(big));
+		snprintf(p, sizeof(p), "%s/workspaces/%s/big", root, name);
+		fd = open(p, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+		ok(fd >= 0 &&
+		       write(fd, big, sizeof(big)) == (ssize_t)sizeof(big),
+		   "a 2 MiB file written");
+		if (fd >= 0)
+			close(fd);
+	}
+	r = workspace_check_quota(ws, 0, err, sizeof(err));
+	ok(r == -EDQUOT &&
+	       strstr(err, "bytes, over its quota of 1048576 "
+	                   "bytes") &&
+	       !strstr(err, "files and directories"),
+	   "over the bytes quota only: the message names bytes, not files: %s",
+	   err);
+	snprintf(p, sizeof(p), "%s/workspaces/%s/big", root, name);
+	ok(unlink(p) == 0 &&
+	       workspace_check_quota(ws, 0, err, sizeof(err)) == 0,
+	   "back under quota after deleting it");
 
 	/* URLs and URIs. */
 	{

@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: MIT
+// deploy/run.sh as a person re-runs it, against the real engine and runner
+// images: in a scratch checkout (its deploy/ scripts are this tree's, its
+// build/release is the build under test, its .env written here with a free
+// port and a unique instance name), --detach starts the daemon; --status
+// prints the pid, the URL and what /healthz says (engine, runner images,
+// warm sessions); running it again with nothing changed leaves the daemon
+// alone, so a warm Python session keeps its variables; a changed .env or
+// --restart restarts it and says that warm sessions are dropped; --stop
+// stops it. And mcp-sandboxd --help names every language a runner image of
+// this tree runs.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { BIN, connectHttp, freePort, umountBelow } from './lib/daemon.mjs';
+import { instanceName, removeContainersOf, runCode } from './lib/sandbox.mjs';
+import { SLOW } from './lib/warm.mjs';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const T = { timeout: 600_000 * SLOW };
+
+/** Runs the scratch checkout's deploy/run.sh; resolves { code, out }. */
+function runSh(dir, args) {
+  return new Promise((resolve) => {
+    const p = spawn('bash', [path.join(dir, 'deploy/run.sh'), ...args], {
+      env: { PATH: process.env.PATH, HOME: process.env.HOME ?? '/root' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    p.stdout.on('data', (b) => (out += b));
+    p.stderr.on('data', (b) => (out += b));
+    const timer = setTimeout(() => p.kill('SIGKILL'), 480_000 * SLOW);
+    p.on('close', (code, sig) => {
+      clearTimeout(timer);
+      resolve({ code: code ?? sig, out });
+    });
+  });
+}
+
+describe('deploy/run.sh run again', () => {
+  let dir, port, token, instance, client;
+  const pidOf = () => Number(readFileSync(path.join(dir, 'var/mcp-sandboxd.pid'), 'utf8'));
+  const base = () => `http://127.0.0.1:${port}`;
+
+  before(async () => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'mcpsd-deploy-'));
+    mkdirSync(path.join(dir, 'deploy'));
+    mkdirSync(path.join(dir, 'build'));
+    for (const f of ['run.sh', 'common.sh']) symlinkSync(path.join(ROOT, 'deploy', f), path.join(dir, 'deploy', f));
+    // The build under test: meson_build finds it configured and built.
+    symlinkSync(path.resolve(ROOT, BIN, '../..'), path.join(dir, 'build/release'));
+    port = await freePort();
+    token = randomBytes(24).toString('hex');
+    instance = instanceName('deploy');
+    writeFileSync(
+      path.join(dir, '.env'),
+      [
+        `MCP_HTTP_ADDR=127.0.0.1:${port}`,
+        `PUBLIC_BASE_URL=http://127.0.0.1:${port}`,
+        `MCP_API_TOKEN=${token}`,
+        `FILE_SECRET=${randomBytes(32).toString('hex')}`,
+        `SANDBOX_ROOT=${dir}/var/sandbox`,
+        `MCP_INSTANCE_NAME=${instance}`,
+        'SANDBOX_WARM=true',
+        'SANDBOX_POOL_SIZE=0',
+        'SANDBOX_MAX_TIMEOUT_SECONDS=60',
+        '',
+      ].join('\n'),
+      { mode: 0o600 },
+    );
+  });
+
+  after(async () => {
+    await client?.close().catch(() => {});
+    if (dir) {
+      await runSh(dir, ['--stop']);
+      umountBelow(path.join(dir, 'var/sandbox'));
+      await removeContainersOf(instance).catch(() => {});
+      rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
+    }
+  });
+
+  test('--status before a start says it is not running', T, async () => {
+    const r = await runSh(dir, ['--status']);
+    assert.equal(r.code, 1, r.out);
+    assert.match(r.out, /not running/);
+  });
+
+  test('--detach starts it; --status gives the pid, the URL and its health', T, async () => {
+    const r = await runSh(dir, ['--detach', '--no-images']);
+    assert.equal(r.code, 0, r.out);
+    assert.match(r.out, /mcp-sandboxd is serving/);
+    const s = await runSh(dir, ['--status']);
+    assert.equal(s.code, 0, s.out);
+    assert.match(s.out, new RegExp(`running \\(pid ${pidOf()}[,)]`), s.out);
+    assert.match(s.out, new RegExp(`URL: +${base()}/mcp\\n`), s.out);
+    assert.match(s.out, /health: +ok /, s.out);
+    assert.match(s.out, /engine: +reachable \(Docker \d/, s.out);
+    assert.match(s.out, /runners: +[1-9]\d* images/, s.out);
+    assert.match(s.out, /warm: +0 sessions/, s.out);
+  });
+
+  test('run again with nothing changed: the daemon and its warm sessions are left alone', T, async () => {
+    client = await connectHttp({ url: `${base()}/mcp`, token });
+    const set = await runCode(client, { conversationId: 'keep', language: 'python', code: 'x = 41' });
+    assert.equal(set.sc?.status, 'completed', set.text);
+    const pid = pidOf();
+
+    const r = await runSh(dir, ['--detach', '--no-images']);
+    assert.equal(r.code, 0, r.out);
+    assert.match(r.out, /already running this build with these settings: nothing restarted, warm sessions kept/, r.out);
+    assert.match(r.out, /warm: +1 sessions/, `the status follows: ${r.out}`);
+    assert.equal(pidOf(), pid, 'the same process');
+
+    const again = await runCode(client, { conversationId: 'keep', language: 'python', code: 'print(x + 1)' });
+    assert.equal(again.sc?.stdout, '42\n', again.text);
+    assert.equal(again.sc.session?.state, 'continued');
+  });
+
+  test('a changed .env restarts it and says that warm sessions end', T, async () => {
+    const pid = pidOf();
+    appendFileSync(path.join(dir, '.env'), 'MCP_LOG_LEVEL=debug\n');
+    const r = await runSh(dir, ['--detach', '--no-images']);
+    assert.equal(r.code, 0, r.out);
+    assert.match(r.out, new RegExp(`restarting the running instance \\(pid ${pid}\\): .*\\.env changed`), r.out);
+    assert.match(r.out, /a restart ends every warm session/, r.out);
+    assert.notEqual(pidOf(), pid, 'a new process');
+
+    await client.close().catch(() => {});
+    client = await connectHttp({ url: `${base()}/mcp`, token });
+    const after = await runCode(client, { conversationId: 'keep', language: 'python', code: "print('x' in globals())" });
+    assert.equal(after.sc?.stdout, 'False\n', after.text);
+  });
+
+  test('--restart restarts it though nothing changed; --stop stops it', T, async () => {
+    const pid = pidOf();
+    const r = await runSh(dir, ['--detach', '--no-images', '--restart']);
+    assert.equal(r.code, 0, r.out);
+    assert.match(r.out, /restarting the running instance .*--restart was given/, r.out);
+    assert.notEqual(pidOf(), pid);
+    const stop = await runSh(dir, ['--stop']);
+    assert.equal(stop.code, 0, stop.out);
+    const s = await runSh(dir, ['--status']);
+    assert.equal(s.code, 1, s.out);
+  });
+});
+
+describe('mcp-sandboxd --help', () => {
+  // How the help names each runner image's language (runners/<dir>).
+  const NAMES = { bash: 'Bash', c: 'C', cpp: 'C++', go: 'Go', php: 'PHP', python: 'Python', ruby: 'Ruby', rust: 'Rust', typescript: 'TypeScript' };
+
+  test('names the language of every runner image this tree builds', () => {
+    const help = execFileSync(path.resolve(ROOT, BIN), ['--help'], { encoding: 'utf8' });
+    const intro = help.split('\nOptions:')[0].replace(/\s+/g, ' ');
+    const dirs = readdirSync(path.join(ROOT, 'runners')).filter((f) => existsSync(path.join(ROOT, 'runners', f, 'Dockerfile')));
+    assert.ok(dirs.length >= 9, `runner directories: ${dirs}`);
+    for (const dir of dirs) {
+      assert.ok(NAMES[dir], `runners/${dir} is new: add how --help names it to this test`);
+      const word = NAMES[dir].replace(/[+]/g, '\\+');
+      assert.match(intro, new RegExp(`(^|[ ,/(])${word}([ ,/)]|$)`), `--help names ${NAMES[dir]}: ${intro}`);
+    }
+  });
+});
