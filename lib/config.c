@@ -896,11 +896,25 @@ void config_print(const struct config *cfg, FILE *out)
 		if (s->off != DERIVED) {
 			switch (s->type) {
 			case SET_STR:
-			case SET_SECRET:
 				fprintf(out, "%s=%s\n", name,
 				        *(char *const *)(const void *)(base +
 				                                       s->off));
 				break;
+			case SET_SECRET: { /* a fingerprint, as --help says */
+				const char *v = *(
+				    char *const *)(const void *)(base + s->off);
+				char fp[13];
+
+				if (v[0]) {
+					log_fingerprint(v, strlen(v), fp);
+					fprintf(out,
+					        "%s=<set, fingerprint %s>\n",
+					        name, fp);
+				} else {
+					fprintf(out, "%s=\n", name);
+				}
+				break;
+			}
 			case SET_BOOL:
 				fprintf(
 				    out, "%s=%s\n", name,

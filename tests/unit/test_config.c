@@ -40,6 +40,39 @@ static int load(struct config *c, const char *dotenv, char *err, size_t n)
 	return config_load(c, dotenv, err, n);
 }
 
+/* --check-config (config_print) prints no secret, only fingerprints. */
+static void test_print_secrets(void)
+{
+	static const char metrics[] = "metrics-secret-0123456789abcdef";
+	struct config c;
+	char err[1024], *text = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	setenv("MCP_API_TOKEN", "0123456789abcdef0123", 1);
+	setenv("FILE_SECRET", "00112233445566778899aabbccddeeff", 1);
+	setenv("METRICS_TOKEN", metrics, 1);
+	if (load(&c, NULL, err, sizeof(err)) < 0) {
+		ok(false, "config for the print test: %s", err);
+		unsetenv("METRICS_TOKEN");
+		return;
+	}
+	f = open_memstream(&text, &len);
+	if (f) {
+		config_print(&c, f);
+		fclose(f);
+	}
+	ok(text && !strstr(text, metrics) &&
+	       !strstr(text, "0123456789abcdef0123") &&
+	       !strstr(text, "00112233445566778899aabbccddeeff"),
+	   "no secret in --check-config's output");
+	ok(text && strstr(text, "METRICS_TOKEN=<set, fingerprint "),
+	   "METRICS_TOKEN shows as set, with a fingerprint");
+	free(text);
+	config_finish(&c);
+	unsetenv("METRICS_TOKEN");
+}
+
 /* MCP_REPLICA_NAME: checked, and it keeps replicas' instance names apart. */
 static void test_replica_name(void)
 {
@@ -334,6 +367,7 @@ int main(void)
 	ok(config_parse_addr("host:99999", &host, &port) < 0,
 	   "port out of range refused");
 	test_replica_name();
+	test_print_secrets();
 	test_swarm_constraints();
 	return tap_done();
 }
