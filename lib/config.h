@@ -29,6 +29,8 @@ struct config_token {
 #define MCP_REPLICA_NAME_MAX 12
 #define SWARM_CONSTRAINT_MAX 256 /* bytes of one placement constraint */
 
+struct netaddr_cidr;
+
 struct config {
 	/* HTTP front */
 	char *http_addr;   /* as configured, e.g. ":8080" */
@@ -160,6 +162,12 @@ struct config {
 	char *swarm_constraints; /* ';'-separated placement constraints */
 	unsigned swarm_queue_timeout_s;
 	char *metrics_token; /* "": loopback peers only */
+
+	/* proxies in front (MCP_TRUSTED_PROXIES) */
+	char *trusted_proxies_raw; /* as given */
+	/* parsed: n_trusted_proxies ranges; NULL when none */
+	struct netaddr_cidr *trusted_proxies;
+	size_t n_trusted_proxies;
 
 	char **dotenv_; /* private: KEY=VALUE pairs read from the .env file */
 };

@@ -22,6 +22,7 @@
 
 #include "buf.h"
 #include "log.h"
+#include "netaddr.h"
 #include "store.h"
 #include "util/errmsg.h"
 #include "util/num.h"
@@ -587,6 +588,11 @@ static int derive_urls(struct config *cfg, char *err, size_t errlen)
 		return -ENOMEM;
 	r = config_check_base_url("PUBLIC_BASE_URL", &cfg->public_base_url, err,
 	                          errlen);
+	if (r < 0)
+		return r;
+	r = netaddr_cidrs_parse("MCP_TRUSTED_PROXIES", cfg->trusted_proxies_raw,
+	                        &cfg->trusted_proxies, &cfg->n_trusted_proxies,
+	                        err, errlen);
 	if (r < 0)
 		return r;
 	v = config_raw(cfg, "FILES_BASE_URL");
