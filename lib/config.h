@@ -163,11 +163,13 @@ struct config {
 	unsigned swarm_queue_timeout_s;
 	char *metrics_token; /* "": loopback peers only */
 
-	/* proxies in front (MCP_TRUSTED_PROXIES) */
+	/* proxies in front (MCP_TRUSTED_PROXIES), and what they imply */
 	char *trusted_proxies_raw; /* as given */
 	/* parsed: n_trusted_proxies ranges; NULL when none */
 	struct netaddr_cidr *trusted_proxies;
 	size_t n_trusted_proxies;
+	/* PUBLIC_BASE_URL was set, to a host that is not loopback */
+	bool public_remote;
 
 	char **dotenv_; /* private: KEY=VALUE pairs read from the .env file */
 };

@@ -590,6 +590,15 @@ static int derive_urls(struct config *cfg, char *err, size_t errlen)
 	                          errlen);
 	if (r < 0)
 		return r;
+	config_url_parts(cfg->public_base_url, origin, sizeof(origin), hostport,
+	                 sizeof(hostport));
+	if (hostport[0] == '[')
+		hostport[strcspn(hostport, "]")] = '\0';
+	else
+		hostport[strcspn(hostport, ":")] = '\0';
+	cfg->public_remote = *config_raw(cfg, "PUBLIC_BASE_URL") &&
+	                     !config_host_is_loopback(
+	                         hostport[0] == '[' ? hostport + 1 : hostport);
 	r = netaddr_cidrs_parse("MCP_TRUSTED_PROXIES", cfg->trusted_proxies_raw,
 	                        &cfg->trusted_proxies, &cfg->n_trusted_proxies,
 	                        err, errlen);

@@ -667,6 +667,11 @@ int http_server_start(struct http_server *hs, char *err, size_t errlen)
 		         cfg->http_addr);
 		return -EIO;
 	}
+	if (!cfg->metrics_token[0] && cfg->public_remote)
+		log_warnx("/metrics is closed: PUBLIC_BASE_URL %s is not "
+		          "loopback, so it needs METRICS_TOKEN (set one to "
+		          "scrape)",
+		          cfg->public_base_url);
 	return 0;
 }
 
