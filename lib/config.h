@@ -165,6 +165,8 @@ struct config {
 
 	/* proxies in front (MCP_TRUSTED_PROXIES), and what they imply */
 	char *trusted_proxies_raw; /* as given */
+	char
+	    *trusted_proxy_header; /* auto, cf-connecting-ip, x-forwarded-for */
 	/* parsed: n_trusted_proxies ranges; NULL when none */
 	struct netaddr_cidr *trusted_proxies;
 	size_t n_trusted_proxies;

@@ -604,6 +604,15 @@ static int derive_urls(struct config *cfg, char *err, size_t errlen)
 	                        err, errlen);
 	if (r < 0)
 		return r;
+	if (strcmp(cfg->trusted_proxy_header, "auto") != 0 &&
+	    strcmp(cfg->trusted_proxy_header, "cf-connecting-ip") != 0 &&
+	    strcmp(cfg->trusted_proxy_header, "x-forwarded-for") != 0)
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "MCP_TRUSTED_PROXY_HEADER='%.64s' must be auto, "
+		    "cf-connecting-ip or x-forwarded-for, e.g. "
+		    "MCP_TRUSTED_PROXY_HEADER=x-forwarded-for behind nginx",
+		    cfg->trusted_proxy_header);
 	v = config_raw(cfg, "FILES_BASE_URL");
 	if (strlen(v) >= 400)
 		return errmsg_fail(

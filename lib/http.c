@@ -281,7 +281,9 @@ static enum MHD_Result count_cf(void *cls, enum MHD_ValueKind kind,
 /*
  * The socket peer, and the client: the peer itself, or, when the peer is
  * one of MCP_TRUSTED_PROXIES, the address its CF-Connecting-IP or
- * X-Forwarded-For header names (netaddr.h says how).
+ * X-Forwarded-For header names (netaddr.h says how; which of the two may
+ * is MCP_TRUSTED_PROXY_HEADER). A CF-Connecting-IP sent twice is not
+ * believed; neither are more than HTTP_XFF_HEADERS_MAX X-Forwarded-For.
  */
 static void set_peer(struct http_request *rq)
 {
@@ -305,10 +307,16 @@ static void set_peer(struct http_request *rq)
 	snprintf(rq->client, sizeof(rq->client), "%s", rq->peer);
 	if (cfg->n_trusted_proxies == 0)
 		return;
-	MHD_get_connection_values(rq->conn, MHD_HEADER_KIND, count_cf, &n_cf);
-	if (n_cf == 1)
-		cf = http_request_header(rq, "CF-Connecting-IP");
-	MHD_get_connection_values(rq->conn, MHD_HEADER_KIND, collect_xff, &xff);
+	/* MCP_TRUSTED_PROXY_HEADER: which of the two may name the client. */
+	if (strcmp(cfg->trusted_proxy_header, "x-forwarded-for") != 0) {
+		MHD_get_connection_values(rq->conn, MHD_HEADER_KIND, count_cf,
+		                          &n_cf);
+		if (n_cf == 1)
+			cf = http_request_header(rq, "CF-Connecting-IP");
+	}
+	if (strcmp(cfg->trusted_proxy_header, "cf-connecting-ip") != 0)
+		MHD_get_connection_values(rq->conn, MHD_HEADER_KIND,
+		                          collect_xff, &xff);
 	from = netaddr_client(cfg->trusted_proxies, cfg->n_trusted_proxies,
 	                      rq->peer, cf, xff.v, xff.over ? 0 : xff.n,
 	                      rq->client, sizeof(rq->client));

@@ -10,7 +10,8 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
-import { startDaemon } from './lib/daemon.mjs';
+import { spawnSync } from 'node:child_process';
+import { BIN, startDaemon } from './lib/daemon.mjs';
 import { authorizeUrl, callbackServer, pkce } from './lib/oauth.mjs';
 
 const ALICE = `alice-${randomBytes(16).toString('hex')}`;
@@ -257,6 +258,52 @@ describe('a daemon behind a trusted proxy (MCP_TRUSTED_PROXIES=127.0.0.1,::1)', 
     assert.equal(r.status, 403);
     assert.match(r.text, /METRICS_TOKEN/);
     assert.equal((await req(`${d.base}/metrics`, { from: '127.0.0.1' })).status, 200, 'the host itself still scrapes');
+  });
+});
+
+describe('MCP_TRUSTED_PROXY_HEADER=x-forwarded-for (a proxy that passes CF-Connecting-IP through)', () => {
+  test('a client’s own CF-Connecting-IP does not choose its key; the proxy’s X-Forwarded-For does', async () => {
+    const d = await startDaemon({
+      name: 'proxy-xff',
+      env: oauthEnv({ MCP_TRUSTED_PROXIES: '127.0.0.1', MCP_TRUSTED_PROXY_HEADER: 'x-forwarded-for' }),
+    });
+    try {
+      const client = (await registerClient(d, cb.url)).json;
+      const a = (cf) => ({ from: '127.0.0.1', headers: { 'CF-Connecting-IP': cf, 'X-Forwarded-For': '198.51.100.70' } });
+      assert.deepEqual(count(await wrongTokens(d, client, cb.url, 10, a('198.51.100.71'))), { 403: 10 });
+      const page = await openPage(d, client, cb.url, a('198.51.100.72'));
+      assert.equal((await submit(d, page, ALICE, a('198.51.100.72'))).status, 429, 'a fresh CF-Connecting-IP does not escape');
+      const b = { from: '127.0.0.1', headers: { 'X-Forwarded-For': '198.51.100.73' } };
+      const pb = await openPage(d, client, cb.url, b);
+      assert.equal((await submit(d, pb, ALICE, b)).status, 303);
+    } finally {
+      await d.stopClean();
+    }
+  });
+});
+
+describe('settings', () => {
+  const check = (env) =>
+    spawnSync(BIN, ['--env-file', '/dev/null', '--check-config'], {
+      env: { PATH: process.env.PATH, MCP_API_TOKEN: ALICE, FILE_SECRET: randomBytes(32).toString('hex'), ...env },
+      encoding: 'utf8',
+    });
+  test('bad MCP_TRUSTED_PROXIES and MCP_TRUSTED_PROXY_HEADER are refused with a message naming them', () => {
+    for (const [v, re] of [
+      ['localhost', /MCP_TRUSTED_PROXIES entry 'localhost' is not an IPv4 or IPv6 address/],
+      ['10.0.0.1/8', /MCP_TRUSTED_PROXIES entry '10\.0\.0\.1\/8' has bits set past its prefix; write the network, e\.g\. 10\.0\.0\.0\/8/],
+      ['127.0.0.1,,::1', /MCP_TRUSTED_PROXIES has an empty entry/],
+    ]) {
+      const r = check({ MCP_TRUSTED_PROXIES: v });
+      assert.notEqual(r.status, 0, v);
+      assert.match(r.stderr + r.stdout, re);
+    }
+    const r = check({ MCP_TRUSTED_PROXY_HEADER: 'forwarded' });
+    assert.notEqual(r.status, 0);
+    assert.match(r.stderr + r.stdout, /MCP_TRUSTED_PROXY_HEADER='forwarded' must be auto, cf-connecting-ip or x-forwarded-for/);
+    const ok = check({ MCP_TRUSTED_PROXIES: ' 127.0.0.1, ::1, 10.0.0.0/8 ', MCP_TRUSTED_PROXY_HEADER: 'x-forwarded-for' });
+    assert.equal(ok.status, 0, ok.stderr);
+    assert.match(ok.stdout, /^MCP_TRUSTED_PROXIES= 127\.0\.0\.1, ::1, 10\.0\.0\.0\/8 $/m);
   });
 });
 
