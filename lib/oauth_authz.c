@@ -547,12 +547,26 @@ static void authorize_pending(struct oauth *o, const struct oauth_req *rq,
 	pthread_mutex_lock(&o->mu);
 	p = pending_new(o, source, &waiting, &wait);
 	if (!p) {
+		/* A flood is refused a thousand times: warn every 10 s. */
+		long long now = mono_ms();
+		bool say = now - o->pending_warned_ms >= 10000;
+
+		if (say)
+			o->pending_warned_ms = now;
 		pthread_mutex_unlock(&o->mu);
-		log_warnx("oauth: refused an authorization request from %s: "
-		          "%zu consent pages from it are waiting (if every "
-		          "client shares this address, a proxy in front is "
-		          "missing from MCP_TRUSTED_PROXIES)",
-		          *source ? source : "an unknown address", waiting);
+		if (say)
+			log_warnx("oauth: refused an authorization request "
+			          "from %s: %zu consent pages from it are "
+			          "waiting (if every client shares this "
+			          "address, a proxy in front is missing from "
+			          "MCP_TRUSTED_PROXIES)",
+			          *source ? source : "an unknown address",
+			          waiting);
+		else
+			log_debug("oauth: refused an authorization request "
+			          "from %s: %zu consent pages waiting",
+			          *source ? source : "an unknown address",
+			          waiting);
 		oauth_error_page(out, 429, "Too many open approval requests",
 		                 "Too many approval pages from your network "
 		                 "are waiting for an answer.",

@@ -70,6 +70,7 @@ struct oauth {
 
 	pthread_mutex_t mu;
 	struct oauth_pending pending[OAUTH_MAX_PENDING];
+	long long pending_warned_ms; /* last "too many pages" warning */
 };
 
 /* SHA-256 of n bytes at s. */
