@@ -56,6 +56,18 @@ static const struct setting settings[] = {
      "sandbox.example.com,localhost",
      "Host header values accepted (default: checked only when bound to "
      "loopback: localhost, 127.0.0.1, [::1] and the public URL's host)"},
+    {"MCP_TRUSTED_PROXIES", SET_STR, "", OFF(trusted_proxies_raw), 0, 0,
+     "127.0.0.1,::1",
+     "Proxies in front of the server (addresses or CIDR ranges, "
+     "comma-separated) whose CF-Connecting-IP or X-Forwarded-For header "
+     "names the client, for per-client limits (default: none; headers "
+     "are ignored and every limit keys on the socket peer)"},
+    {"MCP_TRUSTED_PROXY_HEADER", SET_STR, "auto", OFF(trusted_proxy_header), 0,
+     0, "x-forwarded-for",
+     "Which header of a trusted proxy names the client: auto "
+     "(CF-Connecting-IP, else X-Forwarded-For), cf-connecting-ip or "
+     "x-forwarded-for (use x-forwarded-for behind a proxy that passes a "
+     "client's own CF-Connecting-IP through)"},
     {"MCP_MAX_BODY_BYTES", SET_BYTES, "16m", OFF(max_body_bytes), 1024,
      1024.0 * 1024 * 1024, "16m", "Largest request body accepted"},
     {"MCP_MAX_HEADER_BYTES", SET_BYTES, "16k", OFF(max_header_bytes), 2048,
@@ -360,7 +372,7 @@ static const struct setting settings[] = {
     {"METRICS_TOKEN", SET_SECRET, "", OFF(metrics_token), 0, 0,
      "$(openssl rand -hex 32)",
      "Bearer token for GET /metrics (empty: /metrics answers loopback "
-     "peers only)"},
+     "clients only, and nobody when PUBLIC_BASE_URL is a public URL)"},
 };
 
 #define N_SETTINGS (sizeof(settings) / sizeof(settings[0]))
@@ -864,6 +876,7 @@ void config_finish(struct config *cfg)
 	free(cfg->sandbox_host_path);
 	free_list(cfg->allowed_origins);
 	free_list(cfg->allowed_hosts);
+	free(cfg->trusted_proxies);
 	free_list(cfg->pool_languages);
 	free(cfg->oauth_issuer);
 	free_list(cfg->oauth_redirect_hosts);

@@ -29,6 +29,8 @@ struct config_token {
 #define MCP_REPLICA_NAME_MAX 12
 #define SWARM_CONSTRAINT_MAX 256 /* bytes of one placement constraint */
 
+struct netaddr_cidr;
+
 struct config {
 	/* HTTP front */
 	char *http_addr;   /* as configured, e.g. ":8080" */
@@ -161,6 +163,16 @@ struct config {
 	char *swarm_constraints; /* ';'-separated placement constraints */
 	unsigned swarm_queue_timeout_s;
 	char *metrics_token; /* "": loopback peers only */
+
+	/* proxies in front (MCP_TRUSTED_PROXIES), and what they imply */
+	char *trusted_proxies_raw; /* as given */
+	char
+	    *trusted_proxy_header; /* auto, cf-connecting-ip, x-forwarded-for */
+	/* parsed: n_trusted_proxies ranges; NULL when none */
+	struct netaddr_cidr *trusted_proxies;
+	size_t n_trusted_proxies;
+	/* PUBLIC_BASE_URL was set, to a host that is not loopback */
+	bool public_remote;
 
 	char **dotenv_; /* private: KEY=VALUE pairs read from the .env file */
 };

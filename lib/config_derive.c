@@ -22,6 +22,7 @@
 
 #include "buf.h"
 #include "log.h"
+#include "netaddr.h"
 #include "store.h"
 #include "util/errmsg.h"
 #include "util/num.h"
@@ -589,6 +590,29 @@ static int derive_urls(struct config *cfg, char *err, size_t errlen)
 	                          errlen);
 	if (r < 0)
 		return r;
+	config_url_parts(cfg->public_base_url, origin, sizeof(origin), hostport,
+	                 sizeof(hostport));
+	if (hostport[0] == '[')
+		hostport[strcspn(hostport, "]")] = '\0';
+	else
+		hostport[strcspn(hostport, ":")] = '\0';
+	cfg->public_remote = *config_raw(cfg, "PUBLIC_BASE_URL") &&
+	                     !config_host_is_loopback(
+	                         hostport[0] == '[' ? hostport + 1 : hostport);
+	r = netaddr_cidrs_parse("MCP_TRUSTED_PROXIES", cfg->trusted_proxies_raw,
+	                        &cfg->trusted_proxies, &cfg->n_trusted_proxies,
+	                        err, errlen);
+	if (r < 0)
+		return r;
+	if (strcmp(cfg->trusted_proxy_header, "auto") != 0 &&
+	    strcmp(cfg->trusted_proxy_header, "cf-connecting-ip") != 0 &&
+	    strcmp(cfg->trusted_proxy_header, "x-forwarded-for") != 0)
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "MCP_TRUSTED_PROXY_HEADER='%.64s' must be auto, "
+		    "cf-connecting-ip or x-forwarded-for, e.g. "
+		    "MCP_TRUSTED_PROXY_HEADER=x-forwarded-for behind nginx",
+		    cfg->trusted_proxy_header);
 	v = config_raw(cfg, "FILES_BASE_URL");
 	if (strlen(v) >= 400)
 		return errmsg_fail(

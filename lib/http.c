@@ -24,16 +24,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "http_internal.h"
 #include "log.h"
+#include "netaddr.h"
 #include "stats.h"
 #include "util/mono.h"
 
 #define THREAD_STACK (512 * 1024)
+/* X-Forwarded-For headers read; more and none is believed. */
+#define HTTP_XFF_HEADERS_MAX 16
 
 /*
  * The lingering read after a refusal whose body is still coming: at most
@@ -241,11 +245,56 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 	return rq;
 }
 
+/* Collects the values of X-Forwarded-For headers, in order. */
+struct xff_values {
+	const char *v[HTTP_XFF_HEADERS_MAX];
+	size_t n;
+	bool over;
+};
+
+static enum MHD_Result collect_xff(void *cls, enum MHD_ValueKind kind,
+                                   const char *key, const char *value)
+{
+	struct xff_values *x = cls;
+
+	(void)kind;
+	if (!key || strcasecmp(key, "X-Forwarded-For") != 0)
+		return MHD_YES;
+	if (x->n == HTTP_XFF_HEADERS_MAX) {
+		x->over = true;
+		return MHD_NO;
+	}
+	x->v[x->n++] = value ? value : "";
+	return MHD_YES;
+}
+
+static enum MHD_Result count_cf(void *cls, enum MHD_ValueKind kind,
+                                const char *key, const char *value)
+{
+	(void)kind;
+	(void)value;
+	if (key && strcasecmp(key, "CF-Connecting-IP") == 0)
+		(*(unsigned *)cls)++;
+	return MHD_YES;
+}
+
+/*
+ * The socket peer, and the client: the peer itself, or, when the peer is
+ * one of MCP_TRUSTED_PROXIES, the address its CF-Connecting-IP or
+ * X-Forwarded-For header names (netaddr.h says how; which of the two may
+ * is MCP_TRUSTED_PROXY_HEADER). A CF-Connecting-IP sent twice is not
+ * believed; neither are more than HTTP_XFF_HEADERS_MAX X-Forwarded-For.
+ */
 static void set_peer(struct http_request *rq)
 {
+	const struct config *cfg = rq->hs->cfg;
 	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
 	    rq->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 	const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+	struct xff_values xff = {.n = 0};
+	const char *cf = NULL;
+	unsigned n_cf = 0;
+	enum netaddr_from from;
 
 	rq->peer[0] = '\0';
 	if (sa && sa->sa_family == AF_INET)
@@ -255,6 +304,29 @@ static void set_peer(struct http_request *rq)
 		inet_ntop(AF_INET6,
 		          &((const struct sockaddr_in6 *)sa)->sin6_addr,
 		          rq->peer, sizeof(rq->peer));
+	snprintf(rq->client, sizeof(rq->client), "%s", rq->peer);
+	if (cfg->n_trusted_proxies == 0)
+		return;
+	/* MCP_TRUSTED_PROXY_HEADER: which of the two may name the client. */
+	if (strcmp(cfg->trusted_proxy_header, "x-forwarded-for") != 0) {
+		MHD_get_connection_values(rq->conn, MHD_HEADER_KIND, count_cf,
+		                          &n_cf);
+		if (n_cf == 1)
+			cf = http_request_header(rq, "CF-Connecting-IP");
+	}
+	if (strcmp(cfg->trusted_proxy_header, "cf-connecting-ip") != 0)
+		MHD_get_connection_values(rq->conn, MHD_HEADER_KIND,
+		                          collect_xff, &xff);
+	from = netaddr_client(cfg->trusted_proxies, cfg->n_trusted_proxies,
+	                      rq->peer, cf, xff.v, xff.over ? 0 : xff.n,
+	                      rq->client, sizeof(rq->client));
+	if (from == NETADDR_FROM_PEER && !rq->client[0])
+		snprintf(rq->client, sizeof(rq->client), "%s", rq->peer);
+	if (from == NETADDR_FROM_PROXY && (cf || xff.n))
+		log_debug("trusted proxy %s sent no usable client address "
+		          "(CF-Connecting-IP or X-Forwarded-For); counting the "
+		          "request under %s",
+		          rq->peer, rq->client);
 }
 
 /* The first callback: only the head is in. */
@@ -603,6 +675,11 @@ int http_server_start(struct http_server *hs, char *err, size_t errlen)
 		         cfg->http_addr);
 		return -EIO;
 	}
+	if (!cfg->metrics_token[0] && cfg->public_remote)
+		log_warnx("/metrics is closed: PUBLIC_BASE_URL %s is not "
+		          "loopback, so it needs METRICS_TOKEN (set one to "
+		          "scrape)",
+		          cfg->public_base_url);
 	return 0;
 }
 

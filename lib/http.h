@@ -237,8 +237,14 @@ const char *http_request_header(const struct http_request *rq,
 const char *http_request_body(const struct http_request *rq, size_t *len);
 /* Who the request is, on routes with auth; NULL on others. */
 const struct auth_result *http_request_auth(const struct http_request *rq);
-/* The client's IP address as text ("" if unknown), for rate limits. */
+/* The socket peer's IP address as text ("" if unknown). */
 const char *http_request_peer(const struct http_request *rq);
+/*
+ * The client's IP address as text, for rate limits and logs: the peer's,
+ * or, when the peer is one of MCP_TRUSTED_PROXIES, the client its
+ * CF-Connecting-IP or X-Forwarded-For header names ("" if unknown).
+ */
+const char *http_request_client(const struct http_request *rq);
 
 /*
  * Answers: one per request, the first one wins (-EALREADY after). body is

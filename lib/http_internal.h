@@ -96,7 +96,8 @@ struct http_request {
 	bool linger;      /* refused with body bytes still on the way */
 	struct MHD_Response *resp; /* the answer being built (owned) */
 	unsigned status;
-	char peer[64];
+	char peer[64];   /* the socket peer */
+	char client[64]; /* the client behind trusted proxies, else peer */
 };
 
 /* ---- http_parse.c ---- */

@@ -4,10 +4,13 @@
  * the daemon's stats (stats.h). Who may read it: with METRICS_TOKEN set, a
  * request bearing that token (its SHA-256 compared with CRYPTO_memcmp, so
  * neither its length nor its content shows in the timing); without it,
- * loopback peers only (a scraper on the host, or a proxy in front that
- * applies the network policy). The API tokens do not open it: a scraper
- * never holds a key that runs code. Runs on connection threads; the stats
- * pointer is set before serving and never changes.
+ * loopback clients only (a scraper on the host; behind a trusted proxy
+ * the client it names must be loopback too), and only while
+ * PUBLIC_BASE_URL is unset or loopback: a public one means a proxy or
+ * tunnel in front, whose requests may all come from loopback whoever sent
+ * them, so there the token is required. The API tokens do not open it: a
+ * scraper never holds a key that runs code. Runs on connection threads; the
+ * stats pointer is set before serving and never changes.
  */
 #include <arpa/inet.h>
 #include <openssl/crypto.h>
@@ -75,7 +78,15 @@ void http_metrics_handle(void *data, struct http_request *rq)
 			                        "Bearer realm=\"metrics\"");
 			return;
 		}
-	} else if (!peer_loopback(rq->peer)) {
+	} else if (hs->cfg->public_remote) {
+		(void)http_reply_error(
+		    rq, MHD_HTTP_FORBIDDEN,
+		    "/metrics needs METRICS_TOKEN on a server with a public "
+		    "PUBLIC_BASE_URL (behind a proxy or tunnel every request "
+		    "comes from loopback); set METRICS_TOKEN and scrape with "
+		    "it as a bearer token (docs/operations.md, 'Metrics')");
+		return;
+	} else if (!peer_loopback(rq->peer) || !peer_loopback(rq->client)) {
 		(void)http_reply_error(
 		    rq, MHD_HTTP_FORBIDDEN,
 		    "/metrics answers loopback peers only while METRICS_TOKEN "

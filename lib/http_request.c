@@ -67,6 +67,11 @@ const char *http_request_peer(const struct http_request *rq)
 	return rq->peer;
 }
 
+const char *http_request_client(const struct http_request *rq)
+{
+	return rq->client;
+}
+
 /* ------------------------------------------------------------------ */
 /* answers */
 

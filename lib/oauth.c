@@ -19,6 +19,7 @@
 
 #include "buf.h"
 #include "log.h"
+#include "netaddr.h"
 #include "oauth_page.h"
 #include "stats.h"
 #include "util/errmsg.h"
@@ -32,8 +33,6 @@
 #define REGISTER_ALL_PER_S 2.0
 #define CONSENT_BURST 10
 #define CONSENT_PER_S (1.0 / 30) /* two failures a minute */
-#define CONSENT_ALL_BURST 50
-#define CONSENT_ALL_PER_S (1.0 / 6)
 
 /* ---- helpers shared by the module ------------------------------------- */
 
@@ -241,10 +240,7 @@ int oauth_create(const struct config *cfg, struct store *st, struct oauth **out,
 	o->reg_all =
 	    ratelimit_create(1, REGISTER_ALL_BURST, REGISTER_ALL_PER_S);
 	o->consent_addr = ratelimit_create(4096, CONSENT_BURST, CONSENT_PER_S);
-	o->consent_all =
-	    ratelimit_create(1, CONSENT_ALL_BURST, CONSENT_ALL_PER_S);
-	bool ok = o->tenants && o->reg_addr && o->reg_all && o->consent_addr &&
-	          o->consent_all;
+	bool ok = o->tenants && o->reg_addr && o->reg_all && o->consent_addr;
 
 	for (size_t i = 0; i < 5; i++)
 		ok = ok && o->audiences[i];
@@ -286,6 +282,11 @@ int oauth_create(const struct config *cfg, struct store *st, struct oauth **out,
 	return 0;
 }
 
+void oauth_source_key(const struct oauth_req *rq, char out[OAUTH_SOURCE_MAX])
+{
+	netaddr_source_key(rq->client_addr, out, OAUTH_SOURCE_MAX);
+}
+
 void oauth_destroy(struct oauth *o)
 {
 	if (!o)
@@ -297,7 +298,6 @@ void oauth_destroy(struct oauth *o)
 	ratelimit_destroy(o->reg_addr);
 	ratelimit_destroy(o->reg_all);
 	ratelimit_destroy(o->consent_addr);
-	ratelimit_destroy(o->consent_all);
 	free(o->tenants);
 	pthread_mutex_destroy(&o->mu);
 	free(o);
@@ -504,12 +504,13 @@ void oauth_register(struct oauth *o, const struct oauth_req *rq,
 	char desc[512];
 	const char *error;
 	unsigned wait = 0;
+	char source[OAUTH_SOURCE_MAX];
 	cJSON *res;
 	int r;
 
 	memset(&c, 0, sizeof(c));
-	if (!ratelimit_take(o->reg_addr, rq->client_addr ? rq->client_addr : "",
-	                    &wait) ||
+	oauth_source_key(rq, source);
+	if (!ratelimit_take(o->reg_addr, source, &wait) ||
 	    !ratelimit_take(o->reg_all, "", &wait)) {
 		oauth_json_error(out, 429, "temporarily_unavailable",
 		                 "too many client registrations; retry later");

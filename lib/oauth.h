@@ -62,7 +62,7 @@ struct oauth_req {
 	const char *authorization; /* Authorization header */
 	const char *cookie;        /* Cookie header */
 	const char *origin;        /* Origin header */
-	const char *client_addr;   /* peer address, for rate limits */
+	const char *client_addr;   /* client address, for rate limits */
 };
 
 /* What to answer. Release with oauth_resp_finish. */

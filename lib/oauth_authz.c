@@ -11,7 +11,11 @@
  * in the form, and a random browser id in a SameSite=Strict cookie
  * (__Host- prefixed on https); the POST must carry all three and, when the
  * browser sends Origin, come from this server's origin. Wrong API tokens
- * are rate limited per address and globally, and five on one page end it.
+ * are rate limited per source, and five on one page end it; a right one
+ * is checked before any limit but its source's, so that guessers
+ * elsewhere cannot lock a person out (a token's length, 16 characters
+ * at least, and the per-page limit are what stop guessing). Each source
+ * may have OAUTH_PENDING_PER_SOURCE pages waiting.
  */
 #include "oauth_internal.h"
 
@@ -49,11 +53,57 @@ void oauth_pending_clear(struct oauth_pending *p)
 	memset(p, 0, sizeof(*p));
 }
 
-/* A free slot (expired ones are freed; the oldest goes when full). */
-static struct oauth_pending *pending_new(struct oauth *o)
+/*
+ * The oldest entry of the source holding the most entries (of the oldest
+ * such source on a tie): what goes when the table is full, so that one
+ * source's flood pushes out its own entries before anyone else's. Only
+ * reached with every slot in use. Lock held.
+ */
+static struct oauth_pending *pending_victim(struct oauth *o)
+{
+	struct oauth_pending *best = NULL;
+	size_t best_n = 0;
+
+	for (size_t i = 0; i < OAUTH_MAX_PENDING; i++) {
+		struct oauth_pending *p = &o->pending[i], *oldest = p;
+		bool seen = false;
+		size_t n = 0;
+
+		for (size_t j = 0; j < i && !seen; j++)
+			seen = o->pending[j].used &&
+			       strcmp(o->pending[j].source, p->source) == 0;
+		if (!p->used || seen)
+			continue;
+		for (size_t j = i; j < OAUTH_MAX_PENDING; j++) {
+			struct oauth_pending *q = &o->pending[j];
+
+			if (!q->used || strcmp(q->source, p->source) != 0)
+				continue;
+			n++;
+			if (q->created_ms < oldest->created_ms)
+				oldest = q;
+		}
+		if (n > best_n ||
+		    (n == best_n && oldest->created_ms < best->created_ms)) {
+			best = oldest;
+			best_n = n;
+		}
+	}
+	return best;
+}
+
+/*
+ * A free slot for a request from source, with expired entries freed; NULL
+ * when source already has OAUTH_PENDING_PER_SOURCE entries waiting, with
+ * *waiting set to that count and *retry_s to the time until its oldest
+ * expires. Lock held.
+ */
+static struct oauth_pending *pending_new(struct oauth *o, const char *source,
+                                         size_t *waiting, unsigned *retry_s)
 {
 	long long now = mono_ms();
-	struct oauth_pending *free_slot = NULL, *oldest = NULL;
+	struct oauth_pending *free_slot = NULL, *mine_oldest = NULL;
+	size_t mine = 0;
 
 	for (size_t i = 0; i < OAUTH_MAX_PENDING; i++) {
 		struct oauth_pending *p = &o->pending[i];
@@ -63,13 +113,24 @@ static struct oauth_pending *pending_new(struct oauth *o)
 		if (!p->used) {
 			if (!free_slot)
 				free_slot = p;
-		} else if (!oldest || p->created_ms < oldest->created_ms) {
-			oldest = p;
+		} else if (strcmp(p->source, source) == 0) {
+			mine++;
+			if (!mine_oldest ||
+			    p->created_ms < mine_oldest->created_ms)
+				mine_oldest = p;
 		}
 	}
+	if (mine >= OAUTH_PENDING_PER_SOURCE) {
+		long long left =
+		    mine_oldest->created_ms + OAUTH_PENDING_TTL_MS - now;
+
+		*waiting = mine;
+		*retry_s = (unsigned)(left > 0 ? left / 1000 + 1 : 1);
+		return NULL;
+	}
 	if (!free_slot) {
-		oauth_pending_clear(oldest);
-		free_slot = oldest;
+		free_slot = pending_victim(o);
+		oauth_pending_clear(free_slot);
 	}
 	return free_slot;
 }
@@ -477,12 +538,45 @@ static void authorize_pending(struct oauth *o, const struct oauth_req *rq,
 {
 	const char *resource = oauth_form_get(q, "resource");
 	struct oauth_pending *p;
-	char cookie[33];
+	char cookie[33], source[OAUTH_SOURCE_MAX];
+	size_t waiting = 0;
+	unsigned wait = 0;
 	int r = 0;
 
+	oauth_source_key(rq, source);
 	pthread_mutex_lock(&o->mu);
-	p = pending_new(o);
+	p = pending_new(o, source, &waiting, &wait);
+	if (!p) {
+		/* A flood is refused a thousand times: warn every 10 s. */
+		long long now = mono_ms();
+		bool say = now - o->pending_warned_ms >= 10000;
+
+		if (say)
+			o->pending_warned_ms = now;
+		pthread_mutex_unlock(&o->mu);
+		if (say)
+			log_warnx("oauth: refused an authorization request "
+			          "from %s: %zu consent pages from it are "
+			          "waiting (if every client shares this "
+			          "address, a proxy in front is missing from "
+			          "MCP_TRUSTED_PROXIES)",
+			          *source ? source : "an unknown address",
+			          waiting);
+		else
+			log_debug("oauth: refused an authorization request "
+			          "from %s: %zu consent pages waiting",
+			          *source ? source : "an unknown address",
+			          waiting);
+		oauth_error_page(out, 429, "Too many open approval requests",
+		                 "Too many approval pages from your network "
+		                 "are waiting for an answer.",
+		                 "Answer or close the ones you have open, or "
+		                 "wait a few minutes, then start again.");
+		out->retry_after = wait;
+		return;
+	}
 	p->used = true;
+	memcpy(p->source, source, sizeof(p->source));
 	p->created_ms = mono_ms();
 	p->redirect_given = oauth_form_get(q, "redirect_uri") != NULL;
 	p->is_document = c->is_document;
@@ -627,7 +721,6 @@ static bool consent_wrong_token(struct oauth *o, struct oauth_pending *p,
                                 const char *addr, struct oauth_resp *out)
 {
 	(void)ratelimit_take(o->consent_addr, addr, NULL);
-	(void)ratelimit_take(o->consent_all, "", NULL);
 	log_info("oauth: a wrong API token was entered on the consent "
 	         "page of client %.64s",
 	         p->client_id);
@@ -679,13 +772,13 @@ void oauth_consent(struct oauth *o, const struct oauth_req *rq,
 	struct oauth_form f;
 	struct oauth_pending *p, taken;
 	const struct oauth_tenant *t;
-	const char *action, *token,
-	    *addr = rq->client_addr ? rq->client_addr : "";
-	char why[300];
+	const char *action, *token;
+	char why[300], addr[OAUTH_SOURCE_MAX];
 	unsigned wait = 0;
 
 	oauth_form_init(&f);
 	memset(&taken, 0, sizeof(taken));
+	oauth_source_key(rq, addr);
 	if (rq->origin && strcmp(rq->origin, o->cfg->oauth_issuer) != 0) {
 		log_info("oauth: refused a consent form posted from origin "
 		         "%.100s",
@@ -722,8 +815,12 @@ void oauth_consent(struct oauth *o, const struct oauth_req *rq,
 		                 START_AGAIN);
 		goto out;
 	}
-	if (!ratelimit_peek(o->consent_addr, addr, &wait) ||
-	    !ratelimit_peek(o->consent_all, "", &wait)) {
+	/*
+	 * Only the source's own limit comes before the token check: a limit
+	 * shared with others (all sources) would let guessers elsewhere turn
+	 * a person's right token into a 429.
+	 */
+	if (!ratelimit_peek(o->consent_addr, addr, &wait)) {
 		pthread_mutex_unlock(&o->mu);
 		log_warnx("oauth: consent form rate limited (%s)",
 		          *addr ? addr : "unknown address");

@@ -80,7 +80,7 @@ static void read_request(struct http_request *rq, struct oauth_req *orq,
 	orq->authorization = http_request_header(rq, "Authorization");
 	orq->cookie = http_request_header(rq, "Cookie");
 	orq->origin = http_request_header(rq, "Origin");
-	orq->client_addr = http_request_peer(rq);
+	orq->client_addr = http_request_client(rq);
 }
 
 static void as_metadata(void *data, struct http_request *rq)

@@ -22,6 +22,14 @@
 #include "ratelimit.h"
 
 #define OAUTH_MAX_PENDING 1024
+/*
+ * Consent pages waiting from one source (an IPv4 address or an IPv6 /64):
+ * more get 429, so that a flood from one source cannot push another
+ * person's open page out of the table. When the table is full anyway
+ * (many sources), the oldest entry of the source holding the most goes.
+ */
+#define OAUTH_PENDING_PER_SOURCE 64
+#define OAUTH_SOURCE_MAX 64 /* the text of a source key, with its NUL */
 #define OAUTH_PENDING_TTL_MS (15 * 60 * 1000)
 #define OAUTH_MAX_ATTEMPTS 5 /* wrong tokens on one consent page */
 #define OAUTH_MAX_AUDIENCES 6
@@ -42,6 +50,7 @@ struct oauth_pending {
 	char browser[33]; /* hex, in the cookie */
 	long long created_ms;
 	unsigned attempts;
+	char source[OAUTH_SOURCE_MAX]; /* who asked: oauth_source_key */
 	char *client_id, *client_name, *redirect_uri, *state, *challenge;
 	char *resource, *scope;
 	bool redirect_given, is_document;
@@ -57,10 +66,11 @@ struct oauth {
 	struct oauth_tenant *tenants;
 	size_t n_tenants;
 	struct ratelimit *reg_addr, *reg_all;
-	struct ratelimit *consent_addr, *consent_all;
+	struct ratelimit *consent_addr;
 
 	pthread_mutex_t mu;
 	struct oauth_pending pending[OAUTH_MAX_PENDING];
+	long long pending_warned_ms; /* last "too many pages" warning */
 };
 
 /* SHA-256 of n bytes at s. */
@@ -107,6 +117,12 @@ void oauth_error_page(struct oauth_resp *r, unsigned status, const char *title,
  * alphabet RFC 6749 gives state, codes, tokens and client ids.
  */
 bool oauth_vschar(const char *s, size_t max);
+
+/*
+ * The key a request's per-source limits count it under: its client
+ * address, an IPv6 one by its /64 (netaddr_source_key); "" when unknown.
+ */
+void oauth_source_key(const struct oauth_req *rq, char out[OAUTH_SOURCE_MAX]);
 
 /* Frees a pending entry's strings and marks it unused. Lock held. */
 void oauth_pending_clear(struct oauth_pending *p);

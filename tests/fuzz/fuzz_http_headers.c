@@ -2,8 +2,9 @@
 /*
  * fuzz_http_headers: the parsers this project applies to request heads
  * (Range, Accept, Content-Type, Origin/Host allow-lists, Authorization with
- * and without a token hook, route paths, method names). The first byte
- * picks the parser; the rest is the header value.
+ * and without a token hook, route paths, method names, the client address
+ * behind trusted proxies from CF-Connecting-IP and X-Forwarded-For). The
+ * first byte picks the parser; the rest is the header value.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -12,6 +13,62 @@
 
 #include "auth.h"
 #include "http.h"
+#include "netaddr.h"
+
+/*
+ * The client behind trusted proxies: s is "peer\ncf\nxff\nxff...". What
+ * comes out is empty or an address in canonical form, and never anything
+ * but the peer when the peer is not trusted. s is also a trusted list.
+ */
+static void check_client(char *s)
+{
+	static const char trusted_text[] =
+	    "127.0.0.0/8,10.0.0.0/8,::1,fd00::/8";
+	struct netaddr_cidr *trusted = NULL, *c = NULL;
+	const char *xff[8];
+	char *peer = s, *cf = NULL, *p, out[NETADDR_TEXT_MAX], again[80];
+	size_t n = 0, nc = 0, nx = 0;
+	struct netaddr a, pa;
+	enum netaddr_from from;
+	char err[256];
+
+	if (netaddr_cidrs_parse("X", s, &c, &nc, err, sizeof(err)) == 0 &&
+	    nc > NETADDR_LIST_MAX)
+		abort();
+	free(c);
+	if (netaddr_cidrs_parse("X", trusted_text, &trusted, &n, err,
+	                        sizeof(err)) < 0)
+		abort();
+	p = strchr(s, '\n');
+	if (p) {
+		*p = '\0';
+		cf = p + 1;
+		p = strchr(cf, '\n');
+		while (p && nx < 8) {
+			*p = '\0';
+			xff[nx++] = p + 1;
+			p = strchr(p + 1, '\n');
+		}
+		if (*cf == '-')
+			cf = NULL;
+	}
+	from = netaddr_client(trusted, n, peer, cf, xff, nx, out, sizeof(out));
+	if (out[0] && netaddr_parse(out, strlen(out), &a) < 0)
+		abort();
+	if (netaddr_parse(peer, strlen(peer), &pa) == 0) {
+		bool ours = netaddr_cidrs_contain(trusted, n, &pa);
+
+		if (!ours && from != NETADDR_FROM_PEER)
+			abort();
+		netaddr_format(&pa, again, sizeof(again));
+		if (from == NETADDR_FROM_PEER && strcmp(out, again) != 0)
+			abort();
+	} else if (out[0]) {
+		abort();
+	}
+	netaddr_source_key(out, again, sizeof(again));
+	free(trusted);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -81,7 +138,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	memcpy(s, data + 1, size - 1);
 	s[size - 1] = '\0';
-	switch (data[0] % 6) {
+	switch (data[0] % 7) {
 	case 0: {
 		uint64_t fsize = 1000;
 
@@ -105,6 +162,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	case 5:
 		check_route(s);
+		break;
+	case 6:
+		check_client(s);
 		break;
 	}
 	free(s);

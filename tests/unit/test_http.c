@@ -338,12 +338,13 @@ static void echo(void *data, struct http_request *rq)
 
 	snprintf(text, sizeof(text),
 	         "route=%s method=%s path=%s sub=%s raw=%s x=%s body=%s "
-	         "auth=%s tenant=%s scopes=%s peer=%s",
+	         "auth=%s tenant=%s scopes=%s peer=%s client=%s",
 	         (const char *)data, http_request_method(rq),
 	         http_request_path(rq), http_request_subpath(rq),
 	         http_request_query_string(rq), x ? x : "-", body,
 	         a ? auth_method_name(a->method) : "-", a ? a->tenant : "-",
-	         a ? a->scopes : "-", http_request_peer(rq));
+	         a ? a->scopes : "-", http_request_peer(rq),
+	         http_request_client(rq));
 	(void)http_reply(rq, 200, "text/plain", text, strlen(text));
 }
 
@@ -439,6 +440,12 @@ static void test_requests(unsigned port)
 	static const char *const down[] = {"Authorization: Bearer at_down",
 	                                   NULL};
 	static const char *const teapot[] = {"X-Teapot: 1", NULL};
+	static const char *const xff[] = {
+	    "Content-Type: application/x-www-form-urlencoded",
+	    "X-Forwarded-For: 6.6.6.6, 203.0.113.5", NULL};
+	static const char *const xff_bad[] = {
+	    "Content-Type: application/x-www-form-urlencoded",
+	    "X-Forwarded-For: 203.0.113.5, 6.6.6.6:99999", NULL};
 	static const char *const origin[] = {
 	    "Origin: https://elsewhere.example", NULL};
 	struct resp r;
@@ -448,6 +455,13 @@ static void test_requests(unsigned port)
 	       has(&r, "raw=x=1%202&y x=1 2 body=a=1&b=2 auth=- ") &&
 	       has(&r, "peer=127.0.0.1"),
 	   "a form post: raw and decoded query, body, no auth: %s", r.body);
+	/* 127.0.0.1 is a trusted proxy here (MCP_TRUSTED_PROXIES below). */
+	req(port, "POST", "/form", xff, "a=1", &r);
+	ok(r.status == 200 && has(&r, "peer=127.0.0.1 client=203.0.113.5"),
+	   "a trusted proxy's X-Forwarded-For names the client: %s", r.body);
+	req(port, "POST", "/form", xff_bad, "a=1", &r);
+	ok(r.status == 200 && has(&r, "peer=127.0.0.1 client=127.0.0.1"),
+	   "one that does not parse leaves the proxy: %s", r.body);
 	req(port, "POST", "/form", json, "{}", &r);
 	ok(r.status == 415 && has(&r, "application/x-www-form-urlencoded"),
 	   "JSON where a form is expected: 415 naming the type (%ld)",
@@ -535,6 +549,7 @@ static void test_server(void)
 	    "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff",
 	    1);
 	setenv("MCP_LOG_LEVEL", "warn", 1);
+	setenv("MCP_TRUSTED_PROXIES", "127.0.0.1", 1);
 	unsetenv("MCP_API_TOKEN");
 	unsetenv("MCP_AUTH");
 	if (config_load(&cfg, NULL, err, sizeof(err)) < 0) {
