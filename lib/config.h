@@ -133,6 +133,9 @@ struct config {
 	size_t workspace_quota_bytes;
 	unsigned workspace_max_files;
 	unsigned max_workspaces;
+	unsigned workspace_max_per_tenant; /* 0: max_workspaces / tenants */
+	unsigned workspace_create_burst;
+	unsigned workspace_create_per_hour; /* 0: no rate limit */
 	unsigned retention_hours;
 	size_t upload_max_bytes;
 	size_t inline_image_max_bytes;
