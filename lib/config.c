@@ -95,6 +95,11 @@ static const struct setting settings[] = {
     {"MCP_TASK_MAX_PER_TENANT", SET_UINT, "1000", OFF(task_max_per_tenant), 1,
      1000000, "1000",
      "Tasks one token keeps at once (the oldest ended ones make room)"},
+    {"MCP_TASK_RESULT_BYTES_PER_TENANT", SET_BYTES, "128m",
+     OFF(task_result_bytes_per_tenant), 4096, 1024.0 * 1024 * 1024 * 1024,
+     "128m",
+     "Bytes of ended tasks' results one token keeps in the store (the "
+     "oldest ended ones make room; at least MCP_TASK_RESULT_MAX_BYTES)"},
     {"MCP_REPLICA_NAME", SET_STR, "", OFF(replica_name), 0, 0, "r1",
      "This daemon's name among replicas behind one load balancer: its "
      "session ids start with it, so the balancer routes a session to its "

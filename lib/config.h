@@ -56,6 +56,7 @@ struct config {
 	unsigned task_retention_s;
 	size_t task_result_max_bytes;
 	unsigned task_max_per_tenant;
+	size_t task_result_bytes_per_tenant;
 	char *instance_name;
 	char *replica_name; /* "" when this is the only daemon */
 	unsigned replica_lease_s;
