@@ -293,12 +293,12 @@ static const struct setting settings[] = {
      0, 10000000, "200",
      "Workspaces one tenant keeps at once (0: WORKSPACE_MAX_COUNT divided "
      "by the number of tenants, so none can crowd out another)"},
-    {"WORKSPACE_CREATE_BURST", SET_UINT, "20", OFF(workspace_create_burst), 1,
-     1000000, "20",
+    {"WORKSPACE_CREATE_BURST", SET_UINT, "30", OFF(workspace_create_burst), 1,
+     1000000, "30",
      "New workspaces one tenant may create in a burst before "
      "WORKSPACE_CREATE_PER_HOUR paces it"},
-    {"WORKSPACE_CREATE_PER_HOUR", SET_UINT, "120",
-     OFF(workspace_create_per_hour), 0, 3600000, "120",
+    {"WORKSPACE_CREATE_PER_HOUR", SET_UINT, "300",
+     OFF(workspace_create_per_hour), 0, 3600000, "300",
      "New workspaces one tenant may create an hour after its burst (0: no "
      "rate limit)"},
     {"WORKSPACE_RETENTION_HOURS", SET_UINT, "168", OFF(retention_hours), 1,

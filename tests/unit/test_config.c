@@ -143,11 +143,11 @@ static void test_tenant_settings(void)
 	setenv("MCP_API_TOKEN", "0123456789abcdef0123", 1);
 	setenv("FILE_SECRET", "00112233445566778899aabbccddeeff", 1);
 	is_int(load(&c, NULL, err, sizeof(err)), 0, "defaults load");
-	ok(c.workspace_max_per_tenant == 0 && c.workspace_create_burst == 20 &&
-	       c.workspace_create_per_hour == 120 &&
+	ok(c.workspace_max_per_tenant == 0 && c.workspace_create_burst == 30 &&
+	       c.workspace_create_per_hour == 300 &&
 	       c.task_result_bytes_per_tenant == 128u * 1024 * 1024,
-	   "WORKSPACE_MAX_PER_TENANT=0, WORKSPACE_CREATE_BURST=20, "
-	   "WORKSPACE_CREATE_PER_HOUR=120, MCP_TASK_RESULT_BYTES_PER_TENANT="
+	   "WORKSPACE_MAX_PER_TENANT=0, WORKSPACE_CREATE_BURST=30, "
+	   "WORKSPACE_CREATE_PER_HOUR=300, MCP_TASK_RESULT_BYTES_PER_TENANT="
 	   "128m");
 	config_finish(&c);
 	setenv("MCP_TASK_RESULT_BYTES_PER_TENANT", "4m", 1);
