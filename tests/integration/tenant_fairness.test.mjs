@@ -142,7 +142,7 @@ describe('the rate of new workspaces per tenant, and the disk check at start', (
     const log = readFileSync(d.logPath, 'utf8');
     assert.match(
       log,
-      /WARN .*WORKSPACE_MAX_COUNT=10000000 workspaces of WORKSPACE_QUOTA_MB=100 can hold 1000000000 MB, more than the \d+ MB free under SANDBOX_ROOT=.*Lower WORKSPACE_MAX_COUNT to \d+ or WORKSPACE_QUOTA_MB to \d+/,
+      /WARN .*WORKSPACE_MAX_COUNT=10000000 workspaces of WORKSPACE_QUOTA_MB=100 can hold 1000000000 MB, more than the \d+ MB free under SANDBOX_ROOT=.*Lower WORKSPACE_MAX_COUNT to \d+( or WORKSPACE_QUOTA_MB to \d+)?, or give SANDBOX_ROOT more disk/,
       'the start-up log warns that the workspaces could outgrow the disk',
     );
   });
