@@ -561,6 +561,10 @@ static void test_tenant_auto_cap(void)
 	c.n_tokens = 3;
 	ok(workspace_tenants_of(&c) == 2,
 	   "two tokens of one tenant count once");
+	c.auth_none = true;
+	ok(workspace_tenants_of(&c) == 1,
+	   "MCP_AUTH=none: one tenant, whatever tokens are set");
+	c.auth_none = false;
 	c.max_workspaces = 11;
 	ok(workspace_mgr_create(&c, &m, err, sizeof(err)) == 0, "manager (%s)",
 	   err);
