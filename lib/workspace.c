@@ -372,9 +372,9 @@ undo:
 }
 
 /*
- * Records the owner of an existing workspace in its entry and, for one made
- * before markers named their tenant, in its marker and the tenant's count
- * (fp is the tenant opening it: the name says it is theirs).
+ * For a workspace made before markers named their tenant: records the
+ * tenant opening it (fp; the name says it is theirs) in its marker and
+ * counts it for that tenant.
  */
 static void note_owner(struct workspace_mgr *m, struct ws_entry *e,
                        const char *fp)
@@ -384,12 +384,8 @@ static void note_owner(struct workspace_mgr *m, struct ws_entry *e,
 
 	if (workspace_marker_tenant(m, e->name, have) < 0)
 		return;
-	if (have[0] || !fp || !fp[0]) {
-		pthread_mutex_lock(&m->mu);
-		memcpy(e->tenant, have, sizeof(e->tenant));
-		pthread_mutex_unlock(&m->mu);
+	if (have[0] || !fp || !fp[0])
 		return;
-	}
 	fd = openat(m->metafd, e->name, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 || workspace_marker_write_tenant(fd, fp) < 0) {
 		log_warn("workspace %.12s: cannot record its tenant", e->name);
@@ -399,7 +395,6 @@ static void note_owner(struct workspace_mgr *m, struct ws_entry *e,
 	}
 	close(fd);
 	pthread_mutex_lock(&m->mu);
-	memcpy(e->tenant, fp, sizeof(e->tenant));
 	if (workspace_tenant_add(m, fp, 1) < 0)
 		log_warnx("workspace %.12s: out of memory counting its tenant",
 		          e->name);
@@ -451,14 +446,12 @@ static int prepare(struct workspace_mgr *m, struct ws_entry *e, bool create,
 			return -ENOMEM;
 		}
 		m->count++;
-		memcpy(e->tenant, fp, sizeof(e->tenant));
 		pthread_mutex_unlock(&m->mu);
 		r = create_workspace(m, e, fp, err, errlen);
 		if (r < 0) {
 			pthread_mutex_lock(&m->mu);
 			m->count--;
 			(void)!workspace_tenant_add(m, fp, -1);
-			e->tenant[0] = '\0';
 			pthread_mutex_unlock(&m->mu);
 		}
 		return r;

@@ -41,8 +41,6 @@ struct ws_entry {
 	bool mounted;
 	bool locked; /* the run lock */
 	unsigned sweep_gen;
-	/* The owner's fingerprint, as in its marker; "" while unknown. */
-	char tenant[WS_TENANT_FP_LEN + 1];
 	long long idle_since; /* monotonic ms when refs last fell to 0 */
 };
 
