@@ -108,6 +108,11 @@ static const struct setting settings[] = {
     {"MCP_TASK_MAX_PER_TENANT", SET_UINT, "1000", OFF(task_max_per_tenant), 1,
      1000000, "1000",
      "Tasks one token keeps at once (the oldest ended ones make room)"},
+    {"MCP_TASK_RESULT_BYTES_PER_TENANT", SET_BYTES, "128m",
+     OFF(task_result_bytes_per_tenant), 4096, 1024.0 * 1024 * 1024 * 1024,
+     "128m",
+     "Bytes of ended tasks' results one token keeps in the store (the "
+     "oldest ended ones make room; at least MCP_TASK_RESULT_MAX_BYTES)"},
     {"MCP_REPLICA_NAME", SET_STR, "", OFF(replica_name), 0, 0, "r1",
      "This daemon's name among replicas behind one load balancer: its "
      "session ids start with it, so the balancer routes a session to its "
@@ -302,6 +307,18 @@ static const struct setting settings[] = {
      100000000, "10000", "Files one conversation's workspace may hold"},
     {"WORKSPACE_MAX_COUNT", SET_UINT, "1000", OFF(max_workspaces), 1, 10000000,
      "1000", "Workspaces kept at once"},
+    {"WORKSPACE_MAX_PER_TENANT", SET_UINT, "0", OFF(workspace_max_per_tenant),
+     0, 10000000, "200",
+     "Workspaces one tenant keeps at once (0: WORKSPACE_MAX_COUNT divided "
+     "by the number of tenants, so none can crowd out another)"},
+    {"WORKSPACE_CREATE_BURST", SET_UINT, "30", OFF(workspace_create_burst), 1,
+     1000000, "30",
+     "New workspaces one tenant may create in a burst before "
+     "WORKSPACE_CREATE_PER_HOUR paces it"},
+    {"WORKSPACE_CREATE_PER_HOUR", SET_UINT, "300",
+     OFF(workspace_create_per_hour), 0, 3600000, "300",
+     "New workspaces one tenant may create an hour after its burst (0: no "
+     "rate limit)"},
     {"WORKSPACE_RETENTION_HOURS", SET_UINT, "168", OFF(retention_hours), 1,
      876000, "168", "Idle workspaces are deleted after this long"},
     {"UPLOAD_MAX_BYTES", SET_BYTES, "10m", OFF(upload_max_bytes), 1024,

@@ -58,6 +58,7 @@ struct config {
 	unsigned task_retention_s;
 	size_t task_result_max_bytes;
 	unsigned task_max_per_tenant;
+	size_t task_result_bytes_per_tenant;
 	char *instance_name;
 	char *replica_name; /* "" when this is the only daemon */
 	unsigned replica_lease_s;
@@ -136,6 +137,9 @@ struct config {
 	size_t workspace_quota_bytes;
 	unsigned workspace_max_files;
 	unsigned max_workspaces;
+	unsigned workspace_max_per_tenant; /* 0: max_workspaces / tenants */
+	unsigned workspace_create_burst;
+	unsigned workspace_create_per_hour; /* 0: no rate limit */
 	unsigned retention_hours;
 	size_t upload_max_bytes;
 	size_t inline_image_max_bytes;

@@ -793,6 +793,15 @@ static int derive_limits(struct config *cfg, char *err, size_t errlen)
 		    "SANDBOX_CPUS_MAX=%g is below SANDBOX_CPUS=%g; "
 		    "raise it, e.g. SANDBOX_CPUS_MAX=%g",
 		    cfg->cpus_max, cfg->cpus, cfg->cpus * 2);
+	if (cfg->task_result_bytes_per_tenant < cfg->task_result_max_bytes)
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "MCP_TASK_RESULT_BYTES_PER_TENANT=%zu is below "
+		    "MCP_TASK_RESULT_MAX_BYTES=%zu: a token could not keep "
+		    "even one result of the largest size; raise it or lower "
+		    "the maximum, e.g. MCP_TASK_RESULT_BYTES_PER_TENANT=128m",
+		    cfg->task_result_bytes_per_tenant,
+		    cfg->task_result_max_bytes);
 	if (cfg->output_inline_bytes > cfg->output_max_bytes)
 		return errmsg_fail(-EINVAL, err, errlen,
 		                   "SANDBOX_OUTPUT_INLINE_BYTES is above "

@@ -473,7 +473,10 @@ static char *unknown_task(struct mcp_call *c, const char *id)
 	return rpc_errorf(c->id_raw, RPC_INVALID_PARAMS,
 	                  "Task not found: '%.64s' is not a task of this "
 	                  "token, or it ended more than "
-	                  "MCP_TASK_RETENTION_SECONDS ago",
+	                  "MCP_TASK_RETENTION_SECONDS ago, or newer tasks "
+	                  "of this token took its room "
+	                  "(MCP_TASK_MAX_PER_TENANT, "
+	                  "MCP_TASK_RESULT_BYTES_PER_TENANT)",
 	                  id);
 }
 

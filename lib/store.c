@@ -32,6 +32,7 @@ static const struct store_migration migrations[] = {
     {2, "tasks", TASKS_DB_MIGRATION_1, TASKS_DB_MIGRATION_1_PG},
     {3, "budget", BUDGET_MIGRATION_1, BUDGET_MIGRATION_1_PG},
     {4, "tasks", TASKS_DB_MIGRATION_2, TASKS_DB_MIGRATION_2_PG},
+    {5, "tasks", TASKS_DB_MIGRATION_3, TASKS_DB_MIGRATION_3_PG},
 };
 
 #define N_MIGRATIONS (sizeof(migrations) / sizeof(migrations[0]))

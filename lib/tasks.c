@@ -55,6 +55,13 @@ bool task_status_final(enum task_status s)
 	return s == TASK_COMPLETED || s == TASK_FAILED || s == TASK_CANCELLED;
 }
 
+long long tasks_record_bytes(const struct task_record *r)
+{
+	return (long long)((r->message ? strlen(r->message) : 0) +
+	                   (r->result ? strlen(r->result) : 0) +
+	                   (r->error ? strlen(r->error) : 0));
+}
+
 long long tasks_now_ms(void)
 {
 	struct timespec ts;
@@ -128,12 +135,47 @@ static int mem_insert(void *bd, const struct task_record *rec,
 	return 0;
 }
 
-static int mem_finish(void *bd, const struct task_record *rec)
+/* Drops tenant's oldest ended tasks but keep while they hold over max. */
+static unsigned mem_trim(struct mem *m, const char *tenant,
+                         const struct mem_task *keep, size_t max)
+{
+	unsigned dropped = 0;
+
+	for (;;) {
+		struct mem_task **oldest = NULL;
+		long long total = 0;
+
+		for (struct mem_task **pp = &m->head; *pp; pp = &(*pp)->next) {
+			struct mem_task *t = *pp;
+
+			if (strcmp(t->tenant, tenant) != 0 ||
+			    !task_status_final(t->r.status))
+				continue;
+			total += tasks_record_bytes(&t->r);
+			/* Newest first: on a tie the later one is older. */
+			if (t != keep &&
+			    (!oldest ||
+			     t->r.updated_ms <= (*oldest)->r.updated_ms))
+				oldest = pp;
+		}
+		if (total <= (long long)max || !oldest)
+			return dropped;
+		struct mem_task *gone = *oldest;
+
+		*oldest = gone->next;
+		mem_free(gone);
+		dropped++;
+	}
+}
+
+static int mem_finish(void *bd, const struct task_record *rec, size_t max_bytes,
+                      unsigned *dropped)
 {
 	struct mem_task *t = mem_find(bd, rec->id);
 	char *msg, *res, *err;
 	int r = 0;
 
+	*dropped = 0;
 	if (!t || task_status_final(t->r.status))
 		return -ENOENT;
 	msg = dup_or_null(rec->message, &r);
@@ -153,6 +195,8 @@ static int mem_finish(void *bd, const struct task_record *rec)
 	t->r.updated_ms = rec->updated_ms;
 	/* Kept for the retention after it ended. */
 	t->r.ttl_ms = rec->updated_ms - t->r.created_ms + rec->ttl_ms;
+	if (max_bytes)
+		*dropped = mem_trim(bd, t->tenant, t, max_bytes);
 	return 0;
 }
 
@@ -368,6 +412,7 @@ int tasks_finish(struct tasks *t, const char *id, enum task_status status,
 	struct task_record rec = {.status = status};
 	char big[512];
 	size_t max = t->cfg->task_result_max_bytes;
+	unsigned dropped = 0;
 	int r;
 
 	snprintf(rec.id, sizeof(rec.id), "%s", id);
@@ -391,8 +436,14 @@ int tasks_finish(struct tasks *t, const char *id, enum task_status status,
 	rec.updated_ms = tasks_now_ms();
 	rec.ttl_ms = (long long)t->cfg->task_retention_s * 1000;
 	pthread_mutex_lock(&t->lock);
-	r = t->be->finish(t->bd, &rec);
+	r = t->be->finish(t->bd, &rec, t->cfg->task_result_bytes_per_tenant,
+	                  &dropped);
 	pthread_mutex_unlock(&t->lock);
+	if (r == 0 && dropped)
+		log_info("task %.8s...: %u older ended task(s) of its token "
+		         "deleted to keep its results within "
+		         "MCP_TASK_RESULT_BYTES_PER_TENANT=%zu",
+		         id, dropped, t->cfg->task_result_bytes_per_tenant);
 	return r;
 }
 

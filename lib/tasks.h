@@ -16,10 +16,13 @@
  * are opened belonged to a daemon that stopped mid-run: it is marked failed
  * with that reason, never left running.
  *
- * Limits: results and errors above TASK_RESULT_MAX_BYTES are refused (the
- * task fails with a message saying so); a tenant keeps at most
- * TASK_MAX_PER_TENANT records, its oldest ended ones making room; ended
- * tasks are deleted TASK_RETENTION_SECONDS after they end.
+ * Limits: results and errors above MCP_TASK_RESULT_MAX_BYTES are refused
+ * (the task fails with a message saying so); a tenant keeps at most
+ * MCP_TASK_MAX_PER_TENANT records, its oldest ended ones making room, and
+ * its ended records together hold at most MCP_TASK_RESULT_BYTES_PER_TENANT
+ * bytes (message, result and error), its oldest ended ones making room for
+ * each task that ends; ended tasks are deleted MCP_TASK_RETENTION_SECONDS
+ * after they end.
  *
  * Threads: every function is thread-safe (one mutex, held across each
  * backend operation; backends never call back).
@@ -108,7 +111,9 @@ __attribute__((warn_unused_result)) int tasks_create(struct tasks *t,
  * be NULL) and, for completed, result (JSON text of the result object) or,
  * for failed, error (JSON text of the error object). A result or error
  * longer than the limit makes the task failed with a message saying so.
- * -ENOENT (no such task, or it has ended), -EIO, -ENOMEM.
+ * Then the tenant's oldest other ended tasks are deleted while its ended
+ * tasks hold more than MCP_TASK_RESULT_BYTES_PER_TENANT (0 in cfg: no
+ * bound). -ENOENT (no such task, or it has ended), -EIO, -ENOMEM.
  */
 __attribute__((warn_unused_result)) int
 tasks_finish(struct tasks *t, const char *id, enum task_status status,

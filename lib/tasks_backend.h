@@ -22,9 +22,14 @@ struct tasks_backend {
 	/*
 	 * Ends record r->id, which must not have ended (-ENOENT): sets status,
 	 * message, result, error and updated_ms, and a TTL that keeps it
-	 * r->ttl_ms after updated_ms.
+	 * r->ttl_ms after updated_ms; records its size (the bytes of
+	 * message, result and error). Then, when max_bytes is not 0, deletes
+	 * the oldest other ended records of the same tenant while the
+	 * tenant's ended records together are larger than max_bytes; *dropped
+	 * is their number. One transaction.
 	 */
-	int (*finish)(void *bd, const struct task_record *r);
+	int (*finish)(void *bd, const struct task_record *r, size_t max_bytes,
+	              unsigned *dropped);
 	/* Copies record id of tenant into out (owned strings); -ENOENT. */
 	int (*get)(void *bd, const char *tenant, const char *id,
 	           struct task_record *out);
@@ -63,5 +68,8 @@ struct tasks_backend {
 
 /* Wall clock in milliseconds since 1970. */
 long long tasks_now_ms(void);
+
+/* The bytes a record keeps: its message, result and error. */
+long long tasks_record_bytes(const struct task_record *r);
 
 #endif

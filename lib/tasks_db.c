@@ -55,8 +55,9 @@ static void bind_opt(struct store_stmt *s, int col, const char *v)
 }
 
 /*
- * Parameters 1-6 of an UPDATE that ends records as r says: "SET status = ?,
- * message = ?, error = ?, updated_ms = ?, ttl_ms = ? - created_ms + ?".
+ * Parameters 1-7 of an UPDATE that ends running records (no result) as r
+ * says: "SET status = ?, message = ?, error = ?, updated_ms = ?, ttl_ms = ?
+ * - created_ms + ?, bytes = ?".
  */
 static void bind_ending(struct store_stmt *s, const struct task_record *r)
 {
@@ -66,6 +67,7 @@ static void bind_ending(struct store_stmt *s, const struct task_record *r)
 	store_bind_int64(s, 4, r->updated_ms);
 	store_bind_int64(s, 5, r->updated_ms);
 	store_bind_int64(s, 6, r->ttl_ms);
+	store_bind_int64(s, 7, tasks_record_bytes(r));
 }
 
 /* Runs a write in a transaction of its own: fn fills and steps. */
@@ -121,14 +123,103 @@ static int db_insert(void *bd, const struct task_record *r, const char *tenant,
 	return write_tx(bd, do_insert, &a);
 }
 
+struct finish_args {
+	const struct task_record *r;
+	size_t max_bytes;
+	unsigned *dropped;
+};
+
+/*
+ * Deletes the oldest ended records of the tenant of record id, never id
+ * itself, while its ended records hold more than max bytes. The victims
+ * are read first and deleted after, one statement at a time.
+ */
+static int trim_tenant(struct store_tx *tx, const char *id, size_t max,
+                       unsigned *dropped)
+{
+	static const char total_sql[] =
+	    "SELECT tenant, (SELECT coalesce(sum(o.bytes), 0) FROM "
+	    "task_records o WHERE o.tenant = t.tenant AND o.status NOT IN "
+	    "('working', 'input_required')) FROM task_records t WHERE id = ?";
+	static const char pick_sql[] =
+	    "SELECT id, bytes FROM task_records WHERE tenant = ? AND id <> ? "
+	    "AND status NOT IN ('working', 'input_required') "
+	    "ORDER BY updated_ms, rowid";
+	static const char drop_sql[] = "DELETE FROM task_records WHERE id = ?";
+	struct store_stmt *s = store_stmt(tx, total_sql);
+	char(*ids)[TASK_ID_LEN + 1] = NULL;
+	size_t n = 0, cap = 0;
+	char *tenant = NULL;
+	long long total;
+	int r;
+
+	if (!s)
+		return -EIO;
+	store_bind_text(s, 1, id);
+	r = store_step(tx, s);
+	if (r != 1)
+		return r < 0 ? r : -ENOENT;
+	tenant = strdup(store_col_text(s, 0) ? store_col_text(s, 0) : "");
+	total = store_col_int64(s, 1);
+	if (!tenant)
+		return -ENOMEM;
+	if (total <= (long long)max)
+		goto out;
+	s = store_stmt(tx, pick_sql);
+	if (!s) {
+		r = -EIO;
+		goto out;
+	}
+	store_bind_text(s, 1, tenant);
+	store_bind_text(s, 2, id);
+	while (total > (long long)max && (r = store_step(tx, s)) == 1) {
+		const char *victim = store_col_text(s, 0);
+
+		if (!victim || strlen(victim) != TASK_ID_LEN)
+			continue;
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 16;
+			void *p = realloc(ids, ncap * sizeof(*ids));
+
+			if (!p) {
+				r = -ENOMEM;
+				goto out;
+			}
+			ids = p;
+			cap = ncap;
+		}
+		memcpy(ids[n++], victim, TASK_ID_LEN + 1);
+		total -= store_col_int64(s, 1);
+	}
+	if (r < 0)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		s = store_stmt(tx, drop_sql);
+		if (!s) {
+			r = -EIO;
+			goto out;
+		}
+		store_bind_text(s, 1, ids[i]);
+		if ((r = store_run(tx, s)) < 0)
+			goto out;
+	}
+	*dropped = (unsigned)n;
+out:
+	free(ids);
+	free(tenant);
+	return r < 0 ? r : 0;
+}
+
 /* Only a record that has not ended (working, input_required) ends. */
 static int do_finish(struct store_tx *tx, const void *arg)
 {
 	static const char sql[] =
 	    "UPDATE task_records SET status = ?, message = ?, result = ?, "
-	    "error = ?, updated_ms = ?, ttl_ms = ? - created_ms + ? "
+	    "error = ?, updated_ms = ?, ttl_ms = ? - created_ms + ?, "
+	    "bytes = ? "
 	    "WHERE id = ? AND status IN ('working', 'input_required')";
-	const struct task_record *r = arg;
+	const struct finish_args *a = arg;
+	const struct task_record *r = a->r;
 	struct store_stmt *s = store_stmt(tx, sql);
 	int rc;
 
@@ -141,16 +232,27 @@ static int do_finish(struct store_tx *tx, const void *arg)
 	store_bind_int64(s, 5, r->updated_ms);
 	store_bind_int64(s, 6, r->updated_ms);
 	store_bind_int64(s, 7, r->ttl_ms);
-	store_bind_text(s, 8, r->id);
+	store_bind_int64(s, 8, tasks_record_bytes(r));
+	store_bind_text(s, 9, r->id);
 	rc = store_run(tx, s);
 	if (rc == 0 && store_changes(tx) == 0)
 		rc = -ENOENT;
+	if (rc == 0 && a->max_bytes)
+		rc = trim_tenant(tx, r->id, a->max_bytes, a->dropped);
 	return rc;
 }
 
-static int db_finish(void *bd, const struct task_record *r)
+static int db_finish(void *bd, const struct task_record *r, size_t max_bytes,
+                     unsigned *dropped)
 {
-	return write_tx(bd, do_finish, r);
+	struct finish_args a = {r, max_bytes, dropped};
+	int rc;
+
+	*dropped = 0;
+	rc = write_tx(bd, do_finish, &a);
+	if (rc < 0)
+		*dropped = 0;
+	return rc;
 }
 
 static int db_get(void *bd, const char *tenant, const char *id,
@@ -270,7 +372,7 @@ static int do_fail_running(struct store_tx *tx, const void *arg)
 {
 	static const char sql[] =
 	    "UPDATE task_records SET status = ?, message = ?, error = ?, "
-	    "updated_ms = ?, ttl_ms = ? - created_ms + ? "
+	    "updated_ms = ?, ttl_ms = ? - created_ms + ?, bytes = ? "
 	    "WHERE status IN ('working', 'input_required') AND owner = ?";
 	const struct task_record *r = arg;
 	struct store_stmt *s = store_stmt(tx, sql);
@@ -279,7 +381,7 @@ static int do_fail_running(struct store_tx *tx, const void *arg)
 	if (!s)
 		return -EIO;
 	bind_ending(s, r);
-	store_bind_text(s, 7, r->owner);
+	store_bind_text(s, 8, r->owner);
 	rc = store_run(tx, s);
 	if (rc == 0 && store_changes(tx) > 0)
 		log_warnx("%lld task(s) were still running when the daemon "
@@ -393,7 +495,7 @@ static int do_heartbeat(struct store_tx *tx, const void *arg)
 	 * was not seen within the lease (or never: its row is missing). */
 	static const char fail[] =
 	    "UPDATE task_records SET status = ?, message = ?, error = ?, "
-	    "updated_ms = ?, ttl_ms = ? - created_ms + ? "
+	    "updated_ms = ?, ttl_ms = ? - created_ms + ?, bytes = ? "
 	    "WHERE status IN ('working', 'input_required') AND owner <> '' "
 	    "AND owner <> ? AND NOT EXISTS (SELECT 1 FROM task_replicas "
 	    "WHERE name = task_records.owner AND seen_ms >= ?)";
@@ -411,8 +513,8 @@ static int do_heartbeat(struct store_tx *tx, const void *arg)
 	if (!s)
 		return -EIO;
 	bind_ending(s, a->r);
-	store_bind_text(s, 7, a->owner);
-	store_bind_int64(s, 8, a->now_ms - a->lease_ms);
+	store_bind_text(s, 8, a->owner);
+	store_bind_int64(s, 9, a->now_ms - a->lease_ms);
 	if ((r = store_run(tx, s)) < 0)
 		return r;
 	*a->n = store_changes(tx);

@@ -92,6 +92,25 @@
 	"CREATE TABLE task_replicas (name TEXT PRIMARY KEY, "                  \
 	"seen_ms BIGINT NOT NULL);"
 
+/*
+ * The bytes each record keeps (message, result and error), so a tenant's
+ * ended records can be held to MCP_TASK_RESULT_BYTES_PER_TENANT; records
+ * from before it get their size here. Never edit.
+ */
+#define TASKS_DB_MIGRATION_3                                                   \
+	"ALTER TABLE task_records ADD COLUMN bytes INTEGER NOT NULL "          \
+	"DEFAULT 0;"                                                           \
+	"UPDATE task_records SET bytes = "                                     \
+	"coalesce(length(CAST(message AS BLOB)), 0) + "                        \
+	"coalesce(length(CAST(result AS BLOB)), 0) + "                         \
+	"coalesce(length(CAST(error AS BLOB)), 0);"
+#define TASKS_DB_MIGRATION_3_PG                                                \
+	"ALTER TABLE task_records ADD COLUMN bytes BIGINT NOT NULL "           \
+	"DEFAULT 0;"                                                           \
+	"UPDATE task_records SET bytes = coalesce(octet_length(message), 0) "  \
+	"+ coalesce(octet_length(result), 0) + "                               \
+	"coalesce(octet_length(error), 0);"
+
 /* The backend; its data comes from tasks_db_open. */
 extern const struct tasks_backend tasks_db_backend;
 

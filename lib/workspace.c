@@ -280,9 +280,12 @@ void workspace_remove_data(struct workspace_mgr *m, const char *name, bool loop)
 	(void)!fstree_remove(m->wsfd, name);
 }
 
-/* Creates a workspace; the count is already reserved by the caller. */
+/*
+ * Creates a workspace of tenant fp ("" for none); the count is already
+ * reserved by the caller.
+ */
 static int create_workspace(struct workspace_mgr *m, struct ws_entry *e,
-                            char *err, size_t errlen)
+                            const char *fp, char *err, size_t errlen)
 {
 	const struct config *cfg = m->cfg;
 	char dir[400], img[400], why[512];
@@ -346,6 +349,11 @@ static int create_workspace(struct workspace_mgr *m, struct ws_entry *e,
 		r = -errno;
 		goto undo;
 	}
+	/* Whose it is, for the per-tenant count after a restart. */
+	if (fp[0] && workspace_marker_write_tenant(fd, fp) < 0)
+		log_warn("workspace %.12s: cannot record its tenant; it "
+		         "counts for its tenant again when next opened",
+		         e->name);
 	close(fd);
 	log_info("workspace %.12s created (%s)", e->name,
 	         m->loop ? "loop image" : "plain directory");
@@ -363,9 +371,45 @@ undo:
 	return r;
 }
 
-/* Brings an entry to ready: creates, recreates or mounts as needed. */
+/*
+ * For a workspace made before markers named their tenant: records the
+ * tenant opening it (fp; the name says it is theirs) in its marker and
+ * counts it for that tenant.
+ */
+static void note_owner(struct workspace_mgr *m, struct ws_entry *e,
+                       const char *fp)
+{
+	char have[WS_TENANT_FP_LEN + 1];
+	int fd;
+
+	if (workspace_marker_tenant(m, e->name, have) < 0)
+		return;
+	if (have[0] || !fp || !fp[0])
+		return;
+	fd = openat(m->metafd, e->name, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || workspace_marker_write_tenant(fd, fp) < 0) {
+		log_warn("workspace %.12s: cannot record its tenant", e->name);
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	close(fd);
+	pthread_mutex_lock(&m->mu);
+	if (workspace_tenant_add(m, fp, 1) < 0)
+		log_warnx("workspace %.12s: out of memory counting its tenant",
+		          e->name);
+	pthread_mutex_unlock(&m->mu);
+	log_info("workspace %.12s (made before workspaces named their "
+	         "tenant) now counts for tenant %.8s",
+	         e->name, fp);
+}
+
+/*
+ * Brings an entry to ready: creates, recreates or mounts as needed. fp is
+ * the opening tenant's fingerprint (NULL when opened by name).
+ */
 static int prepare(struct workspace_mgr *m, struct ws_entry *e, bool create,
-                   char *err, size_t errlen)
+                   const char *fp, char *err, size_t errlen)
 {
 	const struct config *cfg = m->cfg;
 	uid_t uid;
@@ -375,7 +419,15 @@ static int prepare(struct workspace_mgr *m, struct ws_entry *e, bool create,
 	if (!workspace_marker_exists(m, e->name)) {
 		if (!create)
 			return -ENOENT;
+		if (!fp)
+			fp = "";
 		pthread_mutex_lock(&m->mu);
+		/* Its own cap first: what the tenant can act on. */
+		if (fp[0] &&
+		    (r = workspace_tenant_may_create(m, fp, err, errlen)) < 0) {
+			pthread_mutex_unlock(&m->mu);
+			return r;
+		}
 		if (m->count >= cfg->max_workspaces) {
 			pthread_mutex_unlock(&m->mu);
 			log_warnx("workspace cap of %u reached",
@@ -389,16 +441,22 @@ static int prepare(struct workspace_mgr *m, struct ws_entry *e, bool create,
 			    cfg->max_workspaces, cfg->retention_hours);
 			return -ENOSPC;
 		}
+		if (workspace_tenant_add(m, fp, 1) < 0) {
+			pthread_mutex_unlock(&m->mu);
+			return -ENOMEM;
+		}
 		m->count++;
 		pthread_mutex_unlock(&m->mu);
-		r = create_workspace(m, e, err, errlen);
+		r = create_workspace(m, e, fp, err, errlen);
 		if (r < 0) {
 			pthread_mutex_lock(&m->mu);
 			m->count--;
+			(void)!workspace_tenant_add(m, fp, -1);
 			pthread_mutex_unlock(&m->mu);
 		}
 		return r;
 	}
+	note_owner(m, e, fp);
 	e->loop = workspace_image_exists(m, e->name);
 	if (e->loop) {
 		if (!m->loop) {
@@ -431,7 +489,8 @@ static int prepare(struct workspace_mgr *m, struct ws_entry *e, bool create,
 /* ---- opening and closing ----------------------------------------------- */
 
 static int acquire(struct workspace_mgr *m, const char *name, bool create,
-                   struct ws_entry **out, char *err, size_t errlen)
+                   const char *fp, struct ws_entry **out, char *err,
+                   size_t errlen)
 {
 	struct ws_entry *e;
 	int r = 0;
@@ -448,7 +507,7 @@ static int acquire(struct workspace_mgr *m, const char *name, bool create,
 	if (!e->ready) {
 		e->busy = true;
 		pthread_mutex_unlock(&m->mu);
-		r = prepare(m, e, create, err, errlen);
+		r = prepare(m, e, create, fp, err, errlen);
 		pthread_mutex_lock(&m->mu);
 		e->busy = false;
 		e->ready = r == 0;
@@ -478,15 +537,15 @@ static void release(struct workspace_mgr *m, struct ws_entry *e, bool unlock)
 }
 
 static int open_handle(struct workspace_mgr *m, const char *name, bool create,
-                       const char *conv, struct workspace **out, char *err,
-                       size_t errlen)
+                       const char *fp, const char *conv, struct workspace **out,
+                       char *err, size_t errlen)
 {
 	struct workspace *ws;
 	struct ws_entry *e;
 	struct stat self, parent;
 	int r;
 
-	r = acquire(m, name, create, &e, err, errlen);
+	r = acquire(m, name, create, fp, &e, err, errlen);
 	if (r < 0)
 		return r;
 	ws = calloc(1, sizeof(*ws));
@@ -537,7 +596,7 @@ int workspace_open(struct workspace_mgr *mgr, const char *tenant,
                    const char *conversation_id, bool create,
                    struct workspace **out, char *err, size_t errlen)
 {
-	char name[WORKSPACE_NAME_LEN + 1];
+	char name[WORKSPACE_NAME_LEN + 1], fp[WS_TENANT_FP_LEN + 1];
 	int r;
 
 	*out = NULL;
@@ -547,9 +606,11 @@ int workspace_open(struct workspace_mgr *mgr, const char *tenant,
 	if (r < 0)
 		return r;
 	workspace_name_for(mgr, tenant, conversation_id, name);
-	if (!name[0])
+	workspace_tenant_fp(mgr, tenant ? tenant : "", fp);
+	if (!name[0] || !fp[0])
 		return -ENOMEM;
-	r = open_handle(mgr, name, create, conversation_id, out, err, errlen);
+	r = open_handle(mgr, name, create, fp, conversation_id, out, err,
+	                errlen);
 	if (r == -ENOENT && err && errlen && !err[0])
 		errmsg_set(
 		    err, errlen,
@@ -569,7 +630,7 @@ int workspace_open_by_name(struct workspace_mgr *mgr, const char *name,
 	*out = NULL;
 	if (!name || !workspace_is_name(name))
 		return -ENOENT;
-	return open_handle(mgr, name, false, NULL, out, NULL, 0);
+	return open_handle(mgr, name, false, NULL, NULL, out, NULL, 0);
 }
 
 void workspace_close(struct workspace *ws)

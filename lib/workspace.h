@@ -39,6 +39,23 @@ workspace_mgr_create(const struct config *cfg, struct workspace_mgr **out,
 void workspace_mgr_destroy(struct workspace_mgr *mgr);
 
 /*
+ * The start-up check of disk space: true when max_count workspaces of
+ * quota_bytes each could hold more than free_bytes (the free space of
+ * SANDBOX_ROOT=root), with a message for the operator in msg saying which
+ * settings to lower and to what. Pure.
+ */
+bool workspace_disk_advice(unsigned max_count, unsigned long long quota_bytes,
+                           unsigned long long free_bytes, const char *root,
+                           char *msg, size_t msglen);
+
+/*
+ * The number of tenants WORKSPACE_MAX_PER_TENANT=0 divides
+ * WORKSPACE_MAX_COUNT among: the distinct tenant names of the configured
+ * tokens, at least 1 (MCP_AUTH=none and --stdio have one tenant).
+ */
+unsigned workspace_tenants_of(const struct config *cfg);
+
+/*
  * The workspace name (64 hex characters + NUL) of (tenant, conversation_id).
  * Pure; exposed for tests and for building URLs. On an internal failure
  * (out of memory in OpenSSL) out is the empty string.
@@ -58,8 +75,13 @@ workspace_check_conversation_id(const char *id, char *err, size_t errlen);
  * Opens the workspace of (tenant, conversation_id), creating it when
  * create is true (-ENOENT otherwise if absent). Returns 0 and a handle the
  * caller owns (release with workspace_close), -EINVAL for a bad id,
- * -ENOSPC when the global workspace cap is reached, or another negative
- * errno; err says what to do.
+ * -EDQUOT when the tenant keeps WORKSPACE_MAX_PER_TENANT workspaces already,
+ * -EAGAIN when it creates them faster than WORKSPACE_CREATE_BURST and
+ * WORKSPACE_CREATE_PER_HOUR allow, -ENOSPC when the global workspace cap is
+ * reached, or another negative errno; err says what to do. The marker of
+ * a new workspace records a keyed fingerprint of its tenant, so the
+ * per-tenant count survives a restart; one made by an older version
+ * counts for its tenant from the first time that tenant opens it.
  */
 __attribute__((warn_unused_result)) int
 workspace_open(struct workspace_mgr *mgr, const char *tenant,
@@ -141,7 +163,8 @@ const struct config *workspace_mgr_config(const struct workspace_mgr *mgr);
 
 /*
  * An http_health_fn (data is the manager): adds "workspaces": {count, max,
- * mounted, quotaMode} to the /healthz document. Never degraded.
+ * maxPerTenant, mounted, quotaMode} to the /healthz document. Never
+ * degraded.
  */
 bool workspace_mgr_health(void *data, cJSON *health);
 

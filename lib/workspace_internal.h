@@ -11,6 +11,7 @@
  * Locking: mgr->mu guards the entry list, every entry's fields and
  * mgr->count; slow work on an entry happens outside it with the entry
  * marked busy (see workspace.c). Functions below say when they need it.
+ * workspace_tenant.c owns tenant fingerprints and per-tenant limits.
  */
 #ifndef MCPSD_WORKSPACE_INTERNAL_H
 #define MCPSD_WORKSPACE_INTERNAL_H
@@ -23,7 +24,11 @@
 #include <openssl/evp.h>
 
 #include "config.h"
+#include "ratelimit.h"
 #include "workspace.h"
+
+/* A tenant's fingerprint: 32 hex characters of a keyed hash of its name. */
+#define WS_TENANT_FP_LEN 32
 
 struct ws_entry {
 	struct ws_entry *next;
@@ -39,11 +44,21 @@ struct ws_entry {
 	long long idle_since; /* monotonic ms when refs last fell to 0 */
 };
 
+/* How many workspaces one tenant has (counted like mgr->count). */
+struct ws_tenant {
+	char fp[WS_TENANT_FP_LEN + 1];
+	unsigned count;
+};
+
 struct workspace_mgr {
 	const struct config *cfg;
 	EVP_MAC *mac;
 	unsigned char key[32];
-	bool loop; /* the quota mode in effect */
+	unsigned char tenant_key[32]; /* for tenant fingerprints */
+	unsigned per_tenant_max;      /* WORKSPACE_MAX_PER_TENANT resolved */
+	unsigned n_config_tenants;    /* distinct configured tenant names */
+	struct ratelimit *create_rl;  /* creations per tenant, or NULL */
+	bool loop;                    /* the quota mode in effect */
 	int rootfd, wsfd, metafd, imgfd, lockfd;
 	int replica_lockfd; /* .lock.<MCP_REPLICA_NAME>, or -1 */
 	char ws_path[300], img_path[300];
@@ -52,6 +67,12 @@ struct workspace_mgr {
 	struct ws_entry *entries;
 	unsigned count; /* complete workspaces on disk, plus reservations */
 	unsigned sweep_gen;
+	/*
+	 * Workspaces per tenant (of count; those made before markers named
+	 * their tenant count for nobody until their tenant opens them).
+	 */
+	struct ws_tenant *tenants;
+	size_t n_tenants, cap_tenants;
 };
 
 struct workspace {
@@ -77,6 +98,48 @@ struct ws_entry *workspace_entry_get(struct workspace_mgr *m, const char *name);
 
 /* Frees an entry nobody needs. Called with the lock held. */
 void workspace_entry_maybe_free(struct workspace_mgr *m, struct ws_entry *e);
+
+/* The fingerprint of tenant (WS_TENANT_FP_LEN hex + NUL; "" on failure). */
+void workspace_tenant_fp(const struct workspace_mgr *m, const char *tenant,
+                         char out[WS_TENANT_FP_LEN + 1]);
+
+/*
+ * The tenant fingerprint a marker records into fp ("" for a marker from
+ * before tenants were recorded, or an unreadable one). 0, or -ENOENT when
+ * there is no marker.
+ */
+int workspace_marker_tenant(struct workspace_mgr *m, const char *name,
+                            char fp[WS_TENANT_FP_LEN + 1]);
+
+/* Writes fp into the marker open as fd (in place). 0 or a negative errno. */
+int workspace_marker_write_tenant(int fd, const char *fp);
+
+/*
+ * Adds delta to the count of tenant fp ("" is nobody: nothing happens).
+ * -ENOMEM when a new tenant cannot be recorded. Called with the lock held.
+ */
+int workspace_tenant_add(struct workspace_mgr *m, const char *fp, int delta);
+
+/*
+ * Whether tenant fp may create one more workspace now; if not, a message
+ * for the model in err and -EDQUOT (at its cap) or -EAGAIN (too fast).
+ * Takes a token of the creation rate when it may. Called with the lock
+ * held.
+ */
+int workspace_tenant_may_create(struct workspace_mgr *m, const char *fp,
+                                char *err, size_t errlen);
+
+/*
+ * Start-up: resolves the per-tenant cap and creates the rate limiter
+ * (m->cfg and m->tenant_key set). -ENOMEM with err.
+ */
+int workspace_tenants_setup(struct workspace_mgr *m, char *err, size_t errlen);
+
+/* Frees what workspace_tenants_setup and the counts hold. */
+void workspace_tenants_finish(struct workspace_mgr *m);
+
+/* Logs a warning when the workspaces allowed could outgrow the disk. */
+void workspace_check_disk(struct workspace_mgr *m);
 
 /* Whether the marker (meta/<name>) or the image (images/<name>.img) exists. */
 bool workspace_marker_exists(struct workspace_mgr *m, const char *name);

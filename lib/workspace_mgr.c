@@ -40,6 +40,7 @@
 #define PROBE_BYTES (16ULL * 1024 * 1024)
 
 static const char name_purpose[] = "mcp-sandboxd workspace name v1";
+static const char tenant_purpose[] = "mcp-sandboxd workspace tenant v1";
 
 /* ---- accessors and health ---------------------------------------------- */
 
@@ -69,6 +70,7 @@ bool workspace_mgr_health(void *data, cJSON *health)
 		return true;
 	cJSON_AddNumberToObject(o, "count", count);
 	cJSON_AddNumberToObject(o, "max", m->cfg->max_workspaces);
+	cJSON_AddNumberToObject(o, "maxPerTenant", m->per_tenant_max);
 	cJSON_AddNumberToObject(o, "mounted", mounted);
 	cJSON_AddStringToObject(o, "quotaMode", workspace_mgr_quota_mode(m));
 	return true;
@@ -117,8 +119,9 @@ static bool expired(struct workspace_mgr *m, const char *name)
 /* Deletes one expired workspace unless it is in use. Returns 1 if so. */
 static int try_delete(struct workspace_mgr *m, const char *name)
 {
+	char fp[WS_TENANT_FP_LEN + 1] = "";
 	struct ws_entry *e;
-	int r;
+	int r = 1;
 
 	pthread_mutex_lock(&m->mu);
 	e = workspace_entry_get(m, name);
@@ -131,12 +134,18 @@ static int try_delete(struct workspace_mgr *m, const char *name)
 	e->busy = true;
 	pthread_mutex_unlock(&m->mu);
 	/* Used between the scan and the claim? Then it stays. */
-	r = expired(m, name) ? delete_workspace(m, e) : 1;
+	if (expired(m, name)) {
+		/* Whose it was, read before the marker goes. */
+		(void)!workspace_marker_tenant(m, name, fp);
+		r = delete_workspace(m, e);
+	}
 	pthread_mutex_lock(&m->mu);
 	e->busy = false;
 	e->ready = false;
 	if (r == 0 && m->count)
 		m->count--;
+	if (r == 0)
+		(void)!workspace_tenant_add(m, fp, -1);
 	pthread_cond_broadcast(&m->cond);
 	workspace_entry_maybe_free(m, e);
 	pthread_mutex_unlock(&m->mu);
@@ -475,8 +484,20 @@ static int recover(struct workspace_mgr *m)
 			close(fd);
 		return -errno;
 	}
-	while ((de = readdir(d)))
-		m->count += workspace_is_name(de->d_name);
+	while ((de = readdir(d))) {
+		char fp[WS_TENANT_FP_LEN + 1];
+
+		if (!workspace_is_name(de->d_name))
+			continue;
+		m->count++;
+		/* Markers of older versions name nobody: counted when their
+		 * tenant next opens them (workspace.c, note_owner). */
+		if (workspace_marker_tenant(m, de->d_name, fp) == 0 &&
+		    workspace_tenant_add(m, fp, 1) < 0) {
+			closedir(d);
+			return -ENOMEM;
+		}
+	}
 	closedir(d);
 
 	fd = openat(m->wsfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -576,6 +597,17 @@ int workspace_mgr_create(const struct config *cfg, struct workspace_mgr **out,
 		                "cannot derive the workspace name key");
 		goto fail;
 	}
+	if (!HMAC(EVP_sha256(), cfg->file_secret, (int)cfg->file_secret_len,
+	          (const unsigned char *)tenant_purpose,
+	          sizeof(tenant_purpose) - 1, m->tenant_key, &klen) ||
+	    klen != sizeof(m->tenant_key)) {
+		r = errmsg_fail(-EIO, err, errlen,
+		                "cannot derive the workspace tenant key");
+		goto fail;
+	}
+	r = workspace_tenants_setup(m, err, errlen);
+	if (r < 0)
+		goto fail;
 	m->mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
 	if (!m->mac) {
 		r = errmsg_fail(-EIO, err, errlen, "OpenSSL has no HMAC");
@@ -597,6 +629,17 @@ int workspace_mgr_create(const struct config *cfg, struct workspace_mgr **out,
 	         "deleted after %u hours without use",
 	         m->count, cfg->max_workspaces, cfg->sandbox_root,
 	         cfg->sandbox_host_path, cfg->retention_hours);
+	log_info("workspaces per tenant: at most %u (WORKSPACE_MAX_PER_TENANT"
+	         "%s, %u tenant(s)); new ones %s",
+	         m->per_tenant_max,
+	         cfg->workspace_max_per_tenant
+	             ? ""
+	             : "=0: a share of WORKSPACE_MAX_COUNT",
+	         m->n_config_tenants,
+	         m->create_rl ? "rate-limited (WORKSPACE_CREATE_BURST, "
+	                        "WORKSPACE_CREATE_PER_HOUR)"
+	                      : "not rate-limited");
+	workspace_check_disk(m);
 	*out = m;
 	return 0;
 fail:
@@ -637,7 +680,9 @@ void workspace_mgr_destroy(struct workspace_mgr *mgr)
 	if (mgr->replica_lockfd >= 0)
 		close(mgr->replica_lockfd);
 	EVP_MAC_free(mgr->mac);
+	workspace_tenants_finish(mgr);
 	OPENSSL_cleanse(mgr->key, sizeof(mgr->key));
+	OPENSSL_cleanse(mgr->tenant_key, sizeof(mgr->tenant_key));
 	pthread_cond_destroy(&mgr->cond);
 	pthread_mutex_destroy(&mgr->mu);
 	free(mgr);

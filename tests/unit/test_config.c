@@ -164,6 +164,41 @@ static void test_swarm_constraints(void)
 	clear_env();
 }
 
+/*
+ * The per-tenant settings of issue 19: defaults, and a bound on task
+ * results per token that could not hold one result is refused.
+ */
+static void test_tenant_settings(void)
+{
+	struct config c;
+	char err[1024];
+
+	setenv("MCP_API_TOKEN", "0123456789abcdef0123", 1);
+	setenv("FILE_SECRET", "00112233445566778899aabbccddeeff", 1);
+	is_int(load(&c, NULL, err, sizeof(err)), 0, "defaults load");
+	ok(c.workspace_max_per_tenant == 0 && c.workspace_create_burst == 30 &&
+	       c.workspace_create_per_hour == 300 &&
+	       c.task_result_bytes_per_tenant == 128u * 1024 * 1024,
+	   "WORKSPACE_MAX_PER_TENANT=0, WORKSPACE_CREATE_BURST=30, "
+	   "WORKSPACE_CREATE_PER_HOUR=300, MCP_TASK_RESULT_BYTES_PER_TENANT="
+	   "128m");
+	config_finish(&c);
+	setenv("MCP_TASK_RESULT_BYTES_PER_TENANT", "4m", 1);
+	ok(load(&c, NULL, err, sizeof(err)) < 0 &&
+	       strstr(err, "MCP_TASK_RESULT_BYTES_PER_TENANT=4194304 is below "
+	                   "MCP_TASK_RESULT_MAX_BYTES=8388608"),
+	   "a bound below one result is refused: %s", err);
+	config_finish(&c);
+	setenv("WORKSPACE_CREATE_BURST", "0", 1);
+	unsetenv("MCP_TASK_RESULT_BYTES_PER_TENANT");
+	ok(load(&c, NULL, err, sizeof(err)) < 0 &&
+	       strstr(err, "WORKSPACE_CREATE_BURST='0'"),
+	   "a burst of 0 is refused: %s", err);
+	config_finish(&c);
+	unsetenv("WORKSPACE_CREATE_BURST");
+	clear_env();
+}
+
 int main(void)
 {
 	struct config c;
@@ -369,5 +404,6 @@ int main(void)
 	test_replica_name();
 	test_print_secrets();
 	test_swarm_constraints();
+	test_tenant_settings();
 	return tap_done();
 }

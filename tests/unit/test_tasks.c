@@ -4,8 +4,10 @@
  * it ends once, with a result or an error that comes back as stored; a
  * result over the limit fails the task with a message; a tenant at its cap
  * makes room by dropping its oldest ended task and is refused when none has
- * ended; ids are unguessable and distinct; expired tasks are swept. The
- * same contract holds for both backends: in memory and in the store
+ * ended; a tenant's ended tasks hold at most MCP_TASK_RESULT_BYTES_PER_TENANT
+ * bytes, its oldest ended ones (never a running one, never another
+ * tenant's) making room; ids are unguessable and distinct; expired tasks are
+ * swept. The same contract holds for both backends: in memory and in the store
  * (test_tasks_db covers what only the store does: restarts, crashes).
  * Replicas sharing one store (two connections, as two daemons): each
  * record names its replica, a cancel asked through one reaches the other,
@@ -116,6 +118,93 @@ static void contract(struct store *st)
 	tasks_close(t);
 }
 
+/* A task of tenant ended with a result of n bytes; its id in id. */
+static void ended(struct tasks *t, const char *tenant, size_t n,
+                  char id[TASK_ID_LEN + 1])
+{
+	struct task_record a;
+	char *res = malloc(n + 1);
+
+	id[0] = '\0';
+	if (!res || tasks_create(t, tenant, "run_code", &a) < 0) {
+		ok(false, "task of %s created", tenant);
+		free(res);
+		return;
+	}
+	memset(res, 'r', n);
+	res[n] = '\0';
+	ok(tasks_finish(t, a.id, TASK_COMPLETED, NULL, res, NULL) == 0,
+	   "a task of %s ends with %zu bytes", tenant, n);
+	memcpy(id, a.id, TASK_ID_LEN + 1);
+	task_record_finish(&a);
+	free(res);
+}
+
+static bool found(struct tasks *t, const char *tenant, const char *id)
+{
+	struct task_record g;
+	bool there = tasks_get(t, tenant, id, &g) == 0;
+
+	task_record_finish(&g);
+	return there;
+}
+
+/*
+ * MCP_TASK_RESULT_BYTES_PER_TENANT: a token's ended tasks hold at most that
+ * many bytes; the oldest ended ones make room, never a running one, never
+ * another token's.
+ */
+static void byte_bound(struct store *st)
+{
+	struct config saved = cfg;
+	char a[TASK_ID_LEN + 1], b[TASK_ID_LEN + 1], c[TASK_ID_LEN + 1],
+	    d[TASK_ID_LEN + 1], f[TASK_ID_LEN + 1], x[TASK_ID_LEN + 1];
+	struct task_record e, g;
+	struct tasks *t;
+	char err[256];
+
+	printf("# result bytes per tenant, backend: %s\n",
+	       st ? "store" : "memory");
+	cfg.task_retention_s = 60;
+	cfg.task_result_max_bytes = 4096;
+	cfg.task_max_per_tenant = 100;
+	cfg.task_result_bytes_per_tenant = 10000;
+	is_int(tasks_open(&cfg, st, &t, err, sizeof(err)), 0, "records open");
+	ended(t, "carol", 3000, a);
+	ended(t, "carol", 3000, b);
+	ended(t, "carol", 3000, c);
+	ok(found(t, "carol", a) && found(t, "carol", b) && found(t, "carol", c),
+	   "9000 bytes of 10000: all three kept");
+	ended(t, "dave", 3000, x);
+	ended(t, "carol", 3000, d);
+	ok(!found(t, "carol", a),
+	   "a fourth of 3000 bytes: the oldest ended one made room");
+	ok(found(t, "carol", b) && found(t, "carol", c) && found(t, "carol", d),
+	   "the three newest stay (9000 bytes)");
+	ok(found(t, "dave", x), "another token's task is not touched");
+
+	is_int(tasks_create(t, "carol", "run_code", &e), 0,
+	       "a task that runs on");
+	ended(t, "carol", 4096, f);
+	ok(!found(t, "carol", b) && !found(t, "carol", c),
+	   "4096 more bytes: the two oldest ended ones made room");
+	ok(found(t, "carol", d) && found(t, "carol", f),
+	   "the newest two stay (7096 bytes)");
+	is_int(tasks_get(t, "carol", e.id, &g), 0,
+	       "the running task is never dropped");
+	is_int(g.status, TASK_WORKING, "and still works");
+	task_record_finish(&g);
+	is_int(tasks_finish(t, e.id, TASK_FAILED, "it broke", NULL,
+	                    "{\"code\":-32603,\"message\":\"it broke\"}"),
+	       0, "it fails with a short error");
+	ok(found(t, "carol", d) && found(t, "carol", f) &&
+	       found(t, "carol", e.id),
+	   "a small error makes no one leave (7096 + its bytes)");
+	task_record_finish(&e);
+	tasks_close(t);
+	cfg = saved;
+}
+
 /* Two replicas, r1 and r2, on two connections to the store at where. */
 static void replicas(const char *where)
 {
@@ -210,23 +299,28 @@ int main(void)
 		printf("# PostgreSQL\n");
 		ok(store_open(url, &st, err, sizeof(err)) == 0,
 		   "store opens (%s)", err);
-		if (st)
+		if (st) {
 			contract(st);
+			byte_bound(st);
+		}
 		store_close(st);
 		replicas(url);
 		return tap_done();
 	}
 	contract(NULL);
+	byte_bound(NULL);
 	if (!mkdtemp(dir)) {
 		perror("mkdtemp");
 		return 1;
 	}
 	snprintf(p, sizeof(p), "%s/state.db", dir);
 	is_int(store_open(p, &st, err, sizeof(err)), 0, "store opens");
-	if (st)
+	if (st) {
 		contract(st);
-	else
+		byte_bound(st);
+	} else {
 		printf("# %s\n", err);
+	}
 	store_close(st);
 	replicas(p);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);

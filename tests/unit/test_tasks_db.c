@@ -22,10 +22,12 @@
 #include <cjson/cJSON.h>
 
 #include "config.h"
+#include "budget.h"
 #include "oauth_db.h"
 #include "store.h"
 #include "tap.h"
 #include "tasks.h"
+#include "tasks_db.h"
 
 static struct config cfg;
 static char dir[64];
@@ -322,6 +324,98 @@ static void test_upgrade(void)
 	close_both(t, st);
 }
 
+/*
+ * A store of schema 4 (before task sizes were recorded) with ended tasks:
+ * the upgrade gives each row its size in bytes (not characters), so the
+ * bound per tenant counts them.
+ */
+static void test_upgrade_bytes(void)
+{
+	static const struct store_migration v4[] = {
+	    {1, "oauth", OAUTH_DB_MIGRATION_1, OAUTH_DB_MIGRATION_1_PG},
+	    {2, "tasks", TASKS_DB_MIGRATION_1, TASKS_DB_MIGRATION_1_PG},
+	    {3, "budget", BUDGET_MIGRATION_1, BUDGET_MIGRATION_1_PG},
+	    {4, "tasks", TASKS_DB_MIGRATION_2, TASKS_DB_MIGRATION_2_PG},
+	};
+	static const char ins[] =
+	    "INSERT INTO task_records (id, tenant, tool, status, created_ms, "
+	    "updated_ms, ttl_ms, message, result) VALUES (?, 'erin', "
+	    "'run_code', 'completed', ?, ?, 600000, 'ok', ?)";
+	static const char old_id[] = "0123456789abcdef0123456789abcdef";
+	static const char sel[] = "SELECT bytes FROM task_records WHERE id = ?";
+	/* 3 characters, 6 bytes of UTF-8, in a JSON text. */
+	static const char result[] = "{\"t\":\"\xc3\xa9\xc3\xa9\xc3\xa9\"}";
+	char p[128], err[512] = "", id[TASK_ID_LEN + 1];
+	struct config saved = cfg;
+	struct store *st = NULL;
+	struct store_tx *tx;
+	struct store_stmt *s;
+	struct tasks *t;
+	long long bytes = -1, now = (long long)time(NULL) * 1000;
+
+	path_of(p, sizeof(p), "upgrade-bytes.db");
+	is_int(store_open_with(p, v4, 4, &st, err, sizeof(err)), 0,
+	       "a schema-4 store is written");
+	if (!st)
+		return;
+	ok(store_begin(st, true, &tx) == 0 && (s = store_stmt(tx, ins)) != NULL,
+	   "an old row is inserted");
+	store_bind_text(s, 1, old_id);
+	store_bind_int64(s, 2, now - 1000);
+	store_bind_int64(s, 3, now - 1000);
+	store_bind_text(s, 4, result);
+	ok(store_run(tx, s) == 0 && store_commit(tx) == 0, "and committed");
+	store_close(st);
+
+	cfg.task_result_bytes_per_tenant = 4096;
+	t = open_both("upgrade-bytes.db", &st);
+	if (!t) {
+		cfg = saved;
+		return;
+	}
+	if (store_begin(st, false, &tx) == 0) {
+		s = store_stmt(tx, sel);
+		if (s) {
+			store_bind_text(s, 1, old_id);
+			if (store_step(tx, s) == 1)
+				bytes = store_col_int64(s, 0);
+		}
+		store_rollback(tx);
+	}
+	is_int(bytes, 2 + strlen(result),
+	       "the old row's size is its message and result in bytes");
+	{
+		/* 4096 - 16 bytes of the old row leave room for 4080. */
+		struct task_record a;
+		char *big = malloc(4081);
+
+		if (big && tasks_create(t, "erin", "run_code", &a) == 0) {
+			memset(big, 'x', 4080);
+			big[4080] = '\0';
+			is_int(tasks_finish(t, a.id, TASK_COMPLETED, NULL, big,
+			                    NULL),
+			       0, "a new result of 4080 bytes");
+			memcpy(id, a.id, sizeof(id));
+			task_record_finish(&a);
+			is_int(rows_of(st, old_id), 1,
+			       "4080 + 16 fit in 4096: the old row stays");
+			a.id[0] = '\0';
+			if (tasks_create(t, "erin", "run_code", &a) == 0) {
+				is_int(tasks_finish(t, a.id, TASK_COMPLETED,
+				                    NULL, "{}", NULL),
+				       0, "one more byte or two");
+				task_record_finish(&a);
+			}
+			is_int(rows_of(st, old_id), 0,
+			       "past 4096 the old row made room first");
+			is_int(rows_of(st, id), 1, "the newer one stays");
+		}
+		free(big);
+	}
+	close_both(t, st);
+	cfg = saved;
+}
+
 int main(void)
 {
 	char cmd[96];
@@ -338,6 +432,7 @@ int main(void)
 	test_crash();
 	test_expiry();
 	test_upgrade();
+	test_upgrade_bytes();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	(void)!system(cmd);
 	return tap_done();

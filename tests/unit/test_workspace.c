@@ -2,7 +2,9 @@
 /*
  * Workspace manager tests: names, quota mode none (always), quota mode loop
  * (when the machine allows loop mounts: root with /dev/loop-control),
- * locking, the global cap, retention with hostile trees, run support. With
+ * locking, the global cap, per-tenant caps and creation rates (and the
+ * tenant recorded in the marker across restarts), the start-up disk check,
+ * retention with hostile trees, run support. With
  * MCPSD_TEST_DOCKER_IMAGE set (e.g. mcp-sandboxd/runner-bash:latest) a real
  * container also tries to break the loop quota.
  */
@@ -424,6 +426,266 @@ static void test_cap(void)
 	r = workspace_open(m, "t", "cap3", true, &ws, err, sizeof(err));
 	ok(r == -ENOSPC, "cap counted from disk at start-up");
 	workspace_mgr_destroy(m);
+}
+
+/* ---- per-tenant limits ------------------------------------------------- */
+
+/* Empties SANDBOX_ROOT, so counts start from nothing. */
+static void fresh_root(void)
+{
+	char cmd[600];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+	ok(system(cmd) == 0, "SANDBOX_ROOT emptied");
+}
+
+static int open_new(struct workspace_mgr *m, const char *tenant, const char *id,
+                    char *err, size_t errlen)
+{
+	struct workspace *ws = NULL;
+	int r = workspace_open(m, tenant, id, true, &ws, err, errlen);
+
+	workspace_close(ws);
+	return r;
+}
+
+/* The bytes of meta/<name of (tenant, id)>, NUL-terminated ("" if none). */
+static void marker_text(struct workspace_mgr *m, const char *tenant,
+                        const char *id, char *out, size_t outlen)
+{
+	char name[65], p[600];
+	FILE *f;
+	size_t n = 0;
+
+	workspace_name_for(m, tenant, id, name);
+	snprintf(p, sizeof(p), "%s/meta/%s", root, name);
+	f = fopen(p, "r");
+	if (f) {
+		n = fread(out, 1, outlen - 1, f);
+		fclose(f);
+	}
+	out[n] = '\0';
+}
+
+/* Empties a marker, as the versions before tenants were recorded left it. */
+static void marker_clear(struct workspace_mgr *m, const char *tenant,
+                         const char *id)
+{
+	char name[65], p[600];
+
+	workspace_name_for(m, tenant, id, name);
+	snprintf(p, sizeof(p), "%s/meta/%s", root, name);
+	if (truncate(p, 0) < 0)
+		perror("truncate");
+}
+
+static void test_tenant_cap(void)
+{
+	struct config c;
+	struct workspace_mgr *m = NULL;
+	struct workspace *ws = NULL;
+	char err[600], text[100], name[65];
+	int r;
+
+	fresh_root();
+
+	cfg_init(&c, mode_none, 0x45);
+	c.max_workspaces = 10;
+	c.workspace_max_per_tenant = 2;
+	ok(workspace_mgr_create(&c, &m, err, sizeof(err)) == 0,
+	   "tenant-cap manager (%s)", err);
+	ok(open_new(m, "alice", "a0", err, sizeof(err)) == 0 &&
+	       open_new(m, "alice", "a1", err, sizeof(err)) == 0,
+	   "alice creates two workspaces");
+	r = open_new(m, "alice", "a2", err, sizeof(err));
+	ok(r == -EDQUOT && strstr(err, "keeps 2 conversations'") &&
+	       strstr(err, "WORKSPACE_MAX_PER_TENANT") &&
+	       strstr(err, "WORKSPACE_RETENTION_HOURS") &&
+	       strstr(err, "conversationId of an earlier"),
+	   "alice's third is refused, saying what to do: %s", err);
+	ok(open_new(m, "bob", "b0", err, sizeof(err)) == 0,
+	   "bob still creates one while alice is at her cap (%s)", err);
+	r = workspace_open(m, "alice", "a0", true, &ws, err, sizeof(err));
+	ok(r == 0, "alice's existing workspace still opens");
+	workspace_close(ws);
+	ws = NULL;
+	marker_text(m, "alice", "a0", text, sizeof(text));
+	ok(strlen(text) == 32 && strspn(text, "0123456789abcdef") == 32,
+	   "the marker records a 32-hex tenant fingerprint");
+	ok(!strstr(text, "alice"), "and not the tenant's name");
+	{
+		char other[100];
+
+		marker_text(m, "alice", "a1", other, sizeof(other));
+		ok(strcmp(text, other) == 0, "one tenant, one fingerprint");
+		marker_text(m, "bob", "b0", other, sizeof(other));
+		ok(strlen(other) == 32 && strcmp(text, other) != 0,
+		   "another tenant, another fingerprint");
+	}
+	workspace_mgr_destroy(m);
+
+	/* The count per tenant comes back from the markers. */
+	ok(workspace_mgr_create(&c, &m, err, sizeof(err)) == 0, "restart");
+	r = open_new(m, "alice", "a2", err, sizeof(err));
+	ok(r == -EDQUOT, "after a restart alice is still at her cap: %s", err);
+	ok(open_new(m, "bob", "b1", err, sizeof(err)) == 0,
+	   "bob still has room");
+
+	/* Workspaces from before tenants were recorded. */
+	marker_clear(m, "alice", "a0");
+	marker_clear(m, "alice", "a1");
+	workspace_mgr_destroy(m);
+	ok(workspace_mgr_create(&c, &m, err, sizeof(err)) == 0,
+	   "restart with two markers of an older version");
+	r = workspace_open(m, "alice", "a0", false, &ws, err, sizeof(err));
+	ok(r == 0, "an old workspace opens");
+	workspace_close(ws);
+	ws = NULL;
+	marker_text(m, "alice", "a0", text, sizeof(text));
+	ok(strlen(text) == 32, "its marker now names its tenant");
+	ok(open_new(m, "alice", "a2", err, sizeof(err)) == 0,
+	   "alice creates one: the unopened old one counts for nobody yet");
+	r = open_new(m, "alice", "a3", err, sizeof(err));
+	ok(r == -EDQUOT && strstr(err, "keeps 2"),
+	   "the opened old one counts for alice: %s", err);
+	r = workspace_open(m, "alice", "a0", false, &ws, err, sizeof(err));
+	workspace_close(ws);
+	ws = NULL;
+	r = open_new(m, "alice", "a3", err, sizeof(err));
+	ok(r == -EDQUOT && strstr(err, "keeps 2"),
+	   "opening it again does not count it twice: %s", err);
+
+	/* Retention gives a tenant its room back. */
+	workspace_name_for(m, "alice", "a0", name);
+	age_marker(name, 2);
+	workspace_name_for(m, "alice", "a2", name);
+	age_marker(name, 2);
+	ok(workspace_mgr_sweep(m, true) == 2, "two expired deleted");
+	ok(open_new(m, "alice", "a3", err, sizeof(err)) == 0 &&
+	       open_new(m, "alice", "a4", err, sizeof(err)) == 0,
+	   "alice has room for two again (%s)", err);
+	r = open_new(m, "alice", "a5", err, sizeof(err));
+	ok(r == -EDQUOT, "and not three");
+	workspace_mgr_destroy(m);
+}
+
+static void test_tenant_auto_cap(void)
+{
+	struct config c;
+	struct config_token tok[3];
+	char t_alice[] = "alice", t_bob[] = "bob", t_alice2[] = "alice";
+	struct workspace_mgr *m = NULL;
+	cJSON *h = cJSON_CreateObject(), *w;
+	char err[600];
+
+	fresh_root();
+
+	cfg_init(&c, mode_none, 0x46);
+	ok(workspace_tenants_of(&c) == 1, "no tokens: one tenant");
+	memset(tok, 0, sizeof(tok));
+	tok[0].tenant = t_alice;
+	tok[1].tenant = t_bob;
+	tok[2].tenant = t_alice2;
+	c.tokens = tok;
+	c.n_tokens = 3;
+	ok(workspace_tenants_of(&c) == 2,
+	   "two tokens of one tenant count once");
+	c.auth_none = true;
+	ok(workspace_tenants_of(&c) == 1,
+	   "MCP_AUTH=none: one tenant, whatever tokens are set");
+	c.auth_none = false;
+	c.max_workspaces = 11;
+	ok(workspace_mgr_create(&c, &m, err, sizeof(err)) == 0, "manager (%s)",
+	   err);
+	workspace_mgr_health(m, h);
+	w = cJSON_GetObjectItem(h, "workspaces");
+	ok(w && cJSON_GetNumberValue(cJSON_GetObjectItem(w, "maxPerTenant")) ==
+	            5,
+	   "by default each of two tenants may keep 11 / 2 = 5");
+	for (int i = 0; i < 5; i++) {
+		char id[16];
+
+		snprintf(id, sizeof(id), "auto%d", i);
+		(void)!open_new(m, "alice", id, err, sizeof(err));
+	}
+	ok(open_new(m, "alice", "auto5", err, sizeof(err)) == -EDQUOT &&
+	       strstr(err, "shared among"),
+	   "alice stops at 5 (%s)", err);
+	for (int i = 0; i < 5; i++) {
+		char id[16];
+
+		snprintf(id, sizeof(id), "auto%d", i);
+		ok(open_new(m, "bob", id, err, sizeof(err)) == 0,
+		   "bob's %d of 5 (%s)", i + 1, err);
+	}
+	cJSON_Delete(h);
+	workspace_mgr_destroy(m);
+}
+
+static void test_tenant_rate(void)
+{
+	struct config c;
+	struct workspace_mgr *m = NULL;
+	struct workspace *ws = NULL;
+	char err[600];
+	int r;
+
+	fresh_root();
+
+	cfg_init(&c, mode_none, 0x47);
+	c.workspace_create_burst = 3;
+	c.workspace_create_per_hour = 1;
+	ok(workspace_mgr_create(&c, &m, err, sizeof(err)) == 0,
+	   "rate manager (%s)", err);
+	ok(open_new(m, "carol", "r0", err, sizeof(err)) == 0 &&
+	       open_new(m, "carol", "r1", err, sizeof(err)) == 0 &&
+	       open_new(m, "carol", "r2", err, sizeof(err)) == 0,
+	   "a burst of three");
+	r = open_new(m, "carol", "r3", err, sizeof(err));
+	ok(r == -EAGAIN && strstr(err, "WORKSPACE_CREATE_PER_HOUR") &&
+	       strstr(err, "try again in ") &&
+	       strstr(err, "conversationId of an earlier"),
+	   "the fourth at once is refused: %s", err);
+	r = workspace_open(m, "carol", "r1", true, &ws, err, sizeof(err));
+	ok(r == 0, "existing workspaces still open (no creation)");
+	workspace_close(ws);
+	ok(open_new(m, "dave", "r3", err, sizeof(err)) == 0,
+	   "another tenant's burst is its own");
+	workspace_mgr_destroy(m);
+}
+
+static void test_disk_advice(void)
+{
+	char msg[600];
+	const unsigned long long mb = 1024 * 1024;
+
+	ok(!workspace_disk_advice(1000, 100 * mb, 100000 * mb, "/r", msg,
+	                          sizeof(msg)) &&
+	       msg[0] == '\0',
+	   "1000 x 100 MB fit in 100000 MB: no warning");
+	ok(workspace_disk_advice(1000, 100 * mb, 20000 * mb, "/r", msg,
+	                         sizeof(msg)),
+	   "1000 x 100 MB do not fit in 20000 MB");
+	ok(strstr(msg, "WORKSPACE_MAX_COUNT=1000") &&
+	       strstr(msg, "WORKSPACE_QUOTA_MB=100") &&
+	       strstr(msg, "100000 MB") && strstr(msg, "20000 MB free") &&
+	       strstr(msg, "SANDBOX_ROOT=/r") &&
+	       strstr(msg, "Lower WORKSPACE_MAX_COUNT to 200 or "
+	                   "WORKSPACE_QUOTA_MB to 20"),
+	   "it says which settings to lower, and to what: %s", msg);
+	ok(workspace_disk_advice(10, 100 * mb, 50 * mb, "/r", msg,
+	                         sizeof(msg)) &&
+	       strstr(msg, "less than one workspace's quota") &&
+	       strstr(msg, "WORKSPACE_QUOTA_MB to at most 50"),
+	   "not even one fits: %s", msg);
+	ok(workspace_disk_advice(10000000, 100 * mb, 76691 * mb, "/r", msg,
+	                         sizeof(msg)) &&
+	       strstr(msg, "Lower WORKSPACE_MAX_COUNT to 766, or give") &&
+	       !strstr(msg, "WORKSPACE_QUOTA_MB to 0"),
+	   "no quota under 1 MB is suggested: %s", msg);
+	ok(workspace_disk_advice(10000000, 1024ULL * 1024 * mb, 1ULL << 62,
+	                         "/r", msg, sizeof(msg)),
+	   "the largest settings do not overflow");
 }
 
 /* ---- hostile trees ------------------------------------------------------ */
@@ -1164,6 +1426,10 @@ int main(void)
 	test_none_mode();
 	test_replica_locks();
 	test_cap();
+	test_tenant_cap();
+	test_tenant_auto_cap();
+	test_tenant_rate();
+	test_disk_advice();
 	/* Each test below starts from an empty SANDBOX_ROOT. */
 	{
 		char cmd[600];
