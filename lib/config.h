@@ -134,6 +134,8 @@ struct config {
 	unsigned workspace_max_files;
 	unsigned max_workspaces;
 	unsigned retention_hours;
+	unsigned retention_seconds; /* as set; 0: retention_hours */
+	unsigned retention_s;       /* derived: the one in effect */
 	size_t upload_max_bytes;
 	size_t inline_image_max_bytes;
 
