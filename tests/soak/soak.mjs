@@ -9,9 +9,10 @@
 // task, check_code, a cancelled run, a timeout, and an OAuth registration,
 // consent and token exchange); then nobody calls for longer than every
 // expiry (pool boxes, warm sessions, MCP sessions, workspaces, task
-// records, OAuth codes, the sweep of leftover run directories). After
-// each gap the next day checks what the gap should have ended, and the
-// daemon's leftovers are counted: containers with its instance label,
+// records, OAuth codes, the sweep of leftover run directories); the end of
+// each gap watches the idle pool boxes keep their directories through a
+// whole lifetime. After each gap the next day checks what the gap should
+// have ended, and the daemon's leftovers are counted: containers with its instance label,
 // mounts under its SANDBOX_ROOT, loop devices backing its images, files in
 // runs/ and pool/ beyond the live boxes', and its resident memory (day 2
 // against the last day, within a margin).
@@ -63,7 +64,7 @@ const T = {
   warmIdle: 3, // SANDBOX_WARM_IDLE_SECONDS (checked every second)
   warmMax: 15, // SANDBOX_WARM_MAX_SECONDS: sessions and pool boxes
   sessionIdle: 10, // MCP_SESSION_IDLE_SECONDS (swept every 5 s)
-  workspace: 8, // WORKSPACE_RETENTION_SECONDS (swept every 4 s)
+  workspace: 10, // WORKSPACE_RETENTION_SECONDS (swept every 5 s)
   task: 5, // MCP_TASK_RETENTION_SECONDS (checked when read)
   oauthCode: 5, // OAUTH_CODE_TTL_SECONDS (checked when exchanged)
   runsSweep: 10, // SANDBOX_RUNS_SWEEP_SECONDS (swept every reap, 1 s)
@@ -71,10 +72,10 @@ const T = {
   docker: 15, // DOCKER_TIMEOUT_SECONDS
 };
 const DAYS = envInt('SOAK_DAYS', 3);
-// Longer than the session idle limit and its sweep (15 s), and than a pool
-// box's lifetime plus the runs sweep's age (a box replaced during the gap is
-// older than the sweep age when the gap ends: if the sweep takes a live
-// box's directory, the next day's first conversation gets that box).
+// Longer than each expiry plus the interval of its job (the MCP session's
+// 10 + 5 s is the longest but for the pool's), and than a pool box's whole
+// lifetime: the end of the gap watches the waiting boxes live through the
+// ages at which the runs sweep could take their directories.
 const GAP_S = envInt('SOAK_GAP_SECONDS', T.warmMax + T.runsSweep + 5);
 const RSS_MARGIN_KB = envInt('SOAK_RSS_MARGIN_MIB', 30, 0) * 1024;
 const POOLED = ['python', 'bash'];
@@ -192,6 +193,50 @@ function loopsBelow(dir) {
 
 const ls = (dir) => (existsSync(dir) ? readdirSync(dir).sort() : []);
 
+/** The daemon's running pool boxes, and the box id of each. */
+async function poolBoxes(d) {
+  const boxes = await containersOf(d.instance, { all: true });
+  const live = boxes.filter((c) => c.State === 'running' && c.Labels?.['sandbox.kind'] === 'pool');
+  for (const c of live) c.boxId = (c.Names?.[0] ?? '').replace(/^\/mcpsd-w-/, '');
+  return { boxes, live };
+}
+
+/**
+ * Ids of waiting pool boxes without their runs/w-<id> directory. A box
+ * retired at the end of its lifetime loses its directory before the
+ * engine has removed its container, so only boxes well inside their
+ * lifetime count (Created is in whole seconds).
+ */
+async function boxesWithoutDir(d) {
+  const { live } = await poolBoxes(d);
+  const runs = ls(path.join(d.root, 'runs'));
+  const now = Date.now() / 1000;
+  return live.filter((c) => now - c.Created < T.warmMax - 2 && !runs.includes(`w-${c.boxId}`)).map((c) => c.boxId);
+}
+
+/**
+ * Watches the pool for ms: every pool box lives SANDBOX_WARM_MAX_SECONDS,
+ * so a watch that long sees each box through the ages past the runs
+ * sweep's, when a sweep that takes a waiting box's directory would have
+ * taken it. A box seen twice in a row without its directory fails.
+ */
+async function watchPool(d, ms) {
+  const end = Date.now() + ms;
+  let before = new Set();
+  const lost = new Set();
+  while (Date.now() < end) {
+    const now = new Set(await boxesWithoutDir(d));
+    for (const id of now) if (before.has(id)) lost.add(id);
+    before = now;
+    await sleep(500);
+  }
+  if (lost.size)
+    throw new Error(
+      `pool boxes waiting to be claimed lost their runs/ directory (swept?): ${[...lost].join(', ')}; ` +
+        `the next conversation to claim one cannot run`,
+    );
+}
+
 /**
  * What the daemon holds once every expiry has passed: only its pool boxes
  * may be left, each with its directory in runs/ (and pool/), and nothing
@@ -200,14 +245,10 @@ const ls = (dir) => (existsSync(dir) ? readdirSync(dir).sort() : []);
  */
 async function leftovers(d) {
   let last;
-  // A waiting box without its directory is never "under way": once seen it
-  // fails the check, even if the box is replaced while this waits.
-  const lostSeen = new Set();
   const end = Date.now() + 30_000;
   for (;;) {
-    const boxes = await containersOf(d.instance, { all: true });
-    const live = boxes.filter((c) => c.State === 'running' && c.Labels?.['sandbox.kind'] === 'pool');
-    const ids = new Set(live.map((c) => (c.Names?.[0] ?? '').replace(/^\/mcpsd-w-/, '')));
+    const { boxes, live } = await poolBoxes(d);
+    const ids = new Set(live.map((c) => c.boxId));
     const h = await d.health();
     const problems = [];
     const other = boxes.filter((c) => !live.includes(c));
@@ -217,9 +258,6 @@ async function leftovers(d) {
     const runs = ls(path.join(d.root, 'runs'));
     const strayRuns = runs.filter((n) => !(n.startsWith('w-') && ids.has(n.slice(2))));
     if (strayRuns.length) problems.push(`runs/ entries of no live box: ${strayRuns.join(', ')}`);
-    for (const id of ids) if (!runs.includes(`w-${id}`)) lostSeen.add(id);
-    if (lostSeen.size)
-      problems.push(`pool boxes whose runs/ directory was gone (swept while the box waited?): ${[...lostSeen].join(', ')}`);
     const pool = ls(path.join(d.root, 'pool'));
     const strayPool = pool.filter((n) => !ids.has(n));
     if (strayPool.length) problems.push(`pool/ entries of no live box: ${strayPool.join(', ')}`);
@@ -234,7 +272,7 @@ async function leftovers(d) {
     if (h.warm?.sessions) problems.push(`${h.warm.sessions} warm sessions past the idle limit`);
     if (h.workspaces?.count) problems.push(`${h.workspaces.count} workspaces past the retention`);
     last = { problems, summary: `${live.length} pool boxes, ${runs.length} in runs/, ${mounts.length} mounts, ${loops.length} loops` };
-    if (!problems.length || lostSeen.size || Date.now() > end) break;
+    if (!problems.length || Date.now() > end) break;
     await sleep(1000);
   }
   if (last.problems.length) throw new Error(last.problems.join('; '));
@@ -286,17 +324,16 @@ async function burst(d, day, t) {
     expectCompleted(r, '42\n');
     pyFile = (r.sc.files ?? []).find((f) => f.name === 'day.txt');
     assert.ok(pyFile?.url, `day.txt among the files: ${JSON.stringify(r.sc.files)}`);
+    // At once: a workspace idle for WORKSPACE_RETENTION_SECONDS (10) is
+    // deleted, and a loaded machine can pause a burst that long.
+    const g = await text(pyFile.url);
+    assert.equal(g.status, 200, 'the file the code wrote is served at its URL');
+    assert.equal(g.body, `${who} day ${day}\n`);
   });
   await c('python: the variable is still there in the warm session', async () => {
     const r = await runCode(client, { conversationId: py, language: 'python', code: 'print(x + 1)' });
     if (sessionKept(r)) expectCompleted(r, '43\n');
     else assert.match(r.sc.stderr, /NameError/, describeRun(r));
-  });
-  await c('the file the code wrote is served at its URL', async () => {
-    assert.ok(pyFile, 'no file to fetch');
-    const g = await text(pyFile.url);
-    assert.equal(g.status, 200);
-    assert.equal(g.body, `${who} day ${day}\n`);
   });
 
   // Yesterday's conversation: its session and its workspace have expired.
@@ -373,7 +410,7 @@ async function burst(d, day, t) {
     assert.equal(g.body, body);
     let l = await callTool(client, 'list_files', { conversationId: py });
     assert.ok(
-      l.sc.files.some((f) => f.name === 'in/up.txt') && l.sc.files.some((f) => f.name === 'day.txt'),
+      l.sc.files.some((f) => f.name === 'in/up.txt' && f.url === u.sc.url),
       JSON.stringify(l.sc.files),
     );
     const del = await callTool(client, 'delete_file', { conversationId: py, filename: 'in/up.txt' });
@@ -568,7 +605,10 @@ async function main() {
       const t0 = Date.now();
       await Promise.all([...tenants.map((t) => burst(d, day, t)), oauthDay(d, day, oauth)]);
       const busyS = ((Date.now() - t0) / 1000).toFixed(0);
-      await sleep(GAP_S * 1000);
+      // The gap; its end is spent watching the pool boxes wait.
+      const watchMs = Math.min(GAP_S, T.warmMax + 3) * 1000;
+      await sleep(GAP_S * 1000 - watchMs);
+      await check(day, 'daemon', 'every waiting pool box keeps its directory', () => watchPool(d, watchMs));
       let left = '';
       await check(day, 'daemon', 'nothing of the day is left after the gap', async () => {
         assert.equal(d.exited, null, `the daemon died: ${JSON.stringify(d.exited)}`);
