@@ -544,8 +544,8 @@ layer_integration() {
 # (default 3) compressed days, each a burst of mixed traffic from two
 # tenants and then a gap longer than every expiry; every call must succeed
 # or fail for a reason its code caused, and nothing may leak (containers,
-# mounts, loop devices, box directories, the daemon's memory). About five
-# minutes at 3 days; each day adds about a minute and a half. Each check
+# mounts, loop devices, box directories, the daemon's memory). About four
+# minutes at 3 days; each further day adds about a minute. Each check
 # counts as a test; the output is also kept in $LOG_DIR/soak.log.
 layer_soak() {
 	[ -n "${BUILD_BROKEN:-}" ] && { record soak 0 1; return; }

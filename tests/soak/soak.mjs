@@ -657,6 +657,12 @@ async function main() {
         'no box directory left in runs/ or pool/',
       );
     });
+    // For the reader: warnings the daemon logged (a server-side status
+    // error is logged at warn with its cause).
+    const log = existsSync(d.logPath) ? readFileSync(d.logPath, 'utf8').split('\n') : [];
+    const warns = log.filter((l) => / (WARN|ERROR) /.test(l));
+    console.log(`soak: the daemon logged ${warns.length} warnings and errors${warns.length ? ':' : ''}`);
+    for (const l of warns.slice(0, 10)) console.log(`  ${l.slice(0, 300)}`);
     umountBelow(root);
     await removeContainersOf(instance).catch(() => {});
     if (results.failed === 0) rmSync(root, { recursive: true, force: true, maxRetries: 3 });
