@@ -98,10 +98,11 @@ static const struct setting settings[] = {
      "Requests one session may have running at once"},
     {"MCP_KEEPALIVE_SECONDS", SET_UINT, "15", OFF(keepalive_s), 1, 300, "15",
      "Interval of ': keepalive' comments on quiet event streams"},
-    {"MCP_TASK_RETENTION_SECONDS", SET_UINT, "86400", OFF(task_retention_s), 60,
+    {"MCP_TASK_RETENTION_SECONDS", SET_UINT, "86400", OFF(task_retention_s), 5,
      31536000, "86400",
      "A finished task's result stays readable (tasks/get, across "
-     "restarts) for this long after the task ends"},
+     "restarts) for this long after the task ends (at least 5; rows "
+     "past it are deleted within a minute)"},
     {"MCP_TASK_RESULT_MAX_BYTES", SET_BYTES, "8m", OFF(task_result_max_bytes),
      4096, 256.0 * 1024 * 1024, "8m",
      "Largest result a task keeps (a larger one fails the task)"},
@@ -234,9 +235,10 @@ static const struct setting settings[] = {
      "per conversation and language between runs"},
     {"SANDBOX_WARM_IDLE_SECONDS", SET_UINT, "600", OFF(warm_idle_s), 1, 604800,
      "600", "A warm session unused this long ends (state lost)"},
-    {"SANDBOX_WARM_MAX_SECONDS", SET_UINT, "7200", OFF(warm_max_s), 60, 2592000,
+    {"SANDBOX_WARM_MAX_SECONDS", SET_UINT, "7200", OFF(warm_max_s), 10, 2592000,
      "7200",
-     "Every warm session ends after this long, used or not (state lost)"},
+     "Every warm session (and pool box) ends after this long, used or not "
+     "(state lost; at least 10)"},
     {"SANDBOX_WARM_MAX", SET_UINT, "32", OFF(warm_max), 0, 100000, "32",
      "Warm boxes (sessions and pool) on this host at once; idle ones are "
      "evicted least recently used first"},
@@ -321,6 +323,11 @@ static const struct setting settings[] = {
      "rate limit)"},
     {"WORKSPACE_RETENTION_HOURS", SET_UINT, "168", OFF(retention_hours), 1,
      876000, "168", "Idle workspaces are deleted after this long"},
+    {"WORKSPACE_RETENTION_SECONDS", SET_UINT, "0", OFF(retention_seconds), 0,
+     3153600000.0, "3600",
+     "Idle workspaces are deleted after this many seconds instead of "
+     "WORKSPACE_RETENTION_HOURS (0: use the hours); the sweep runs every "
+     "minute, or every half of this when shorter"},
     {"UPLOAD_MAX_BYTES", SET_BYTES, "10m", OFF(upload_max_bytes), 1024,
      1024.0 * 1024 * 1024, "10m", "Largest file upload_file accepts"},
     {"INLINE_IMAGE_MAX_BYTES", SET_BYTES, "512k", OFF(inline_image_max_bytes),

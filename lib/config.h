@@ -141,6 +141,8 @@ struct config {
 	unsigned workspace_create_burst;
 	unsigned workspace_create_per_hour; /* 0: no rate limit */
 	unsigned retention_hours;
+	unsigned retention_seconds; /* as set; 0: retention_hours */
+	unsigned retention_s;       /* derived: the one in effect */
 	size_t upload_max_bytes;
 	size_t inline_image_max_bytes;
 

@@ -807,6 +807,10 @@ static int derive_limits(struct config *cfg, char *err, size_t errlen)
 		                   "SANDBOX_OUTPUT_INLINE_BYTES is above "
 		                   "SANDBOX_OUTPUT_MAX_BYTES; e.g. "
 		                   "SANDBOX_OUTPUT_INLINE_BYTES=32k");
+	/* At most 876000 hours: 3,153,600,000 seconds fit an unsigned. */
+	cfg->retention_s = cfg->retention_seconds
+	                       ? cfg->retention_seconds
+	                       : cfg->retention_hours * 3600u;
 	if (cfg->max_concurrent == 0) {
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
 

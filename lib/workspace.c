@@ -412,6 +412,7 @@ static int prepare(struct workspace_mgr *m, struct ws_entry *e, bool create,
                    const char *fp, char *err, size_t errlen)
 {
 	const struct config *cfg = m->cfg;
+	char span[48];
 	uid_t uid;
 	gid_t gid;
 	int r;
@@ -436,9 +437,10 @@ static int prepare(struct workspace_mgr *m, struct ws_entry *e, bool create,
 			    err, errlen,
 			    "this server already keeps %u workspaces, its "
 			    "maximum; try again later (idle workspaces are "
-			    "deleted after %u hours) or ask the operator to "
+			    "deleted after %s) or ask the operator to "
 			    "raise WORKSPACE_MAX_COUNT",
-			    cfg->max_workspaces, cfg->retention_hours);
+			    cfg->max_workspaces,
+			    workspace_retention_text(cfg, span, sizeof(span)));
 			return -ENOSPC;
 		}
 		if (workspace_tenant_add(m, fp, 1) < 0) {

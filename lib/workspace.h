@@ -169,17 +169,23 @@ const struct config *workspace_mgr_config(const struct workspace_mgr *mgr);
 bool workspace_mgr_health(void *data, cJSON *health);
 
 /*
- * Runs the retention sweep now (the sweeper thread does this every minute):
- * deletes workspaces whose last use (a marker in SANDBOX_ROOT/meta, out of
- * reach of code in a container) is older than WORKSPACE_RETENTION_HOURS and
- * that no handle holds, and in loop mode unmounts images idle for a minute
- * (all idle ones when unmount_all is true). Returns the number deleted.
+ * Runs the retention sweep now (the housekeeping job does this every
+ * WORKSPACE_SWEEP_INTERVAL_MS): deletes workspaces whose last use (a marker
+ * in SANDBOX_ROOT/meta, out of reach of code in a container) is older than
+ * the retention in effect (cfg->retention_s) and that no handle holds, and
+ * in loop mode unmounts images idle for a minute (all idle ones when
+ * unmount_all is true). Returns the number deleted.
  */
 unsigned workspace_mgr_sweep(struct workspace_mgr *mgr, bool unmount_all);
 
 /* workspace_mgr_sweep(mgr, false), as a housekeeping job (cron.h). */
 void workspace_job_sweep(void *mgr);
-#define WORKSPACE_SWEEP_INTERVAL_MS 60000
+/* How often the job runs: every minute, or every half of the retention
+ * when that is shorter (at least once a second). */
+#define WORKSPACE_SWEEP_INTERVAL_MS(cfg)                                       \
+	((cfg)->retention_s >= 120 ? 60000u                                    \
+	 : (cfg)->retention_s >= 2 ? (cfg)->retention_s * 500u                 \
+	                           : 1000u)
 
 /* Usage of one workspace. */
 struct workspace_usage {

@@ -156,4 +156,9 @@ void workspace_paths(struct workspace_mgr *m, const char *name, char *dir,
 void workspace_remove_data(struct workspace_mgr *m, const char *name,
                            bool loop);
 
+/* The retention in effect as words for logs and messages ("168 hours",
+ * "20 seconds") into buf. Returns buf. */
+const char *workspace_retention_text(const struct config *cfg, char *buf,
+                                     size_t n);
+
 #endif

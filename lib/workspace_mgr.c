@@ -113,7 +113,19 @@ static bool expired(struct workspace_mgr *m, const char *name)
 
 	if (fstatat(m->metafd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return false;
-	return now - st.st_mtime >= (time_t)m->cfg->retention_hours * 3600;
+	return now - st.st_mtime >= (time_t)m->cfg->retention_s;
+}
+
+const char *workspace_retention_text(const struct config *cfg, char *buf,
+                                     size_t n)
+{
+	unsigned s = cfg->retention_s;
+
+	if (s >= 3600 && s % 3600 == 0)
+		snprintf(buf, n, "%u hour%s", s / 3600, s == 3600 ? "" : "s");
+	else
+		snprintf(buf, n, "%u second%s", s, s == 1 ? "" : "s");
+	return buf;
 }
 
 /* Deletes one expired workspace unless it is in use. Returns 1 if so. */
@@ -121,6 +133,7 @@ static int try_delete(struct workspace_mgr *m, const char *name)
 {
 	char fp[WS_TENANT_FP_LEN + 1] = "";
 	struct ws_entry *e;
+	char span[48];
 	int r = 1;
 
 	pthread_mutex_lock(&m->mu);
@@ -153,8 +166,8 @@ static int try_delete(struct workspace_mgr *m, const char *name)
 		log_warnx("workspace %.12s: deletion postponed: %s", name,
 		          strerror(-r));
 	else if (r == 0)
-		log_info("workspace %.12s deleted after %u hours without use",
-		         name, m->cfg->retention_hours);
+		log_info("workspace %.12s deleted after %s without use", name,
+		         workspace_retention_text(m->cfg, span, sizeof(span)));
 	return r == 0;
 }
 
@@ -574,6 +587,7 @@ int workspace_mgr_create(const struct config *cfg, struct workspace_mgr **out,
 {
 	struct workspace_mgr *m;
 	unsigned int klen = 0;
+	char span[48];
 	int r;
 
 	*out = NULL;
@@ -626,9 +640,10 @@ int workspace_mgr_create(const struct config *cfg, struct workspace_mgr **out,
 		goto fail;
 	}
 	log_info("workspaces: %u of at most %u under %s (Docker host path %s), "
-	         "deleted after %u hours without use",
+	         "deleted after %s without use",
 	         m->count, cfg->max_workspaces, cfg->sandbox_root,
-	         cfg->sandbox_host_path, cfg->retention_hours);
+	         cfg->sandbox_host_path,
+	         workspace_retention_text(cfg, span, sizeof(span)));
 	log_info("workspaces per tenant: at most %u (WORKSPACE_MAX_PER_TENANT"
 	         "%s, %u tenant(s)); new ones %s",
 	         m->per_tenant_max,

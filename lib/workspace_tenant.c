@@ -134,6 +134,7 @@ int workspace_tenant_may_create(struct workspace_mgr *m, const char *fp,
 	const struct config *cfg = m->cfg;
 	struct ws_tenant *t = tenant_find(m, fp, false);
 	unsigned have = t ? t->count : 0, wait_s = 0;
+	char span[48];
 
 	/* With one tenant the server's own cap says it better. */
 	if (m->per_tenant_max < cfg->max_workspaces &&
@@ -146,7 +147,7 @@ int workspace_tenant_may_create(struct workspace_mgr *m, const char *fp,
 		    "workspaces, the most it may keep (%u: "
 		    "WORKSPACE_MAX_PER_TENANT%s); use the conversationId "
 		    "of an earlier conversation, or wait: a workspace "
-		    "unused for %u hours (WORKSPACE_RETENTION_HOURS) is "
+		    "unused for %s (WORKSPACE_RETENTION_%s) is "
 		    "deleted and makes room; or ask the operator to raise "
 		    "WORKSPACE_MAX_PER_TENANT",
 		    have, m->per_tenant_max,
@@ -154,7 +155,8 @@ int workspace_tenant_may_create(struct workspace_mgr *m, const char *fp,
 		        ? ""
 		        : ", by default WORKSPACE_MAX_COUNT shared among the "
 		          "server's tenants",
-		    cfg->retention_hours);
+		    workspace_retention_text(cfg, span, sizeof(span)),
+		    cfg->retention_seconds ? "SECONDS" : "HOURS");
 		return -EDQUOT;
 	}
 	if (m->create_rl && !ratelimit_take(m->create_rl, fp, &wait_s)) {

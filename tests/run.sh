@@ -10,7 +10,8 @@
 #        tests/run.sh --test NAME [--test NAME...] [--name PATTERN]
 #        tests/run.sh --list
 # Layers: format docs build unit fuzz fuzzrun static conformance
-#         integration compose swarm sanitize valgrind
+#         integration soak compose swarm sanitize valgrind
+# soak: SOAK_DAYS (default 3) compressed days; tests/soak/README.md
 # --test runs one test program or file, building what it needs first:
 #   unit/NAME        tests/unit/test_NAME.c (e.g. unit/rpc)
 #   docker/NAME      tests/integration/test_NAME.c against the engine
@@ -30,7 +31,7 @@ export ROOT
 # shellcheck source=deploy/common.sh
 . "$ROOT/deploy/common.sh"
 
-ALL_LAYERS=(format docs build unit fuzz fuzzrun static conformance integration compose swarm sanitize valgrind)
+ALL_LAYERS=(format docs build unit fuzz fuzzrun static conformance integration soak compose swarm sanitize valgrind)
 ONLY=""
 SKIP=""
 TESTS=()
@@ -89,7 +90,7 @@ run_layer() {
 	local name=$1 t0 t1
 	want "$name" || return 0
 	case $name in
-	conformance | integration | compose | swarm | sanitize) wait_runner_images ;;
+	conformance | integration | soak | compose | swarm | sanitize) wait_runner_images ;;
 	esac
 	printf '\n### layer %s\n' "$name"
 	t0=$(date +%s)
@@ -536,6 +537,39 @@ layer_integration() {
 	# C-level runner tests against the real engine and images.
 	meson_suite "$BUILD" docker
 	run_integration integration
+}
+
+# The soak (tests/soak/soak.mjs, issue 19): one daemon with its sweeps,
+# idle limits and expiries scaled down to seconds lives through SOAK_DAYS
+# (default 3) compressed days, each a burst of mixed traffic from two
+# tenants and then a gap longer than every expiry; every call must succeed
+# or fail for a reason its code caused, and nothing may leak (containers,
+# mounts, loop devices, box directories, the daemon's memory). About four
+# minutes at 3 days; each further day adds about a minute. Each check
+# counts as a test; the output is also kept in $LOG_DIR/soak.log.
+layer_soak() {
+	[ -n "${BUILD_BROKEN:-}" ] && { record soak 0 1; return; }
+	local out line lang secs log="$LOG_DIR/soak.log"
+	ensure_docker
+	ensure_node_modules "$NODE_DIR"
+	# The languages the soak calls; the integration layer builds the rest.
+	for lang in python bash typescript; do
+		docker image inspect "mcp-sandboxd/runner-$lang:latest" >/dev/null 2>&1 ||
+			{ ensure_runner_images; break; }
+	done
+	meson_build "$BUILD" || { record soak 0 1; return; }
+	mkdir -p "$LOG_DIR"
+	secs=$((300 + ${SOAK_DAYS:-3} * 150))
+	(cd "$ROOT" && MCPSD_BIN="$BUILD/cmd/mcp-sandboxd" MCPSD_LOG_DIR="$LOG_DIR" \
+		timeout "$secs" node tests/soak/soak.mjs 2>&1) | tee "$log" | sed 's/^/  /'
+	line=$(grep -E '^soak: [0-9]+ passed, [0-9]+ failed$' "$log" | tail -1)
+	if [ -z "$line" ]; then
+		echo "  the soak ended without its summary (killed after ${secs}s?); output: $log"
+		record soak 0 1
+		return
+	fi
+	record soak "$(echo "$line" | sed -E 's/^soak: ([0-9]+) passed.*/\1/')" \
+		"$(echo "$line" | sed -E 's/.* ([0-9]+) failed$/\1/')"
 }
 
 # run_integration NAME [PATTERN [FILE...]]: the node suites (all of them,

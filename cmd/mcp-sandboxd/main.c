@@ -225,7 +225,7 @@ static int daemon_jobs(struct daemon *d)
 	             runner_job_discover, d->runner) < 0 ||
 	    cron_add(d->cron, "reaper", cfg->reap_interval_s * 1000u,
 	             runner_job_reap, d->runner) < 0 ||
-	    cron_add(d->cron, "workspaces", WORKSPACE_SWEEP_INTERVAL_MS,
+	    cron_add(d->cron, "workspaces", WORKSPACE_SWEEP_INTERVAL_MS(cfg),
 	             workspace_job_sweep, d->wm) < 0 ||
 	    cron_add(d->cron, "warm", 1000, runner_job_warm, d->runner) < 0 ||
 	    cron_add(d->cron, "sessions", MCP_SWEEP_INTERVAL_MS, mcp_job_sweep,

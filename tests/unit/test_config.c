@@ -196,6 +196,60 @@ static void test_tenant_settings(void)
 	   "a burst of 0 is refused: %s", err);
 	config_finish(&c);
 	unsetenv("WORKSPACE_CREATE_BURST");
+}
+
+/*
+ * The timers a soak test scales down (tests/soak): warm lifetimes and task
+ * retention go down to seconds, and workspace retention has a setting in
+ * seconds that replaces the hours when given.
+ */
+static void test_short_timers(void)
+{
+	struct config c;
+	char err[1024];
+
+	clear_env();
+	setenv("MCP_API_TOKEN", "0123456789abcdef0123", 1);
+	setenv("FILE_SECRET", "00112233445566778899aabbccddeeff", 1);
+	is_int(load(&c, NULL, err, sizeof(err)), 0, "defaults load");
+	is_int(c.retention_s, 168 * 3600,
+	       "retention by default: WORKSPACE_RETENTION_HOURS=168");
+	config_finish(&c);
+	setenv("WORKSPACE_RETENTION_HOURS", "2", 1);
+	is_int(load(&c, NULL, err, sizeof(err)), 0, "hours alone load");
+	is_int(c.retention_s, 7200, "2 hours are 7200 seconds");
+	config_finish(&c);
+	setenv("WORKSPACE_RETENTION_SECONDS", "20", 1);
+	setenv("SANDBOX_WARM_MAX_SECONDS", "10", 1);
+	setenv("MCP_TASK_RETENTION_SECONDS", "5", 1);
+	is_int(load(&c, NULL, err, sizeof(err)), 0,
+	       "seconds of retention, warm lifetime and task retention");
+	is_int(c.retention_s, 20, "WORKSPACE_RETENTION_SECONDS wins");
+	is_int(c.warm_max_s, 10, "SANDBOX_WARM_MAX_SECONDS=10");
+	is_int(c.task_retention_s, 5, "MCP_TASK_RETENTION_SECONDS=5");
+	config_finish(&c);
+	setenv("SANDBOX_WARM_MAX_SECONDS", "9", 1);
+	ok(load(&c, NULL, err, sizeof(err)) < 0 &&
+	       strstr(err, "SANDBOX_WARM_MAX_SECONDS='9'") &&
+	       strstr(err, "from 10"),
+	   "a warm lifetime under 10 s is refused, naming the minimum: %s",
+	   err);
+	config_finish(&c);
+	unsetenv("SANDBOX_WARM_MAX_SECONDS");
+	setenv("MCP_TASK_RETENTION_SECONDS", "4", 1);
+	ok(load(&c, NULL, err, sizeof(err)) < 0 &&
+	       strstr(err, "MCP_TASK_RETENTION_SECONDS='4'"),
+	   "a task retention under 5 s is refused: %s", err);
+	config_finish(&c);
+	setenv("WORKSPACE_RETENTION_SECONDS", "20s", 1);
+	unsetenv("MCP_TASK_RETENTION_SECONDS");
+	ok(load(&c, NULL, err, sizeof(err)) < 0 &&
+	       strstr(err, "WORKSPACE_RETENTION_SECONDS='20s'") &&
+	       strstr(err, "e.g."),
+	   "a retention with a unit is refused with an example: %s", err);
+	config_finish(&c);
+	unsetenv("WORKSPACE_RETENTION_SECONDS");
+	unsetenv("WORKSPACE_RETENTION_HOURS");
 	clear_env();
 }
 
@@ -405,5 +459,6 @@ int main(void)
 	test_print_secrets();
 	test_swarm_constraints();
 	test_tenant_settings();
+	test_short_timers();
 	return tap_done();
 }

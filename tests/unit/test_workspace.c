@@ -42,6 +42,7 @@ static void cfg_init(struct config *c, char *mode, unsigned char secret_byte)
 	c->workspace_max_files = 50;
 	c->max_workspaces = 100;
 	c->retention_hours = 1;
+	c->retention_s = 3600; /* what config_derive makes of it */
 	c->upload_max_bytes = 1024 * 1024;
 	c->inline_image_max_bytes = 64 * 1024;
 	c->files_base_url = base_url;
