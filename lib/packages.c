@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -61,6 +62,27 @@ static size_t pip_op_len(const char *p)
 	return 0;
 }
 
+/*
+ * Whether the n bytes at p end like an archive file: pip installs
+ * "x.whl" or "x.tar.gz" as a local file and bun "x.tgz" as a tarball,
+ * though both look like names.
+ */
+static bool archive_suffix(const char *p, size_t n)
+{
+	static const char *const ext[] = {
+	    ".whl",     ".zip",    ".tgz",      ".tar",     ".tar.gz",
+	    ".tar.bz2", ".tbz",    ".tbz2",     ".tar.xz",  ".txz",
+	    ".tlz",     ".tar.lz", ".tar.lzma", ".tar.zst", ".egg"};
+
+	for (size_t i = 0; i < sizeof(ext) / sizeof(ext[0]); i++) {
+		size_t e = strlen(ext[i]);
+
+		if (n >= e && strncasecmp(p + n - e, ext[i], e) == 0)
+			return true;
+	}
+	return false;
+}
+
 static int pip_check(const char *spec, const char *s, char *err, size_t errlen)
 {
 	const char *p = spec;
@@ -73,6 +95,13 @@ static int pip_check(const char *spec, const char *s, char *err, size_t errlen)
 		                   "'_', '-'), e.g. \"pandas\" or "
 		                   "\"numpy>=1.26\"",
 		                   s);
+	if (archive_suffix(p, n))
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "pip package '%.64s' names an archive file, and pip would "
+		    "install it as a local file; packages come from the index "
+		    "by name, e.g. \"pandas\" or \"numpy==1.26.4\"",
+		    s);
 	p += n;
 	if (*p == '[') {
 		do {
@@ -156,12 +185,27 @@ static int npm_check(const char *spec, const char *s, char *err, size_t errlen)
 		                   "package name (letters, digits, '.', '_', "
 		                   "'~', '-'), e.g. \"zod\" or \"@types/node\"",
 		                   s);
+	if (archive_suffix(p, n))
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "npm package '%.64s' names a tarball, and the installer "
+		    "would read it as a local file; packages come from the "
+		    "registry by name, e.g. \"zod\" or \"date-fns@3.6.0\"",
+		    s);
 	p += n;
 	if (*p == '@' && p[1]) {
-		p++;
+		const char *v = ++p;
+
 		p += strspn(
 		    p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXY"
 		       "Z0123456789.^~<>=*+_|-");
+		if (!*p && archive_suffix(v, (size_t)(p - v)))
+			return errmsg_fail(
+			    -EINVAL, err, errlen,
+			    "npm package '%.64s': the version names a "
+			    "tarball file; give a version, range or tag, "
+			    "e.g. \"date-fns@3.6.0\" or \"zod@^3\"",
+			    s);
 	}
 	if (*p)
 		return errmsg_fail(

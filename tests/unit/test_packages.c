@@ -52,6 +52,12 @@ static void test_specs(void)
 	    "pkg$(id)",
 	    "pkg`id`",
 	    "_leading",
+	    /* archives pip would install as local files */
+	    "x.whl",
+	    "evil-1.0-py3-none-any.whl",
+	    "pkg.tar.gz",
+	    "a.ZIP",
+	    "src.tgz",
 	};
 	static const char *const npm_ok[] = {
 	    "zod",          "@types/node",   "@types/node@20.1.0",
@@ -74,6 +80,12 @@ static void test_specs(void)
 	    "zod@https://x",
 	    ".hidden",
 	    "zod@1;id",
+	    /* tarballs bun would read as local files */
+	    "x.tgz",
+	    "secret.tar.gz",
+	    "@s/x.tar",
+	    "zod@x.tgz",
+	    "X.TGZ",
 	};
 	char err[256], big[PACKAGES_SPEC_MAX + 2];
 
