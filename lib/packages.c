@@ -450,45 +450,158 @@ bool packages_cached(int wsfd, const char *manager, const char *spec)
 	return have[0] && (!pin[0] || strcmp(have, pin) == 0);
 }
 
+/* Reads the cache's package.json (bounded, no link followed); NULL if none. */
+static cJSON *npm_cache_manifest(int wsfd)
+{
+	struct stat st;
+	char *text = NULL;
+	cJSON *j = NULL;
+	ssize_t got;
+	int fd;
+
+	if (wsfd < 0)
+		return NULL;
+	fd = fstree_open_regular(wsfd, ".mcp/packages/node/package.json", &st);
+	if (fd < 0)
+		return NULL;
+	if (st.st_size > 0 && st.st_size <= (off_t)PACKAGES_JSON_MAX &&
+	    (text = malloc((size_t)st.st_size + 1)) != NULL &&
+	    (got = read(fd, text, (size_t)st.st_size)) > 0) {
+		text[got] = '\0';
+		j = cJSON_Parse(text);
+	}
+	free(text);
+	close(fd);
+	return j;
+}
+
+int packages_npm_manifest(int wsfd, const char *const *specs, size_t n,
+                          char **json, size_t *dropped)
+{
+	cJSON *old = npm_cache_manifest(wsfd), *out = cJSON_CreateObject();
+	cJSON *deps = out ? cJSON_AddObjectToObject(out, "dependencies") : NULL;
+	const cJSON *e;
+	size_t kept = 0;
+	int rc = 0;
+
+	*json = NULL;
+	*dropped = 0;
+	if (!deps || !cJSON_AddTrueToObject(out, "private")) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	cJSON_ArrayForEach (
+	    e, cJSON_GetObjectItemCaseSensitive(old, "dependencies")) {
+		char spec[PACKAGES_SPEC_MAX + 2], err[8];
+		char name[PACKAGES_SPEC_MAX + 1], pin[PACKAGES_SPEC_MAX + 1];
+		const char *v = cJSON_GetStringValue(e);
+		bool again = false;
+
+		/* Only name@version as a caller could have asked for it. */
+		if (!e->string || !v || !v[0] || kept >= PACKAGES_KEEP_MAX ||
+		    (size_t)snprintf(spec, sizeof(spec), "%s@%s", e->string,
+		                     v) >= sizeof(spec) ||
+		    packages_check_spec("npm", spec, err, sizeof(err)) < 0) {
+			++*dropped;
+			continue;
+		}
+		packages_spec_key("npm", spec, name, sizeof(name), pin,
+		                  sizeof(pin));
+		if (strcmp(name, e->string) != 0) {
+			++*dropped;
+			continue;
+		}
+		for (size_t i = 0; i < n && !again; i++) {
+			char sn[PACKAGES_SPEC_MAX + 1];
+
+			packages_spec_key("npm", specs[i], sn, sizeof(sn), pin,
+			                  sizeof(pin));
+			again = strcmp(sn, e->string) == 0;
+		}
+		if (again ||
+		    cJSON_GetObjectItemCaseSensitive(deps, e->string) != NULL)
+			continue;
+		if (!cJSON_AddStringToObject(deps, e->string, v)) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		kept++;
+	}
+	*json = cJSON_PrintUnformatted(out);
+	if (!*json)
+		rc = -ENOMEM;
+out:
+	cJSON_Delete(old);
+	cJSON_Delete(out);
+	return rc;
+}
+
 /* ---- the installer ------------------------------------------------------- */
 
 /*
  * Run by sh -c in the runner image: $1 the cache directory, $2 the size cap
- * in KiB (0: none), then the installer's argv. Prepares the directory and
- * removes what would configure the installer from it (code of the
- * conversation can write there), keeps the installer's temporary files on
- * the same file system (hard links, renames, no tmpfs to fill), cleans up
- * and enforces the cap.
+ * in KiB (0: none), $3 the npm manifest (package.json) we wrote, then the
+ * installer's argv.
+ *
+ * The installer works in /stage (ONEOFF_STAGE_PATH), a directory of its
+ * own that no code of the conversation can write, with HOME there and an
+ * environment of our making (env -i: no proxy or registry variable of the
+ * image either). Nothing under /data is its working directory or
+ * configuration: bun reads package.json, lockfiles, .env*, bunfig.toml and
+ * .npmrc from its working directory, and code of the conversation writes
+ * /data (a leftover thread of a warm session even while we install).
+ *
+ * npm: bun adds the specs to our manifest in /stage/work; package.json and
+ * node_modules then replace the cache as a whole. pip: pip (-I --isolated,
+ * reading no file of the cache) installs into the cache with --prefix, so
+ * that what is there and what the image has satisfy dependencies; its
+ * temporary files are in /stage too.
  */
 static const char packages_script[] =
     "umask 022\n"
-    "d=$1 max=$2\n"
-    "shift 2\n"
-    "t=/data/.mcp/packages/.tmp.$$\n"
-    "mkdir -p \"$d\" \"$t\" && cd \"$d\" || exit 71\n"
-    "rm -rf bunfig.toml .bunfig.toml .npmrc .yarnrc .yarnrc.yml\n"
-    "case $d in */node) [ -f package.json ] && [ ! -L package.json ] || "
-    "{ rm -rf package.json; echo '{\"private\":true}' >package.json; };; "
-    "esac\n"
-    "[ -f /sandbox/ca.pem ] && export NODE_EXTRA_CA_CERTS=/sandbox/ca.pem\n"
-    "TMPDIR=$t BUN_INSTALL_CACHE_DIR=$t/bun \"$@\"\n"
-    "rc=$?\n"
-    "cd / && rm -rf \"$t\"\n"
-    "[ \"$rc\" -eq 0 ] || exit \"$rc\"\n"
+    "d=$1 max=$2 manifest=$3\n"
+    "shift 3\n"
+    "s=" ONEOFF_STAGE_PATH "\n"
+    "mkdir -p \"$s/home\" \"$s/tmp\" \"$s/work\" && cd \"$s/work\" || exit 71\n"
+    "case $d in */node) printf '%s\\n' \"$manifest\" >package.json || exit "
+    "71;;\n"
+    "  *) mkdir -p \"$d\" || exit 71;; esac\n"
+    "ca=\n"
+    "[ -f /sandbox/ca.pem ] && ca=NODE_EXTRA_CA_CERTS=/sandbox/ca.pem\n"
+    "env -i PATH=\"$PATH\" LANG=C.UTF-8 HOME=\"$s/home\" TMPDIR=\"$s/tmp\" "
+    "BUN_INSTALL_CACHE_DIR=\"$s/tmp/bun\" $ca \"$@\" || exit $?\n"
+    "case $d in */node)\n"
+    "  if [ \"$max\" -gt 0 ]; then\n"
+    "    kb=$(du -sk . | cut -f1)\n"
+    "    if [ \"$kb\" -gt \"$max\" ]; then\n"
+    "      echo \"mcp-sandboxd: the package cache would take $((kb / 1024)) "
+    "MB, more than the $((max / 1024)) MB allowed "
+    "(SANDBOX_PACKAGES_MAX_MB); it was left as it was\" >&2\n"
+    "      exit 75\n"
+    "    fi\n"
+    "  fi\n"
+    /* A new cache beside the old one, then a rename: a failure (the
+     * workspace's quota) leaves the old one whole. */
+    "  n=${d%/*}/.node.$$\n"
+    "  mkdir -p \"${d%/*}\" && rm -rf \"$n\" && mkdir \"$n\" &&\n"
+    "    cp -a package.json \"$n/\" &&\n"
+    "    { [ ! -d node_modules ] || cp -a node_modules \"$n/\"; } &&\n"
+    "    rm -rf \"$d\" && mv \"$n\" \"$d\" || { rm -rf \"$n\"; exit 73; }\n"
+    "  exit 0;; esac\n"
     "cd \"$d\" || exit 71\n"
     /* pip --prefix: link the version's directory as site; a package
      * installed again leaves the metadata of the version it replaced:
      * keep the newest of each name. */
-    "case $d in */python) seen=' '\n"
-    "  for s in local/lib/python3*/dist-packages lib/python3*/site-packages; "
+    "seen=' '\n"
+    "for s in local/lib/python3*/dist-packages lib/python3*/site-packages; "
     "do [ -d \"$s\" ] && [ ! -L \"$s\" ] && { rm -rf site; ln -s \"$s\" site; "
     "break; }; done\n"
-    "  for i in $(ls -dt -- \"$d\"/site/*.dist-info 2>/dev/null); do\n"
-    "    b=${i%.dist-info}\n"
-    "    n=$(basename \"${b%-*}\" | tr 'A-Z.-' 'a-z__' | tr -s _)\n"
-    "    case $seen in *\" $n \"*) rm -rf \"$i\";; *) seen=\"$seen$n \";; "
+    "for i in $(ls -dt -- \"$d\"/site/*.dist-info 2>/dev/null); do\n"
+    "  b=${i%.dist-info}\n"
+    "  n=$(basename \"${b%-*}\" | tr 'A-Z.-' 'a-z__' | tr -s _)\n"
+    "  case $seen in *\" $n \"*) rm -rf \"$i\";; *) seen=\"$seen$n \";; "
     "esac\n"
-    "  done;; esac\n"
+    "done\n"
     "if [ \"$max\" -gt 0 ]; then\n"
     "  kb=$(du -sk \"$d\" | cut -f1)\n"
     "  if [ \"$kb\" -gt \"$max\" ]; then\n"
@@ -517,7 +630,8 @@ static void http_host(const char *url, char *out, size_t outlen)
 }
 
 int packages_command(const struct config *cfg, const char *manager, bool ca,
-                     const char *const *specs, size_t n, struct packages_cmd *c)
+                     const char *manifest, const char *const *specs, size_t n,
+                     struct packages_cmd *c)
 {
 	size_t k = 0;
 
@@ -549,6 +663,7 @@ int packages_command(const struct config *cfg, const char *manager, bool ca,
 
 		c->argv[k++] = PACKAGES_PYTHON_DIR;
 		c->argv[k++] = c->max_kb;
+		c->argv[k++] = "";
 		for (size_t i = 0; i < sizeof(pip) / sizeof(pip[0]); i++)
 			c->argv[k++] = pip[i];
 		c->argv[k++] = "--index-url";
@@ -564,8 +679,11 @@ int packages_command(const struct config *cfg, const char *manager, bool ca,
 		}
 		c->argv[k++] = "--";
 	} else if (strcmp(manager, "npm") == 0) {
+		if (!manifest)
+			return -EINVAL;
 		c->argv[k++] = PACKAGES_DIR "/node";
 		c->argv[k++] = c->max_kb;
+		c->argv[k++] = manifest;
 		c->argv[k++] = "bun";
 		c->argv[k++] = "add";
 		c->argv[k++] = "--ignore-scripts";
@@ -854,7 +972,7 @@ static int packages_install(const struct oneoff_env *env,
 	const struct config *cfg = env->cfg;
 	struct runner_request ireq;
 	struct packages_cmd cmd;
-	char *ca = NULL;
+	char *ca = NULL, *manifest = NULL;
 	size_t ca_len = 0;
 	unsigned mem;
 	double cpus;
@@ -872,10 +990,29 @@ static int packages_install(const struct oneoff_env *env,
 			return 0;
 		}
 	}
-	rc = packages_command(cfg, pl->manager, ca != NULL, pl->missing,
-	                      pl->n_missing, &cmd);
+	if (strcmp(pl->manager, "npm") == 0) {
+		size_t dropped;
+
+		if (packages_npm_manifest(workspace_dirfd(req->workspace),
+		                          pl->missing, pl->n_missing, &manifest,
+		                          &dropped) < 0) {
+			free(ca);
+			ir->status = RUNNER_ERROR;
+			snprintf(ir->message, sizeof(ir->message),
+			         "out of memory");
+			return 0;
+		}
+		if (dropped)
+			log_warnx("packages npm lang=%s: %zu entries of the "
+			          "cache's package.json are no name with a "
+			          "version and were left out",
+			          img->language, dropped);
+	}
+	rc = packages_command(cfg, pl->manager, ca != NULL, manifest,
+	                      pl->missing, pl->n_missing, &cmd);
 	if (rc < 0) {
 		free(ca);
+		cJSON_free(manifest);
 		ir->status = RUNNER_ERROR;
 		snprintf(ir->message, sizeof(ir->message),
 		         "no installer for %s", pl->manager);
@@ -911,6 +1048,7 @@ static int packages_install(const struct oneoff_env *env,
 	ireq.event_arg = req->event_arg;
 	rc = oneoff_run(env, &ireq, img, ir);
 	free(ca);
+	cJSON_free(manifest);
 	return rc;
 }
 

