@@ -730,6 +730,118 @@ void packages_first_error(const char *text, char *out, size_t outlen)
 	}
 }
 
+/* What each failure looks like in pip's (urllib3's) and bun's words. */
+static const struct {
+	enum packages_failure kind;
+	const char *needle;
+} packages_signs[] = {
+    {PACKAGES_FAIL_CERT, "CERTIFICATE_VERIFY_FAILED"},
+    {PACKAGES_FAIL_CERT, "certificate verify failed"},
+    {PACKAGES_FAIL_CERT, "problem confirming the ssl certificate"},
+    {PACKAGES_FAIL_CERT, "SSLError"},
+    {PACKAGES_FAIL_CERT, "SELF_SIGNED_CERT"},
+    {PACKAGES_FAIL_CERT, "UNABLE_TO_GET_ISSUER_CERT"},
+    {PACKAGES_FAIL_CERT, "UNABLE_TO_VERIFY_LEAF_SIGNATURE"},
+    {PACKAGES_FAIL_CERT, "CERT_HAS_EXPIRED"},
+    {PACKAGES_FAIL_CERT, "CERT_NOT_YET_VALID"},
+    {PACKAGES_FAIL_CERT, "CERT_UNTRUSTED"},
+    {PACKAGES_FAIL_CERT, "ERR_TLS_CERT_ALTNAME_INVALID"},
+    {PACKAGES_FAIL_CERT, "TLSHandshake"},
+    {PACKAGES_FAIL_TIMEOUT, "ReadTimeoutError"},
+    {PACKAGES_FAIL_TIMEOUT, "ConnectTimeoutError"},
+    {PACKAGES_FAIL_TIMEOUT, "timed out"},
+    {PACKAGES_FAIL_TIMEOUT, "ETIMEDOUT"},
+    {PACKAGES_FAIL_TIMEOUT, "Timeout"},
+    {PACKAGES_FAIL_TIMEOUT, "TimedOut"},
+    {PACKAGES_FAIL_UNREACHABLE, "Connection refused"},
+    {PACKAGES_FAIL_UNREACHABLE, "ConnectionRefused"},
+    {PACKAGES_FAIL_UNREACHABLE, "ECONNREFUSED"},
+    {PACKAGES_FAIL_UNREACHABLE, "Name or service not known"},
+    {PACKAGES_FAIL_UNREACHABLE, "Temporary failure in name resolution"},
+    {PACKAGES_FAIL_UNREACHABLE, "No address associated with hostname"},
+    {PACKAGES_FAIL_UNREACHABLE, "DNSResolveFailed"},
+    {PACKAGES_FAIL_UNREACHABLE, "ENOTFOUND"},
+    {PACKAGES_FAIL_UNREACHABLE, "No route to host"},
+    {PACKAGES_FAIL_UNREACHABLE, "Network is unreachable"},
+    {PACKAGES_FAIL_UNREACHABLE, "NetworkUnreachable"},
+    {PACKAGES_FAIL_UNREACHABLE, "HostUnreachable"},
+    {PACKAGES_FAIL_UNREACHABLE, "EHOSTUNREACH"},
+    {PACKAGES_FAIL_UNREACHABLE, "ENETUNREACH"},
+    {PACKAGES_FAIL_UNREACHABLE, "Failed to establish a new connection"},
+    {PACKAGES_FAIL_UNREACHABLE, "ConnectionClosed"},
+    {PACKAGES_FAIL_UNREACHABLE, "ECONNRESET"},
+};
+
+/* bun's "error: GET <url> - <status>" with a status that is not 404. */
+static bool http_error_line(const char *p, size_t len)
+{
+	const char *dash;
+
+	if (len < 14 || strncmp(p, "error: GET ", 11) != 0)
+		return false;
+	for (dash = p + len - 1; dash > p && *dash != ' '; dash--)
+		;
+	return dash - p >= 3 && strncmp(dash - 2, " - ", 3) == 0 &&
+	       p + len - dash == 4 && isdigit((unsigned char)dash[1]) &&
+	       strncmp(dash + 1, "404", 3) != 0;
+}
+
+enum packages_failure packages_diagnose(const char *text, char *line,
+                                        size_t linelen)
+{
+	enum packages_failure best = PACKAGES_FAIL_OTHER;
+	const char *p = text, *at = NULL;
+	size_t at_len = 0;
+
+	if (line && linelen)
+		line[0] = '\0';
+	/* The first line that shows a cause; a certificate before the rest
+	 * (an untrusted certificate is also a failed connection). */
+	while (p && *p && best != PACKAGES_FAIL_CERT) {
+		const char *eol = strchr(p, '\n');
+		size_t len = eol ? (size_t)(eol - p) : strlen(p);
+		enum packages_failure k = PACKAGES_FAIL_OTHER;
+		const char *hit = p;
+
+		for (size_t i = 0;
+		     i < sizeof(packages_signs) / sizeof(packages_signs[0]);
+		     i++) {
+			const char *m =
+			    memmem(p, len, packages_signs[i].needle,
+			           strlen(packages_signs[i].needle));
+
+			if (m && (k == PACKAGES_FAIL_OTHER ||
+			          packages_signs[i].kind < k)) {
+				k = packages_signs[i].kind;
+				hit = m;
+			}
+		}
+		if (k == PACKAGES_FAIL_OTHER && http_error_line(p, len))
+			k = PACKAGES_FAIL_HTTP;
+		if (k != PACKAGES_FAIL_OTHER &&
+		    (best == PACKAGES_FAIL_OTHER || k < best)) {
+			/* From the start of the word that says it: pip's
+			 * lines begin with pages of retry details. */
+			while (hit > p && (is_alnum(hit[-1]) || hit[-1] == '_'))
+				hit--;
+			best = k;
+			at = hit;
+			at_len = len - (size_t)(hit - p);
+		}
+		p = eol ? eol + 1 : NULL;
+	}
+	if (at && line && linelen) {
+		size_t o = 0;
+
+		for (size_t i = 0; i < at_len && o + 1 < linelen; i++)
+			line[o++] = (unsigned char)at[i] < ' ' || at[i] == 0x7f
+			                ? ' '
+			                : at[i];
+		line[o] = '\0';
+	}
+	return best;
+}
+
 /* Reads SANDBOX_PACKAGES_CA_FILE; NULL with err when it cannot. */
 static char *packages_read_ca(const char *path, size_t *len, char *err,
                               size_t errlen)
@@ -904,6 +1016,74 @@ static void packages_report(const struct packages_plan *pl,
 	cJSON_Delete(j);
 }
 
+/*
+ * The message of an installer that exited non-zero: what it ran into when
+ * its output shows that (certificate, unreachable index, timeout, HTTP
+ * error) and the setting that fixes it, else its own first error.
+ */
+static void packages_failed_message(const struct config *cfg,
+                                    const char *manager,
+                                    const struct runner_result *ir,
+                                    const char *first,
+                                    struct runner_result *res)
+{
+	bool pip = strcmp(manager, "pip") == 0;
+	const char *who = pip ? "pip" : "bun add";
+	const char *where = pip ? cfg->pip_index : cfg->npm_registry;
+	const char *setting = pip ? "SANDBOX_PACKAGES_PIP_INDEX"
+	                          : "SANDBOX_PACKAGES_NPM_REGISTRY";
+	char line[160];
+	enum packages_failure k = packages_diagnose(
+	    ir->err.text ? ir->err.text : "", line, sizeof(line));
+
+	if (k == PACKAGES_FAIL_OTHER)
+		k = packages_diagnose(ir->out.text ? ir->out.text : "", line,
+		                      sizeof(line));
+	switch (k) {
+	case PACKAGES_FAIL_CERT:
+		snprintf(res->message, sizeof(res->message),
+		         "%s could not verify the TLS certificate of %s (%s). "
+		         "This is the server's setup, not the packages: the "
+		         "installer box does not trust that certificate; set "
+		         "SANDBOX_PACKAGES_CA_FILE to a CA bundle that does "
+		         "(e.g. the host's /etc/ssl/certs/ca-certificates.crt "
+		         "behind a TLS-inspecting proxy)",
+		         who, where, line);
+		break;
+	case PACKAGES_FAIL_UNREACHABLE:
+		snprintf(res->message, sizeof(res->message),
+		         "%s could not reach %s (%s). This is the server's "
+		         "setup, not the packages: check %s and that the "
+		         "installers' Docker network SANDBOX_PACKAGES_NETWORK "
+		         "(%s) reaches it",
+		         who, where, line, setting, cfg->packages_network);
+		break;
+	case PACKAGES_FAIL_TIMEOUT:
+		snprintf(res->message, sizeof(res->message),
+		         "%s timed out talking to %s (%s). Check %s and "
+		         "SANDBOX_PACKAGES_NETWORK (%s); a slow index may "
+		         "need a larger SANDBOX_PACKAGES_TIMEOUT_SECONDS (%u)",
+		         who, where, line, setting, cfg->packages_network,
+		         cfg->packages_timeout_s);
+		break;
+	case PACKAGES_FAIL_HTTP:
+		snprintf(res->message, sizeof(res->message),
+		         "%s got an HTTP error from %s (%s). The index "
+		         "refused or failed, not the names: check %s, or try "
+		         "again later",
+		         who, where, line, setting);
+		break;
+	case PACKAGES_FAIL_OTHER:
+	default:
+		snprintf(res->message, sizeof(res->message),
+		         "%s exited with code %d: %s. Check the names and "
+		         "versions (as on %s)",
+		         who, ir->exit_code, first[0] ? first : "see stderr",
+		         where);
+		break;
+	}
+}
+
 /* A failed installation: res tells the model what the installer said. */
 static void packages_failed(const struct config *cfg,
                             const struct packages_plan *pl,
@@ -946,13 +1126,7 @@ static void packages_failed(const struct config *cfg,
 		         cfg->workspace_quota_bytes >> 20,
 		         cfg->workspace_max_files);
 	else
-		snprintf(res->message, sizeof(res->message),
-		         "%s exited with code %d: %s. Check the names and "
-		         "versions (as on %s)",
-		         strcmp(pl->manager, "pip") == 0 ? "pip" : "bun add",
-		         ir->exit_code, first[0] ? first : "see stderr",
-		         strcmp(pl->manager, "pip") == 0 ? cfg->pip_index
-		                                         : cfg->npm_registry);
+		packages_failed_message(cfg, pl->manager, ir, first, res);
 	/* The installer's output is the output: it says what went wrong. */
 	free(res->out.text);
 	free(res->err.text);

@@ -124,6 +124,25 @@ packages_npm_manifest(int wsfd, const char *const *specs, size_t n, char **json,
  */
 void packages_first_error(const char *text, char *out, size_t outlen);
 
+/* What an installation that failed ran into (packages_diagnose). */
+enum packages_failure {
+	PACKAGES_FAIL_OTHER = 0,   /* none of these: names and versions */
+	PACKAGES_FAIL_CERT,        /* a TLS certificate it did not trust */
+	PACKAGES_FAIL_UNREACHABLE, /* refused, no such host, no route */
+	PACKAGES_FAIL_TIMEOUT,     /* a connection or a read timed out */
+	PACKAGES_FAIL_HTTP,        /* an HTTP error other than 404 */
+};
+
+/*
+ * Reads an installer's output (pip's retry warnings and "Could not fetch
+ * URL" lines, bun's "error: DEPTH_ZERO_SELF_SIGNED_CERT ...", "error: GET
+ * <url> - 500" lines) for a failure to reach the index rather than a
+ * package it lacks; the first such line, bounded and with control
+ * characters replaced, into line (may be NULL). Pure.
+ */
+enum packages_failure packages_diagnose(const char *text, char *line,
+                                        size_t linelen);
+
 /*
  * Lines of an installer's output in which pip reports a dependency
  * conflict it left in place ("x requires y<2, but you have y 3 ..."):

@@ -11,11 +11,15 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer as createHttpsServer } from 'node:https';
+import { createServer as createNetServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { describeRun } from './lib/sandbox.mjs';
 import { SLOW, expectStatus, py, run, startWarm, stopWarm } from './lib/warm.mjs';
-import { serveIndex, wheel } from './lib/pyindex.mjs';
+import { bridgeGateway, serveIndex, wheel } from './lib/pyindex.mjs';
 import { npmPackage, serveRegistry } from './lib/npmreg.mjs';
 
 const T = 300_000 * SLOW;
@@ -372,6 +376,57 @@ describe('npm: nothing the conversation wrote configures the installer', () => {
     }
     assert.deepEqual(reg.requests.slice(m2), [], 'refused specs reach no registry');
     assert.deepEqual(reg.decoy.requests, [], 'nor the decoy');
+  });
+});
+
+describe('packages: an index the installer cannot use is named as such, with the setting', () => {
+  // A registry with a certificate the box does not trust (self-signed),
+  // and an index on a port where nothing listens: the message says what
+  // failed and which setting fixes it, not "Check the names and versions".
+  let d, tls, dir, closedPort;
+  before(async () => {
+    const host = bridgeGateway();
+    dir = mkdtempSync(join(tmpdir(), 'mcpsd-tls-'));
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', `/CN=${host}`,
+      '-keyout', join(dir, 'k.pem'), '-out', join(dir, 'c.pem')], { stdio: 'pipe' });
+    tls = createHttpsServer({ key: readFileSync(join(dir, 'k.pem')), cert: readFileSync(join(dir, 'c.pem')) }, (req, res) =>
+      res.writeHead(404).end());
+    await new Promise((resolve) => tls.listen(0, host, resolve));
+    // A port that was free a moment ago: connections to it are refused.
+    const probe = createNetServer();
+    await new Promise((resolve) => probe.listen(0, host, resolve));
+    closedPort = probe.address().port;
+    await new Promise((resolve) => probe.close(resolve));
+    d = await startWarm({
+      name: 'packages-net',
+      env: {
+        SANDBOX_PACKAGES_NPM_REGISTRY: `https://${host}:${tls.address().port}/`,
+        SANDBOX_PACKAGES_PIP_INDEX: `http://${host}:${closedPort}/simple`,
+        SANDBOX_PACKAGES_TIMEOUT_SECONDS: '240',
+      },
+    });
+  });
+  after(async () => {
+    await stopWarm(d);
+    tls?.closeAllConnections?.();
+    await new Promise((resolve) => (tls ? tls.close(resolve) : resolve()));
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('an untrusted certificate names SANDBOX_PACKAGES_CA_FILE', { timeout: T }, async () => {
+    const r = await run(d.client, 'net-cert', 'typescript', 'console.log("RAN")', { packages: ['mcpsd-good'] });
+    expectStatus(r, 'failed');
+    assert.match(r.sc.message, /bun add could not verify the TLS certificate of https:\/\/[\d.]+:\d+\/ \(\w*SELF_SIGNED\w*/);
+    assert.match(r.sc.message, /set SANDBOX_PACKAGES_CA_FILE to a CA bundle/);
+    assert.doesNotMatch(r.sc.message, /Check the names and versions/);
+  });
+
+  test('an index nothing answers on names the index setting and the network', { timeout: T }, async () => {
+    const r = await py(d.client, 'net-refused', 'print("RAN")', { packages: ['mcpsd-demo'] });
+    expectStatus(r, 'failed');
+    assert.match(r.sc.message, new RegExp(`pip could not reach http://[\\d.]+:${closedPort}/simple \\(Connection refused`));
+    assert.match(r.sc.message, /check SANDBOX_PACKAGES_PIP_INDEX and that the installers' Docker network SANDBOX_PACKAGES_NETWORK \(bridge\) reaches it/);
+    assert.doesNotMatch(r.sc.message, /Check the names and versions/);
   });
 });
 

@@ -394,6 +394,126 @@ static void test_cache(void)
 	ok(!packages_cached(-1, "pip", "x"), "no workspace: nothing cached");
 }
 
+/* Real output of pip 23 and bun 1.x that could not reach their index. */
+static void test_diagnose(void)
+{
+	static const char pip_cert[] =
+	    "Looking in indexes: https://127.0.0.1:18443/simple\n"
+	    "WARNING: Retrying (Retry(total=4, connect=None, read=None, "
+	    "redirect=None, status=None)) after connection broken by "
+	    "'SSLError(SSLCertVerificationError(1, '[SSL: "
+	    "CERTIFICATE_VERIFY_FAILED] certificate verify failed: "
+	    "self-signed certificate (_ssl.c:1006)'))': /simple/mcpsd-x/\n"
+	    "Could not fetch URL https://127.0.0.1:18443/simple/mcpsd-x/: "
+	    "There was a problem confirming the ssl certificate: "
+	    "HTTPSConnectionPool(host='127.0.0.1', port=18443): Max retries "
+	    "exceeded with url: /simple/mcpsd-x/ (Caused by "
+	    "SSLError(SSLCertVerificationError(1, '[SSL: "
+	    "CERTIFICATE_VERIFY_FAILED] certificate verify failed: "
+	    "self-signed certificate (_ssl.c:1006)'))) - skipping\n"
+	    "ERROR: Could not find a version that satisfies the requirement "
+	    "mcpsd-x (from versions: none)\n"
+	    "ERROR: No matching distribution found for mcpsd-x\n";
+	static const char pip_refused[] =
+	    "Looking in indexes: http://127.0.0.1:1/simple\n"
+	    "WARNING: Retrying (Retry(total=4, connect=None, read=None, "
+	    "redirect=None, status=None)) after connection broken by "
+	    "'NewConnectionError('<pip._vendor.urllib3.connection."
+	    "HTTPConnection object at 0x7fbcada3c710>: Failed to establish a "
+	    "new connection: [Errno 111] Connection refused')': "
+	    "/simple/mcpsd-x/\n"
+	    "ERROR: Could not find a version that satisfies the requirement "
+	    "mcpsd-x (from versions: none)\n";
+	static const char pip_dns[] =
+	    "WARNING: Retrying (Retry(total=0, connect=None, read=None, "
+	    "redirect=None, status=None)) after connection broken by "
+	    "'NewConnectionError('<pip._vendor.urllib3.connection."
+	    "HTTPSConnection object at 0x7f884ffa8150>: Failed to establish "
+	    "a new connection: [Errno -3] Temporary failure in name "
+	    "resolution')': /simple/mcpsd-x/\n"
+	    "ERROR: No matching distribution found for mcpsd-x\n";
+	static const char pip_timeout[] =
+	    "WARNING: Retrying (Retry(total=4, connect=None, read=None, "
+	    "redirect=None, status=None)) after connection broken by "
+	    "'ReadTimeoutError(\"HTTPConnectionPool(host='127.0.0.1', "
+	    "port=18444): Read timed out. (read timeout=3.0)\")': "
+	    "/simple/mcpsd-x/\n"
+	    "ERROR: No matching distribution found for mcpsd-x\n";
+	static const char pip_missing[] =
+	    "Looking in indexes: http://172.17.0.1:41234/simple\n"
+	    "ERROR: Could not find a version that satisfies the requirement "
+	    "mcpsd-no-such-thing (from versions: none)\n"
+	    "ERROR: No matching distribution found for mcpsd-no-such-thing\n";
+	static const char bun_cert[] =
+	    "Resolving dependencies\nResolved, downloaded and extracted [1]\n"
+	    "error: DEPTH_ZERO_SELF_SIGNED_CERT downloading package manifest "
+	    "mcpsd-x\n";
+	static const char bun_issuer[] =
+	    "error: UNABLE_TO_GET_ISSUER_CERT_LOCALLY downloading package "
+	    "manifest zod\n";
+	static const char bun_refused[] =
+	    "Resolving dependencies\nResolved, downloaded and extracted [6]\n"
+	    "error: ConnectionRefused downloading package manifest mcpsd-x\n";
+	static const char bun_dns[] = "error: DNSResolveFailed downloading "
+	                              "package manifest mcpsd-x\n";
+	static const char bun_500[] =
+	    "Resolving dependencies\nResolved, downloaded and extracted [6]\n"
+	    "error: GET http://127.0.0.1:18445/mcpsd-x - 500\n";
+	static const char bun_403[] =
+	    "error: GET http://127.0.0.1:18446/mcpsd-x - 403\n";
+	static const char bun_404[] =
+	    "error: GET http://172.17.0.1:4873/mcpsd-no-such-package-zz9 - "
+	    "404\nerror: mcpsd-no-such-package-zz9@latest failed to resolve\n";
+	char line[160];
+
+	is_int(packages_diagnose(pip_cert, line, sizeof(line)),
+	       PACKAGES_FAIL_CERT, "pip: an untrusted certificate");
+	ok(strncmp(line,
+	           "CERTIFICATE_VERIFY_FAILED] certificate verify "
+	           "failed: self-signed",
+	           55) == 0,
+	   "from the words that say it (%s)", line);
+	is_int(packages_diagnose(pip_refused, line, sizeof(line)),
+	       PACKAGES_FAIL_UNREACHABLE, "pip: connection refused");
+	ok(strncmp(line, "Connection refused", 18) == 0, "(%s)", line);
+	is_int(packages_diagnose(pip_dns, line, sizeof(line)),
+	       PACKAGES_FAIL_UNREACHABLE, "pip: no such host");
+	is_int(packages_diagnose(pip_timeout, line, sizeof(line)),
+	       PACKAGES_FAIL_TIMEOUT, "pip: a read timed out");
+	ok(strncmp(line, "ReadTimeoutError", 16) == 0, "(%s)", line);
+	is_int(packages_diagnose(pip_missing, line, sizeof(line)),
+	       PACKAGES_FAIL_OTHER, "pip: a missing package is none of these");
+	is_str(line, "", "and shows no line");
+	is_int(packages_diagnose(bun_cert, line, sizeof(line)),
+	       PACKAGES_FAIL_CERT, "bun: a self-signed certificate");
+	is_str(line,
+	       "DEPTH_ZERO_SELF_SIGNED_CERT downloading package manifest "
+	       "mcpsd-x",
+	       "the whole word");
+	is_int(packages_diagnose(bun_issuer, NULL, 0), PACKAGES_FAIL_CERT,
+	       "bun: an unknown issuer (a TLS-inspecting proxy)");
+	is_int(packages_diagnose(bun_refused, line, sizeof(line)),
+	       PACKAGES_FAIL_UNREACHABLE, "bun: connection refused");
+	is_int(packages_diagnose(bun_dns, line, sizeof(line)),
+	       PACKAGES_FAIL_UNREACHABLE, "bun: DNS");
+	is_int(packages_diagnose(bun_500, line, sizeof(line)),
+	       PACKAGES_FAIL_HTTP, "bun: HTTP 500");
+	is_str(line, "error: GET http://127.0.0.1:18445/mcpsd-x - 500",
+	       "the line");
+	is_int(packages_diagnose(bun_403, NULL, 0), PACKAGES_FAIL_HTTP,
+	       "bun: HTTP 403");
+	is_int(packages_diagnose(bun_404, line, sizeof(line)),
+	       PACKAGES_FAIL_OTHER, "bun: 404 is a name that is not there");
+	is_int(packages_diagnose("error: GET \x1b[31mx - 500\x07\n", line,
+	                         sizeof(line)),
+	       PACKAGES_FAIL_OTHER, "a status must end the line");
+	is_int(packages_diagnose("Connection refused\x1b[0m\n", line, 8),
+	       PACKAGES_FAIL_UNREACHABLE, "bounded");
+	is_str(line, "Connect", "cut to the buffer");
+	is_int(packages_diagnose("", line, sizeof(line)), PACKAGES_FAIL_OTHER,
+	       "empty output");
+}
+
 /* The manifest bun starts from: only valid name@version from the cache. */
 static void test_manifest(void)
 {
@@ -488,6 +608,7 @@ int main(void)
 	test_first_error();
 	test_conflicts();
 	test_cache();
+	test_diagnose();
 	test_manifest();
 	return tap_done();
 }
