@@ -11,7 +11,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer as createHttpsServer } from 'node:https';
 import { createServer as createNetServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -359,6 +359,30 @@ describe('npm: nothing the conversation wrote configures the installer', () => {
     });
   });
 
+  test('a cache directory replaced by a link to planted configuration is not followed', { timeout: T }, async () => {
+    const code = [
+      'import os, json, shutil',
+      `shutil.rmtree(${JSON.stringify(NODE)}, ignore_errors=True)`,
+      'os.makedirs("/data/elsewhere/node_modules", exist_ok=True)',
+      `json.dump({"dependencies": {"exfil": ${JSON.stringify(reg.decoy.url + '/linked.tgz')}}}, open("/data/elsewhere/package.json", "w"))`,
+      `open("/data/elsewhere/.env", "w").write("HTTP_PROXY=${reg.decoy.url}\\n")`,
+      'os.makedirs("/data/.mcp/packages", exist_ok=True)',
+      `os.symlink("/data/elsewhere", ${JSON.stringify(NODE)})`,
+      'print("planted")',
+    ].join('\n');
+    const p = await py(d.client, 'npm-link', code);
+    expectStatus(p, 'completed');
+    const mark = reg.requests.length;
+    const r = await run(d.client, 'npm-link', 'typescript', useGood, { packages: ['mcpsd-good'] });
+    assert.deepEqual(reg.decoy.requests, [], `the installer asked the decoy nothing: ${describeRun(r)}`);
+    expectStatus(r, 'completed');
+    assert.equal(r.sc.stdout, 'good-1\n');
+    onlyAsked(mark, ['mcpsd-good']);
+    const after = await py(d.client, 'npm-link', `import os\nprint(os.path.islink(${JSON.stringify(NODE)}), sorted(os.listdir("/data/elsewhere")))`);
+    expectStatus(after, 'completed');
+    assert.equal(after.sc.stdout, "False ['.env', 'node_modules', 'package.json']\n", 'the link was replaced, its target left alone');
+  });
+
   test('packages installed earlier stay usable; a tarball spec is refused before anything runs', { timeout: T }, async () => {
     const first = await run(d.client, 'npm-keep', 'typescript', useGood, { packages: ['mcpsd-good'] });
     expectStatus(first, 'completed');
@@ -376,6 +400,9 @@ describe('npm: nothing the conversation wrote configures the installer', () => {
     }
     assert.deepEqual(reg.requests.slice(m2), [], 'refused specs reach no registry');
     assert.deepEqual(reg.decoy.requests, [], 'nor the decoy');
+    const runs = join(d.root, 'runs');
+    const stages = readdirSync(runs).filter((e) => existsSync(join(runs, e, 'stage')));
+    assert.deepEqual(stages, [], 'no staging directory is left after the installations');
   });
 });
 
