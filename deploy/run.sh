@@ -179,6 +179,14 @@ setting() {
 	[ -n "$v" ] || v=$(grep -E "^(export )?$1=" "$ENV_FILE" | tail -n 1 | cut -d= -f2- | sed -e 's/^"\(.*\)"$/\1/' -e "s/^'\(.*\)'$/\1/")
 	printf '%s' "$v"
 }
+# The installers trust what this host trusts (a TLS-inspecting proxy's root
+# too) unless SANDBOX_PACKAGES_CA_FILE is set, in the environment or .env.
+HOST_CA=/etc/ssl/certs/ca-certificates.crt
+if [ -z "$(setting SANDBOX_PACKAGES_CA_FILE)" ] && [ -r "$HOST_CA" ] &&
+	! grep -qE '^(export )?SANDBOX_PACKAGES_CA_FILE=' "$ENV_FILE"; then
+	export SANDBOX_PACKAGES_CA_FILE=$HOST_CA
+	msg "the package installers trust this host's CA bundle $HOST_CA (SANDBOX_PACKAGES_CA_FILE)"
+fi
 CONFIG=$("$BIN" --env-file "$ENV_FILE" --check-config)
 BASE=$(printf '%s\n' "$CONFIG" | sed -n 's/^PUBLIC_BASE_URL=//p')
 TOKEN=$(setting MCP_API_TOKEN)

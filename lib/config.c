@@ -277,8 +277,8 @@ static const struct setting settings[] = {
     {"SANDBOX_PACKAGES_MAX_MB", SET_UINT, "0", OFF(packages_max_mb), 0, 1048576,
      "50",
      "Size one conversation's package cache of a language may reach; "
-     "past it the cache is emptied and the call fails (0: only "
-     "WORKSPACE_QUOTA_MB, which the cache counts against)"},
+     "past it the call fails (pip's cache is emptied, npm's left as it "
+     "was; 0: only WORKSPACE_QUOTA_MB, which the cache counts against)"},
     {"SANDBOX_PACKAGES_NETWORK", SET_STR, "bridge", OFF(packages_network), 0, 0,
      "bridge",
      "Docker network the installers run on (e.g. one that reaches only "

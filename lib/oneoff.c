@@ -19,6 +19,7 @@
 #include "attachio.h"
 #include "buf.h"
 #include "docker/backend_docker.h"
+#include "fstree.h"
 #include "log.h"
 #include "packages.h"
 #include "util/hex.h"
@@ -34,13 +35,17 @@ struct oneoff_dir {
 	char run_id[17];
 	char dir[PATH_MAX];
 	char host_dir[PATH_MAX];
+	char stage_host_dir[PATH_MAX]; /* an installer's, or "" */
 	bool dir_made;
 	int hold_fd; /* oneoff_dir_hold's, or -1 */
 };
 
 /* ---- the code directory ----------------------------------------------- */
 
-/* Removes a directory we made, one level deep, never following links. */
+/*
+ * Removes a directory we made and what is in it, never following links (an
+ * installer's staging tree is deep: fstree_remove walks it).
+ */
 static void oneoff_rmdir_flat(const char *path)
 {
 	int dfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -56,9 +61,10 @@ static void oneoff_rmdir_flat(const char *path)
 				if (strcmp(e->d_name, ".") != 0 &&
 				    strcmp(e->d_name, "..") != 0 &&
 				    unlinkat(dirfd(d), e->d_name, 0) < 0 &&
-				    errno == EISDIR)
-					(void)unlinkat(dirfd(d), e->d_name,
-					               AT_REMOVEDIR);
+				    errno == EISDIR &&
+				    fstree_remove(dirfd(d), e->d_name) < 0)
+					log_warnx("removing %s/%s", path,
+					          e->d_name);
 			closedir(d);
 		}
 	}
@@ -131,6 +137,31 @@ fail:
 }
 
 /*
+ * An installer's staging directory, runs/<run id>/stage, mounted writable
+ * at ONEOFF_STAGE_PATH: its working directory and HOME, on no file system
+ * the conversation's code can write (packages.c). Owned by the sandbox
+ * user when we are root, as the workspaces are.
+ */
+static int oneoff_stage(const struct oneoff_env *r, struct oneoff_dir *b,
+                        int dfd)
+{
+	bool root = geteuid() == 0;
+	int fd;
+
+	if ((size_t)snprintf(b->stage_host_dir, sizeof(b->stage_host_dir),
+	                     "%s/stage",
+	                     b->host_dir) >= sizeof(b->stage_host_dir))
+		return -ENAMETOOLONG;
+	fd = fstree_mkdirs(dfd, "stage",
+	                   root ? (uid_t)r->cfg->sandbox_uid : (uid_t)-1,
+	                   root ? (gid_t)r->cfg->sandbox_gid : (gid_t)-1);
+	if (fd < 0)
+		return fd;
+	close(fd);
+	return 0;
+}
+
+/*
  * Makes runs/<run id>/ holding the code (<filename>) and, when given, the
  * inputs (inputs.json and the language's helper).
  */
@@ -180,6 +211,8 @@ static int oneoff_code(const struct oneoff_env *r, struct oneoff_dir *b,
 	if (rc == 0 && req->aux_name)
 		rc =
 		    oneoff_put(dfd, req->aux_name, req->aux_text, req->aux_len);
+	if (rc == 0 && req->install)
+		rc = oneoff_stage(r, b, dfd);
 	/* Bun finds the conversation's packages by walking up from the
 	 * code, before the image's own /node_modules. */
 	if (rc == 0 && r->cfg->packages && !req->install && !req->check &&
@@ -372,6 +405,9 @@ int oneoff_box_spec(const struct config *cfg, const struct oneoff_spec *sp,
 		    sp->workspace_host_path, "/data", false, false};
 	o->mounts[o->n_mounts++] =
 	    (struct box_mount){sp->code_host_dir, "/sandbox", true, false};
+	if (sp->install && sp->stage_host_dir)
+		o->mounts[o->n_mounts++] = (struct box_mount){
+		    sp->stage_host_dir, ONEOFF_STAGE_PATH, false, false};
 	o->open_stdin = true;
 	o->network = sp->network;
 	o->install = sp->install;
@@ -580,6 +616,8 @@ static void oneoff_fill_spec(const struct oneoff_env *r,
 	spec->argv = req->argv;
 	spec->n_argv = req->n_argv;
 	spec->install = req->install;
+	spec->stage_host_dir =
+	    dir->stage_host_dir[0] ? dir->stage_host_dir : NULL;
 	spec->timeout_s = res->timeout_s;
 	spec->memory_mb = req->memory_mb;
 	spec->cpus = req->cpus;

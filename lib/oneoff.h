@@ -82,7 +82,13 @@ struct oneoff_spec {
 	const char *const *argv;
 	size_t n_argv;
 	bool install;
+	/* An installer's own writable directory, mounted at
+	 * ONEOFF_STAGE_PATH, or NULL. */
+	const char *stage_host_dir;
 };
+
+/* Where an installer box has its staging directory (packages.c). */
+#define ONEOFF_STAGE_PATH "/stage"
 
 /*
  * How a program of a language gets run_code's inputs as a ready variable

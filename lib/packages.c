@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -61,6 +62,27 @@ static size_t pip_op_len(const char *p)
 	return 0;
 }
 
+/*
+ * Whether the n bytes at p end like an archive file: pip installs
+ * "x.whl" or "x.tar.gz" as a local file and bun "x.tgz" as a tarball,
+ * though both look like names.
+ */
+static bool archive_suffix(const char *p, size_t n)
+{
+	static const char *const ext[] = {
+	    ".whl",     ".zip",    ".tgz",      ".tar",     ".tar.gz",
+	    ".tar.bz2", ".tbz",    ".tbz2",     ".tar.xz",  ".txz",
+	    ".tlz",     ".tar.lz", ".tar.lzma", ".tar.zst", ".egg"};
+
+	for (size_t i = 0; i < sizeof(ext) / sizeof(ext[0]); i++) {
+		size_t e = strlen(ext[i]);
+
+		if (n >= e && strncasecmp(p + n - e, ext[i], e) == 0)
+			return true;
+	}
+	return false;
+}
+
 static int pip_check(const char *spec, const char *s, char *err, size_t errlen)
 {
 	const char *p = spec;
@@ -73,6 +95,13 @@ static int pip_check(const char *spec, const char *s, char *err, size_t errlen)
 		                   "'_', '-'), e.g. \"pandas\" or "
 		                   "\"numpy>=1.26\"",
 		                   s);
+	if (archive_suffix(p, n))
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "pip package '%.64s' names an archive file, and pip would "
+		    "install it as a local file; packages come from the index "
+		    "by name, e.g. \"pandas\" or \"numpy==1.26.4\"",
+		    s);
 	p += n;
 	if (*p == '[') {
 		do {
@@ -156,12 +185,27 @@ static int npm_check(const char *spec, const char *s, char *err, size_t errlen)
 		                   "package name (letters, digits, '.', '_', "
 		                   "'~', '-'), e.g. \"zod\" or \"@types/node\"",
 		                   s);
+	if (archive_suffix(p, n))
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "npm package '%.64s' names a tarball, and the installer "
+		    "would read it as a local file; packages come from the "
+		    "registry by name, e.g. \"zod\" or \"date-fns@3.6.0\"",
+		    s);
 	p += n;
 	if (*p == '@' && p[1]) {
-		p++;
+		const char *v = ++p;
+
 		p += strspn(
 		    p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXY"
 		       "Z0123456789.^~<>=*+_|-");
+		if (!*p && archive_suffix(v, (size_t)(p - v)))
+			return errmsg_fail(
+			    -EINVAL, err, errlen,
+			    "npm package '%.64s': the version names a "
+			    "tarball file; give a version, range or tag, "
+			    "e.g. \"date-fns@3.6.0\" or \"zod@^3\"",
+			    s);
 	}
 	if (*p)
 		return errmsg_fail(
@@ -406,45 +450,158 @@ bool packages_cached(int wsfd, const char *manager, const char *spec)
 	return have[0] && (!pin[0] || strcmp(have, pin) == 0);
 }
 
+/* Reads the cache's package.json (bounded, no link followed); NULL if none. */
+static cJSON *npm_cache_manifest(int wsfd)
+{
+	struct stat st;
+	char *text = NULL;
+	cJSON *j = NULL;
+	ssize_t got;
+	int fd;
+
+	if (wsfd < 0)
+		return NULL;
+	fd = fstree_open_regular(wsfd, ".mcp/packages/node/package.json", &st);
+	if (fd < 0)
+		return NULL;
+	if (st.st_size > 0 && st.st_size <= (off_t)PACKAGES_JSON_MAX &&
+	    (text = malloc((size_t)st.st_size + 1)) != NULL &&
+	    (got = read(fd, text, (size_t)st.st_size)) > 0) {
+		text[got] = '\0';
+		j = cJSON_Parse(text);
+	}
+	free(text);
+	close(fd);
+	return j;
+}
+
+int packages_npm_manifest(int wsfd, const char *const *specs, size_t n,
+                          char **json, size_t *dropped)
+{
+	cJSON *old = npm_cache_manifest(wsfd), *out = cJSON_CreateObject();
+	cJSON *deps = out ? cJSON_AddObjectToObject(out, "dependencies") : NULL;
+	const cJSON *e;
+	size_t kept = 0;
+	int rc = 0;
+
+	*json = NULL;
+	*dropped = 0;
+	if (!deps || !cJSON_AddTrueToObject(out, "private")) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	cJSON_ArrayForEach (
+	    e, cJSON_GetObjectItemCaseSensitive(old, "dependencies")) {
+		char spec[PACKAGES_SPEC_MAX + 2], err[8];
+		char name[PACKAGES_SPEC_MAX + 1], pin[PACKAGES_SPEC_MAX + 1];
+		const char *v = cJSON_GetStringValue(e);
+		bool again = false;
+
+		/* Only name@version as a caller could have asked for it. */
+		if (!e->string || !v || !v[0] || kept >= PACKAGES_KEEP_MAX ||
+		    (size_t)snprintf(spec, sizeof(spec), "%s@%s", e->string,
+		                     v) >= sizeof(spec) ||
+		    packages_check_spec("npm", spec, err, sizeof(err)) < 0) {
+			++*dropped;
+			continue;
+		}
+		packages_spec_key("npm", spec, name, sizeof(name), pin,
+		                  sizeof(pin));
+		if (strcmp(name, e->string) != 0) {
+			++*dropped;
+			continue;
+		}
+		for (size_t i = 0; i < n && !again; i++) {
+			char sn[PACKAGES_SPEC_MAX + 1];
+
+			packages_spec_key("npm", specs[i], sn, sizeof(sn), pin,
+			                  sizeof(pin));
+			again = strcmp(sn, e->string) == 0;
+		}
+		if (again ||
+		    cJSON_GetObjectItemCaseSensitive(deps, e->string) != NULL)
+			continue;
+		if (!cJSON_AddStringToObject(deps, e->string, v)) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		kept++;
+	}
+	*json = cJSON_PrintUnformatted(out);
+	if (!*json)
+		rc = -ENOMEM;
+out:
+	cJSON_Delete(old);
+	cJSON_Delete(out);
+	return rc;
+}
+
 /* ---- the installer ------------------------------------------------------- */
 
 /*
  * Run by sh -c in the runner image: $1 the cache directory, $2 the size cap
- * in KiB (0: none), then the installer's argv. Prepares the directory and
- * removes what would configure the installer from it (code of the
- * conversation can write there), keeps the installer's temporary files on
- * the same file system (hard links, renames, no tmpfs to fill), cleans up
- * and enforces the cap.
+ * in KiB (0: none), $3 the npm manifest (package.json) we wrote, then the
+ * installer's argv.
+ *
+ * The installer works in /stage (ONEOFF_STAGE_PATH), a directory of its
+ * own that no code of the conversation can write, with HOME there and an
+ * environment of our making (env -i: no proxy or registry variable of the
+ * image either). Nothing under /data is its working directory or
+ * configuration: bun reads package.json, lockfiles, .env*, bunfig.toml and
+ * .npmrc from its working directory, and code of the conversation writes
+ * /data (a leftover thread of a warm session even while we install).
+ *
+ * npm: bun adds the specs to our manifest in /stage/work; package.json and
+ * node_modules then replace the cache as a whole. pip: pip (-I --isolated,
+ * reading no file of the cache) installs into the cache with --prefix, so
+ * that what is there and what the image has satisfy dependencies; its
+ * temporary files are in /stage too.
  */
 static const char packages_script[] =
     "umask 022\n"
-    "d=$1 max=$2\n"
-    "shift 2\n"
-    "t=/data/.mcp/packages/.tmp.$$\n"
-    "mkdir -p \"$d\" \"$t\" && cd \"$d\" || exit 71\n"
-    "rm -rf bunfig.toml .bunfig.toml .npmrc .yarnrc .yarnrc.yml\n"
-    "case $d in */node) [ -f package.json ] && [ ! -L package.json ] || "
-    "{ rm -rf package.json; echo '{\"private\":true}' >package.json; };; "
-    "esac\n"
-    "[ -f /sandbox/ca.pem ] && export NODE_EXTRA_CA_CERTS=/sandbox/ca.pem\n"
-    "TMPDIR=$t BUN_INSTALL_CACHE_DIR=$t/bun \"$@\"\n"
-    "rc=$?\n"
-    "cd / && rm -rf \"$t\"\n"
-    "[ \"$rc\" -eq 0 ] || exit \"$rc\"\n"
+    "d=$1 max=$2 manifest=$3\n"
+    "shift 3\n"
+    "s=" ONEOFF_STAGE_PATH "\n"
+    "mkdir -p \"$s/home\" \"$s/tmp\" \"$s/work\" && cd \"$s/work\" || exit 71\n"
+    "case $d in */node) printf '%s\\n' \"$manifest\" >package.json || exit "
+    "71;;\n"
+    "  *) mkdir -p \"$d\" || exit 71;; esac\n"
+    "ca=\n"
+    "[ -f /sandbox/ca.pem ] && ca=NODE_EXTRA_CA_CERTS=/sandbox/ca.pem\n"
+    "env -i PATH=\"$PATH\" LANG=C.UTF-8 HOME=\"$s/home\" TMPDIR=\"$s/tmp\" "
+    "BUN_INSTALL_CACHE_DIR=\"$s/tmp/bun\" $ca \"$@\" || exit $?\n"
+    "case $d in */node)\n"
+    "  if [ \"$max\" -gt 0 ]; then\n"
+    "    kb=$(du -sk . | cut -f1)\n"
+    "    if [ \"$kb\" -gt \"$max\" ]; then\n"
+    "      echo \"mcp-sandboxd: the package cache would take $((kb / 1024)) "
+    "MB, more than the $((max / 1024)) MB allowed "
+    "(SANDBOX_PACKAGES_MAX_MB); it was left as it was\" >&2\n"
+    "      exit 75\n"
+    "    fi\n"
+    "  fi\n"
+    /* A new cache beside the old one, then a rename: a failure (the
+     * workspace's quota) leaves the old one whole. */
+    "  n=${d%/*}/.node.$$\n"
+    "  mkdir -p \"${d%/*}\" && rm -rf \"$n\" && mkdir \"$n\" &&\n"
+    "    cp -a package.json \"$n/\" &&\n"
+    "    { [ ! -d node_modules ] || cp -a node_modules \"$n/\"; } &&\n"
+    "    rm -rf \"$d\" && mv \"$n\" \"$d\" || { rm -rf \"$n\"; exit 73; }\n"
+    "  exit 0;; esac\n"
     "cd \"$d\" || exit 71\n"
     /* pip --prefix: link the version's directory as site; a package
      * installed again leaves the metadata of the version it replaced:
      * keep the newest of each name. */
-    "case $d in */python) seen=' '\n"
-    "  for s in local/lib/python3*/dist-packages lib/python3*/site-packages; "
+    "seen=' '\n"
+    "for s in local/lib/python3*/dist-packages lib/python3*/site-packages; "
     "do [ -d \"$s\" ] && [ ! -L \"$s\" ] && { rm -rf site; ln -s \"$s\" site; "
     "break; }; done\n"
-    "  for i in $(ls -dt -- \"$d\"/site/*.dist-info 2>/dev/null); do\n"
-    "    b=${i%.dist-info}\n"
-    "    n=$(basename \"${b%-*}\" | tr 'A-Z.-' 'a-z__' | tr -s _)\n"
-    "    case $seen in *\" $n \"*) rm -rf \"$i\";; *) seen=\"$seen$n \";; "
+    "for i in $(ls -dt -- \"$d\"/site/*.dist-info 2>/dev/null); do\n"
+    "  b=${i%.dist-info}\n"
+    "  n=$(basename \"${b%-*}\" | tr 'A-Z.-' 'a-z__' | tr -s _)\n"
+    "  case $seen in *\" $n \"*) rm -rf \"$i\";; *) seen=\"$seen$n \";; "
     "esac\n"
-    "  done;; esac\n"
+    "done\n"
     "if [ \"$max\" -gt 0 ]; then\n"
     "  kb=$(du -sk \"$d\" | cut -f1)\n"
     "  if [ \"$kb\" -gt \"$max\" ]; then\n"
@@ -473,7 +630,8 @@ static void http_host(const char *url, char *out, size_t outlen)
 }
 
 int packages_command(const struct config *cfg, const char *manager, bool ca,
-                     const char *const *specs, size_t n, struct packages_cmd *c)
+                     const char *manifest, const char *const *specs, size_t n,
+                     struct packages_cmd *c)
 {
 	size_t k = 0;
 
@@ -505,6 +663,7 @@ int packages_command(const struct config *cfg, const char *manager, bool ca,
 
 		c->argv[k++] = PACKAGES_PYTHON_DIR;
 		c->argv[k++] = c->max_kb;
+		c->argv[k++] = "";
 		for (size_t i = 0; i < sizeof(pip) / sizeof(pip[0]); i++)
 			c->argv[k++] = pip[i];
 		c->argv[k++] = "--index-url";
@@ -520,8 +679,11 @@ int packages_command(const struct config *cfg, const char *manager, bool ca,
 		}
 		c->argv[k++] = "--";
 	} else if (strcmp(manager, "npm") == 0) {
+		if (!manifest)
+			return -EINVAL;
 		c->argv[k++] = PACKAGES_DIR "/node";
 		c->argv[k++] = c->max_kb;
+		c->argv[k++] = manifest;
 		c->argv[k++] = "bun";
 		c->argv[k++] = "add";
 		c->argv[k++] = "--ignore-scripts";
@@ -566,6 +728,118 @@ void packages_first_error(const char *text, char *out, size_t outlen)
 		}
 		p = eol ? eol + 1 : NULL;
 	}
+}
+
+/* What each failure looks like in pip's (urllib3's) and bun's words. */
+static const struct {
+	enum packages_failure kind;
+	const char *needle;
+} packages_signs[] = {
+    {PACKAGES_FAIL_CERT, "CERTIFICATE_VERIFY_FAILED"},
+    {PACKAGES_FAIL_CERT, "certificate verify failed"},
+    {PACKAGES_FAIL_CERT, "problem confirming the ssl certificate"},
+    {PACKAGES_FAIL_CERT, "SSLError"},
+    {PACKAGES_FAIL_CERT, "SELF_SIGNED_CERT"},
+    {PACKAGES_FAIL_CERT, "UNABLE_TO_GET_ISSUER_CERT"},
+    {PACKAGES_FAIL_CERT, "UNABLE_TO_VERIFY_LEAF_SIGNATURE"},
+    {PACKAGES_FAIL_CERT, "CERT_HAS_EXPIRED"},
+    {PACKAGES_FAIL_CERT, "CERT_NOT_YET_VALID"},
+    {PACKAGES_FAIL_CERT, "CERT_UNTRUSTED"},
+    {PACKAGES_FAIL_CERT, "ERR_TLS_CERT_ALTNAME_INVALID"},
+    {PACKAGES_FAIL_CERT, "TLSHandshake"},
+    {PACKAGES_FAIL_TIMEOUT, "ReadTimeoutError"},
+    {PACKAGES_FAIL_TIMEOUT, "ConnectTimeoutError"},
+    {PACKAGES_FAIL_TIMEOUT, "timed out"},
+    {PACKAGES_FAIL_TIMEOUT, "ETIMEDOUT"},
+    {PACKAGES_FAIL_TIMEOUT, "Timeout"},
+    {PACKAGES_FAIL_TIMEOUT, "TimedOut"},
+    {PACKAGES_FAIL_UNREACHABLE, "Connection refused"},
+    {PACKAGES_FAIL_UNREACHABLE, "ConnectionRefused"},
+    {PACKAGES_FAIL_UNREACHABLE, "ECONNREFUSED"},
+    {PACKAGES_FAIL_UNREACHABLE, "Name or service not known"},
+    {PACKAGES_FAIL_UNREACHABLE, "Temporary failure in name resolution"},
+    {PACKAGES_FAIL_UNREACHABLE, "No address associated with hostname"},
+    {PACKAGES_FAIL_UNREACHABLE, "DNSResolveFailed"},
+    {PACKAGES_FAIL_UNREACHABLE, "ENOTFOUND"},
+    {PACKAGES_FAIL_UNREACHABLE, "No route to host"},
+    {PACKAGES_FAIL_UNREACHABLE, "Network is unreachable"},
+    {PACKAGES_FAIL_UNREACHABLE, "NetworkUnreachable"},
+    {PACKAGES_FAIL_UNREACHABLE, "HostUnreachable"},
+    {PACKAGES_FAIL_UNREACHABLE, "EHOSTUNREACH"},
+    {PACKAGES_FAIL_UNREACHABLE, "ENETUNREACH"},
+    {PACKAGES_FAIL_UNREACHABLE, "Failed to establish a new connection"},
+    {PACKAGES_FAIL_UNREACHABLE, "ConnectionClosed"},
+    {PACKAGES_FAIL_UNREACHABLE, "ECONNRESET"},
+};
+
+/* bun's "error: GET <url> - <status>" with a status that is not 404. */
+static bool http_error_line(const char *p, size_t len)
+{
+	const char *dash;
+
+	if (len < 14 || strncmp(p, "error: GET ", 11) != 0)
+		return false;
+	for (dash = p + len - 1; dash > p && *dash != ' '; dash--)
+		;
+	return dash - p >= 3 && strncmp(dash - 2, " - ", 3) == 0 &&
+	       p + len - dash == 4 && isdigit((unsigned char)dash[1]) &&
+	       strncmp(dash + 1, "404", 3) != 0;
+}
+
+enum packages_failure packages_diagnose(const char *text, char *line,
+                                        size_t linelen)
+{
+	enum packages_failure best = PACKAGES_FAIL_OTHER;
+	const char *p = text, *at = NULL;
+	size_t at_len = 0;
+
+	if (line && linelen)
+		line[0] = '\0';
+	/* The first line that shows a cause; a certificate before the rest
+	 * (an untrusted certificate is also a failed connection). */
+	while (p && *p && best != PACKAGES_FAIL_CERT) {
+		const char *eol = strchr(p, '\n');
+		size_t len = eol ? (size_t)(eol - p) : strlen(p);
+		enum packages_failure k = PACKAGES_FAIL_OTHER;
+		const char *hit = p;
+
+		for (size_t i = 0;
+		     i < sizeof(packages_signs) / sizeof(packages_signs[0]);
+		     i++) {
+			const char *m =
+			    memmem(p, len, packages_signs[i].needle,
+			           strlen(packages_signs[i].needle));
+
+			if (m && (k == PACKAGES_FAIL_OTHER ||
+			          packages_signs[i].kind < k)) {
+				k = packages_signs[i].kind;
+				hit = m;
+			}
+		}
+		if (k == PACKAGES_FAIL_OTHER && http_error_line(p, len))
+			k = PACKAGES_FAIL_HTTP;
+		if (k != PACKAGES_FAIL_OTHER &&
+		    (best == PACKAGES_FAIL_OTHER || k < best)) {
+			/* From the start of the word that says it: pip's
+			 * lines begin with pages of retry details. */
+			while (hit > p && (is_alnum(hit[-1]) || hit[-1] == '_'))
+				hit--;
+			best = k;
+			at = hit;
+			at_len = len - (size_t)(hit - p);
+		}
+		p = eol ? eol + 1 : NULL;
+	}
+	if (at && line && linelen) {
+		size_t o = 0;
+
+		for (size_t i = 0; i < at_len && o + 1 < linelen; i++)
+			line[o++] = (unsigned char)at[i] < ' ' || at[i] == 0x7f
+			                ? ' '
+			                : at[i];
+		line[o] = '\0';
+	}
+	return best;
 }
 
 /* Reads SANDBOX_PACKAGES_CA_FILE; NULL with err when it cannot. */
@@ -742,6 +1016,74 @@ static void packages_report(const struct packages_plan *pl,
 	cJSON_Delete(j);
 }
 
+/*
+ * The message of an installer that exited non-zero: what it ran into when
+ * its output shows that (certificate, unreachable index, timeout, HTTP
+ * error) and the setting that fixes it, else its own first error.
+ */
+static void packages_failed_message(const struct config *cfg,
+                                    const char *manager,
+                                    const struct runner_result *ir,
+                                    const char *first,
+                                    struct runner_result *res)
+{
+	bool pip = strcmp(manager, "pip") == 0;
+	const char *who = pip ? "pip" : "bun add";
+	const char *where = pip ? cfg->pip_index : cfg->npm_registry;
+	const char *setting = pip ? "SANDBOX_PACKAGES_PIP_INDEX"
+	                          : "SANDBOX_PACKAGES_NPM_REGISTRY";
+	char line[160];
+	enum packages_failure k = packages_diagnose(
+	    ir->err.text ? ir->err.text : "", line, sizeof(line));
+
+	if (k == PACKAGES_FAIL_OTHER)
+		k = packages_diagnose(ir->out.text ? ir->out.text : "", line,
+		                      sizeof(line));
+	switch (k) {
+	case PACKAGES_FAIL_CERT:
+		snprintf(res->message, sizeof(res->message),
+		         "%s could not verify the TLS certificate of %s (%s). "
+		         "This is the server's setup, not the packages: the "
+		         "installer box does not trust that certificate; set "
+		         "SANDBOX_PACKAGES_CA_FILE to a CA bundle that does "
+		         "(e.g. the host's /etc/ssl/certs/ca-certificates.crt "
+		         "behind a TLS-inspecting proxy)",
+		         who, where, line);
+		break;
+	case PACKAGES_FAIL_UNREACHABLE:
+		snprintf(res->message, sizeof(res->message),
+		         "%s could not reach %s (%s). This is the server's "
+		         "setup, not the packages: check %s and that the "
+		         "installers' Docker network SANDBOX_PACKAGES_NETWORK "
+		         "(%s) reaches it",
+		         who, where, line, setting, cfg->packages_network);
+		break;
+	case PACKAGES_FAIL_TIMEOUT:
+		snprintf(res->message, sizeof(res->message),
+		         "%s timed out talking to %s (%s). Check %s and "
+		         "SANDBOX_PACKAGES_NETWORK (%s); a slow index may "
+		         "need a larger SANDBOX_PACKAGES_TIMEOUT_SECONDS (%u)",
+		         who, where, line, setting, cfg->packages_network,
+		         cfg->packages_timeout_s);
+		break;
+	case PACKAGES_FAIL_HTTP:
+		snprintf(res->message, sizeof(res->message),
+		         "%s got an HTTP error from %s (%s). The index "
+		         "refused or failed, not the names: check %s, or try "
+		         "again later",
+		         who, where, line, setting);
+		break;
+	case PACKAGES_FAIL_OTHER:
+	default:
+		snprintf(res->message, sizeof(res->message),
+		         "%s exited with code %d: %s. Check the names and "
+		         "versions (as on %s)",
+		         who, ir->exit_code, first[0] ? first : "see stderr",
+		         where);
+		break;
+	}
+}
+
 /* A failed installation: res tells the model what the installer said. */
 static void packages_failed(const struct config *cfg,
                             const struct packages_plan *pl,
@@ -784,13 +1126,7 @@ static void packages_failed(const struct config *cfg,
 		         cfg->workspace_quota_bytes >> 20,
 		         cfg->workspace_max_files);
 	else
-		snprintf(res->message, sizeof(res->message),
-		         "%s exited with code %d: %s. Check the names and "
-		         "versions (as on %s)",
-		         strcmp(pl->manager, "pip") == 0 ? "pip" : "bun add",
-		         ir->exit_code, first[0] ? first : "see stderr",
-		         strcmp(pl->manager, "pip") == 0 ? cfg->pip_index
-		                                         : cfg->npm_registry);
+		packages_failed_message(cfg, pl->manager, ir, first, res);
 	/* The installer's output is the output: it says what went wrong. */
 	free(res->out.text);
 	free(res->err.text);
@@ -810,7 +1146,7 @@ static int packages_install(const struct oneoff_env *env,
 	const struct config *cfg = env->cfg;
 	struct runner_request ireq;
 	struct packages_cmd cmd;
-	char *ca = NULL;
+	char *ca = NULL, *manifest = NULL;
 	size_t ca_len = 0;
 	unsigned mem;
 	double cpus;
@@ -828,10 +1164,29 @@ static int packages_install(const struct oneoff_env *env,
 			return 0;
 		}
 	}
-	rc = packages_command(cfg, pl->manager, ca != NULL, pl->missing,
-	                      pl->n_missing, &cmd);
+	if (strcmp(pl->manager, "npm") == 0) {
+		size_t dropped;
+
+		if (packages_npm_manifest(workspace_dirfd(req->workspace),
+		                          pl->missing, pl->n_missing, &manifest,
+		                          &dropped) < 0) {
+			free(ca);
+			ir->status = RUNNER_ERROR;
+			snprintf(ir->message, sizeof(ir->message),
+			         "out of memory");
+			return 0;
+		}
+		if (dropped)
+			log_warnx("packages npm lang=%s: %zu entries of the "
+			          "cache's package.json are no name with a "
+			          "version and were left out",
+			          img->language, dropped);
+	}
+	rc = packages_command(cfg, pl->manager, ca != NULL, manifest,
+	                      pl->missing, pl->n_missing, &cmd);
 	if (rc < 0) {
 		free(ca);
+		cJSON_free(manifest);
 		ir->status = RUNNER_ERROR;
 		snprintf(ir->message, sizeof(ir->message),
 		         "no installer for %s", pl->manager);
@@ -867,6 +1222,7 @@ static int packages_install(const struct oneoff_env *env,
 	ireq.event_arg = req->event_arg;
 	rc = oneoff_run(env, &ireq, img, ir);
 	free(ca);
+	cJSON_free(manifest);
 	return rc;
 }
 

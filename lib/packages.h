@@ -14,10 +14,13 @@
  *
  * Installation never runs code of a package: pip takes wheels only
  * (--only-binary=:all:, no setup.py) and npm packages' lifecycle scripts
- * are skipped (--ignore-scripts). The installer never imports or reads
- * configuration from the cache the conversation's code can write (python3
- * -I, pip --isolated, bunfig.toml and .npmrc removed first). Specs are
- * names with an optional version, never URLs, paths or options.
+ * are skipped (--ignore-scripts). The installer never reads configuration
+ * from the cache the conversation's code can write: it works in a staging
+ * directory of its own (oneoff.h: ONEOFF_STAGE_PATH) with HOME there and
+ * an environment we set (no proxy variables), bun from a package.json we
+ * write from validated specs, pip isolated (python3 -I, pip --isolated);
+ * the registry and index are passed explicitly. Specs are names with an
+ * optional version, never URLs, paths, tarballs or options.
  *
  * Threads: stateless and thread-safe.
  */
@@ -86,14 +89,33 @@ struct packages_cmd {
 
 /*
  * Fills cmd with the installer of manager for specs (all valid): a short
- * sh script that prepares the cache directory, runs pip or bun with
- * everything fixed here, cleans up and enforces the size cap. ca: a CA
- * bundle is mounted at /sandbox/ca.pem. Pure. -EINVAL for an unknown
- * manager or too many specs.
+ * sh script that runs pip or bun in the box's staging directory
+ * (ONEOFF_STAGE_PATH) with everything fixed here and an environment of its
+ * own, puts the result into the cache, and enforces the size cap. ca: a CA
+ * bundle is mounted at /sandbox/ca.pem. manifest: for npm, the
+ * package.json bun starts from (packages_npm_manifest; borrowed, must
+ * outlive cmd), ignored for pip. Pure. -EINVAL for an unknown manager, no
+ * manifest for npm, or too many specs.
  */
 __attribute__((warn_unused_result)) int
 packages_command(const struct config *cfg, const char *manager, bool ca,
-                 const char *const *specs, size_t n, struct packages_cmd *cmd);
+                 const char *manifest, const char *const *specs, size_t n,
+                 struct packages_cmd *cmd);
+
+/*
+ * The package.json an npm installation starts from, written by us: the
+ * dependencies of the cache's package.json (which hostile code may have
+ * written) that are valid specs by packages_check_spec (a name and a
+ * version, range or tag: no URL, path, git, alias or tarball), except
+ * those named in specs (installed anew), at most PACKAGES_KEEP_MAX. *json:
+ * caller frees with cJSON_free; *dropped: how many entries were left out as
+ * invalid. 0, or -ENOMEM. A missing or unreadable cache manifest gives
+ * one with no dependencies.
+ */
+#define PACKAGES_KEEP_MAX 256
+__attribute__((warn_unused_result)) int
+packages_npm_manifest(int wsfd, const char *const *specs, size_t n, char **json,
+                      size_t *dropped);
 
 /*
  * The first line of an installer's output that says what went wrong
@@ -101,6 +123,25 @@ packages_command(const struct config *cfg, const char *manager, bool ca,
  * (bounded, control characters replaced); "" when there is none.
  */
 void packages_first_error(const char *text, char *out, size_t outlen);
+
+/* What an installation that failed ran into (packages_diagnose). */
+enum packages_failure {
+	PACKAGES_FAIL_OTHER = 0,   /* none of these: names and versions */
+	PACKAGES_FAIL_CERT,        /* a TLS certificate it did not trust */
+	PACKAGES_FAIL_UNREACHABLE, /* refused, no such host, no route */
+	PACKAGES_FAIL_TIMEOUT,     /* a connection or a read timed out */
+	PACKAGES_FAIL_HTTP,        /* an HTTP error other than 404 */
+};
+
+/*
+ * Reads an installer's output (pip's retry warnings and "Could not fetch
+ * URL" lines, bun's "error: DEPTH_ZERO_SELF_SIGNED_CERT ...", "error: GET
+ * <url> - 500" lines) for a failure to reach the index rather than a
+ * package it lacks; the first such line, bounded and with control
+ * characters replaced, into line (may be NULL). Pure.
+ */
+enum packages_failure packages_diagnose(const char *text, char *line,
+                                        size_t linelen);
 
 /*
  * Lines of an installer's output in which pip reports a dependency

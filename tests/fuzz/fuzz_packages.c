@@ -6,14 +6,16 @@
  * that passes is at most PACKAGES_SPEC_MAX bytes, starts with a letter,
  * digit or '@' (never '-': no option reaches the installer) and has no
  * character of a URL, path, shell or space; its cache key is bounded and
- * is a name (no segment "." or "..", no '/' but an npm scope's). The first
- * error line of an output, and the conflicts pip reports in it, are
- * bounded and have no control characters. Any
- * violation aborts.
+ * is a name (no segment "." or "..", no '/' but an npm scope's), and it does
+ * not end like an archive (.tgz, .whl, ...: installers read those as local
+ * files). The first error line of an output, the conflicts pip reports in
+ * it, and the line packages_diagnose quotes are bounded and have no
+ * control characters. Any violation aborts.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "packages.h"
 
@@ -38,6 +40,11 @@ static void check_spec(const char *manager, const char *s)
 	    !(strcmp(manager, "npm") == 0 && s[0] == '@' &&
 	      strchr(s, '/') == strrchr(s, '/') &&
 	      !strpbrk(s, " \t\r\n:;#?&$`'\"\\()%")))
+		abort();
+	if ((n >= 4 && strcasecmp(s + n - 4, ".tgz") == 0) ||
+	    (n >= 4 && strcasecmp(s + n - 4, ".whl") == 0) ||
+	    (n >= 4 && strcasecmp(s + n - 4, ".tar") == 0) ||
+	    (n >= 7 && strcasecmp(s + n - 7, ".tar.gz") == 0))
 		abort();
 	(void)packages_spec_key(manager, s, name, sizeof(name), pin,
 	                        sizeof(pin));
@@ -86,6 +93,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		cJSON_Delete(a);
 		packages_first_error(text, first, sizeof(first));
 		if (strlen(first) >= sizeof(first))
+			abort();
+		for (size_t i = 0; first[i]; i++)
+			if ((unsigned char)first[i] < 0x20 || first[i] == 0x7f)
+				abort();
+		/* "first" again, smaller than most lines: it must be cut. */
+		switch (packages_diagnose(text, first, 40)) {
+		case PACKAGES_FAIL_OTHER:
+		case PACKAGES_FAIL_CERT:
+		case PACKAGES_FAIL_UNREACHABLE:
+		case PACKAGES_FAIL_TIMEOUT:
+		case PACKAGES_FAIL_HTTP:
+			break;
+		default:
+			abort();
+		}
+		if (strlen(first) >= 40)
 			abort();
 		for (size_t i = 0; first[i]; i++)
 			if ((unsigned char)first[i] < 0x20 || first[i] == 0x7f)

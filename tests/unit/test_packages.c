@@ -4,8 +4,12 @@
  * versions pass; URLs, paths, options, markers, git and file specs do not,
  * with a message that shows a good one), the cache keys and pins, the
  * installer's exact argv (wheels only, isolated, no scripts, the index
- * and CA the operator set), the first error line of an installer's output,
- * and the cache lookup in a tree hostile code wrote (links not followed).
+ * and CA the operator set, the staging directory and an environment of
+ * its own), the first error line of an installer's output, what real pip
+ * and bun output says went wrong (certificate, unreachable, timeout, HTTP),
+ * the cache lookup in a tree hostile code wrote (links not followed), and
+ * the npm manifest rebuilt from a planted package.json (only names with
+ * versions survive).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -52,6 +56,12 @@ static void test_specs(void)
 	    "pkg$(id)",
 	    "pkg`id`",
 	    "_leading",
+	    /* archives pip would install as local files */
+	    "x.whl",
+	    "evil-1.0-py3-none-any.whl",
+	    "pkg.tar.gz",
+	    "a.ZIP",
+	    "src.tgz",
 	};
 	static const char *const npm_ok[] = {
 	    "zod",          "@types/node",   "@types/node@20.1.0",
@@ -74,6 +84,12 @@ static void test_specs(void)
 	    "zod@https://x",
 	    ".hidden",
 	    "zod@1;id",
+	    /* tarballs bun would read as local files */
+	    "x.tgz",
+	    "secret.tar.gz",
+	    "@s/x.tar",
+	    "zod@x.tgz",
+	    "X.TGZ",
 	};
 	char err[256], big[PACKAGES_SPEC_MAX + 2];
 
@@ -173,7 +189,8 @@ static void test_command(void)
 	cfg.pip_index = pip_index;
 	cfg.npm_registry = registry;
 	cfg.packages_max_mb = 50;
-	is_int(packages_command(&cfg, "pip", true, specs, 2, &c), 0, "pip");
+	is_int(packages_command(&cfg, "pip", true, NULL, specs, 2, &c), 0,
+	       "pip");
 	ok(c.argc > 6 && strcmp(c.argv[0], "sh") == 0 &&
 	       strcmp(c.argv[1], "-c") == 0,
 	   "behind the preparing script");
@@ -211,32 +228,45 @@ static void test_command(void)
 
 	cfg.pip_index = https_index;
 	cfg.packages_max_mb = 0;
-	is_int(packages_command(&cfg, "pip", false, specs, 1, &c), 0,
+	is_int(packages_command(&cfg, "pip", false, NULL, specs, 1, &c), 0,
 	       "pip over https");
 	ok(!has_arg(&c, "--trusted-host") && !has_arg(&c, "--cert"),
 	   "https: no trusted host; no CA unless given");
 	is_str(c.argv[5], "0", "no cap");
 
-	is_int(packages_command(&cfg, "npm", true, specs, 1, &c), 0, "npm");
+	is_int(packages_command(&cfg, "npm", true, NULL, specs, 1, &c), -EINVAL,
+	       "npm without our manifest refused");
+	is_int(packages_command(&cfg, "npm", true, "{\"private\":true}", specs,
+	                        1, &c),
+	       0, "npm");
 	is_str(c.argv[4], PACKAGES_DIR "/node", "the npm cache directory");
+	is_str(c.argv[6], "{\"private\":true}",
+	       "our manifest for package.json");
 	ok(has_arg(&c, "bun") && has_arg(&c, "add"), "bun add");
 	ok(has_arg(&c, "--ignore-scripts"), "no lifecycle scripts");
 	i = arg_index(&c, "--registry");
 	ok(i != (size_t)-1 && strcmp(c.argv[i + 1], registry) == 0,
 	   "the operator's registry");
 	is_str(c.argv[c.argc - 1], "pandas", "the spec last");
-	ok(strstr(c.argv[2], "NODE_EXTRA_CA_CERTS=/sandbox/ca.pem") &&
-	       strstr(c.argv[2], "rm -rf bunfig.toml"),
-	   "the script adds the CA and removes configuration the code "
-	   "could have planted");
+	ok(strstr(c.argv[2], "NODE_EXTRA_CA_CERTS=/sandbox/ca.pem") != NULL,
+	   "the script adds the CA");
+	ok(strstr(c.argv[2], "cd \"$s/work\"") &&
+	       strstr(c.argv[2], "s=/stage") &&
+	       strstr(c.argv[2], "env -i PATH=\"$PATH\" LANG=C.UTF-8 "
+	                         "HOME=\"$s/home\""),
+	   "the installer works in the staging directory, HOME there, with "
+	   "an environment of ours (no proxy variables)");
+	ok(strstr(c.argv[2], "cd /data") == NULL &&
+	       strstr(c.argv[2], "cd \"$d\" || exit 71\nseen") != NULL,
+	   "only pip's own bookkeeping runs in the cache, after pip");
 
-	is_int(packages_command(&cfg, "apt", false, specs, 1, &c), -EINVAL,
-	       "unknown manager");
-	is_int(packages_command(&cfg, "pip", false, specs, 0, &c), -EINVAL,
-	       "no specs");
-	is_int(
-	    packages_command(&cfg, "pip", false, specs, PACKAGES_MAX + 1, &c),
-	    -EINVAL, "too many specs");
+	is_int(packages_command(&cfg, "apt", false, NULL, specs, 1, &c),
+	       -EINVAL, "unknown manager");
+	is_int(packages_command(&cfg, "pip", false, NULL, specs, 0, &c),
+	       -EINVAL, "no specs");
+	is_int(packages_command(&cfg, "pip", false, NULL, specs,
+	                        PACKAGES_MAX + 1, &c),
+	       -EINVAL, "too many specs");
 }
 
 static void test_first_error(void)
@@ -364,6 +394,212 @@ static void test_cache(void)
 	ok(!packages_cached(-1, "pip", "x"), "no workspace: nothing cached");
 }
 
+/* Real output of pip 23 and bun 1.x that could not reach their index. */
+static void test_diagnose(void)
+{
+	static const char pip_cert[] =
+	    "Looking in indexes: https://127.0.0.1:18443/simple\n"
+	    "WARNING: Retrying (Retry(total=4, connect=None, read=None, "
+	    "redirect=None, status=None)) after connection broken by "
+	    "'SSLError(SSLCertVerificationError(1, '[SSL: "
+	    "CERTIFICATE_VERIFY_FAILED] certificate verify failed: "
+	    "self-signed certificate (_ssl.c:1006)'))': /simple/mcpsd-x/\n"
+	    "Could not fetch URL https://127.0.0.1:18443/simple/mcpsd-x/: "
+	    "There was a problem confirming the ssl certificate: "
+	    "HTTPSConnectionPool(host='127.0.0.1', port=18443): Max retries "
+	    "exceeded with url: /simple/mcpsd-x/ (Caused by "
+	    "SSLError(SSLCertVerificationError(1, '[SSL: "
+	    "CERTIFICATE_VERIFY_FAILED] certificate verify failed: "
+	    "self-signed certificate (_ssl.c:1006)'))) - skipping\n"
+	    "ERROR: Could not find a version that satisfies the requirement "
+	    "mcpsd-x (from versions: none)\n"
+	    "ERROR: No matching distribution found for mcpsd-x\n";
+	static const char pip_refused[] =
+	    "Looking in indexes: http://127.0.0.1:1/simple\n"
+	    "WARNING: Retrying (Retry(total=4, connect=None, read=None, "
+	    "redirect=None, status=None)) after connection broken by "
+	    "'NewConnectionError('<pip._vendor.urllib3.connection."
+	    "HTTPConnection object at 0x7fbcada3c710>: Failed to establish a "
+	    "new connection: [Errno 111] Connection refused')': "
+	    "/simple/mcpsd-x/\n"
+	    "ERROR: Could not find a version that satisfies the requirement "
+	    "mcpsd-x (from versions: none)\n";
+	static const char pip_dns[] =
+	    "WARNING: Retrying (Retry(total=0, connect=None, read=None, "
+	    "redirect=None, status=None)) after connection broken by "
+	    "'NewConnectionError('<pip._vendor.urllib3.connection."
+	    "HTTPSConnection object at 0x7f884ffa8150>: Failed to establish "
+	    "a new connection: [Errno -3] Temporary failure in name "
+	    "resolution')': /simple/mcpsd-x/\n"
+	    "ERROR: No matching distribution found for mcpsd-x\n";
+	static const char pip_timeout[] =
+	    "WARNING: Retrying (Retry(total=4, connect=None, read=None, "
+	    "redirect=None, status=None)) after connection broken by "
+	    "'ReadTimeoutError(\"HTTPConnectionPool(host='127.0.0.1', "
+	    "port=18444): Read timed out. (read timeout=3.0)\")': "
+	    "/simple/mcpsd-x/\n"
+	    "ERROR: No matching distribution found for mcpsd-x\n";
+	static const char pip_missing[] =
+	    "Looking in indexes: http://172.17.0.1:41234/simple\n"
+	    "ERROR: Could not find a version that satisfies the requirement "
+	    "mcpsd-no-such-thing (from versions: none)\n"
+	    "ERROR: No matching distribution found for mcpsd-no-such-thing\n";
+	static const char bun_cert[] =
+	    "Resolving dependencies\nResolved, downloaded and extracted [1]\n"
+	    "error: DEPTH_ZERO_SELF_SIGNED_CERT downloading package manifest "
+	    "mcpsd-x\n";
+	static const char bun_issuer[] =
+	    "error: UNABLE_TO_GET_ISSUER_CERT_LOCALLY downloading package "
+	    "manifest zod\n";
+	static const char bun_refused[] =
+	    "Resolving dependencies\nResolved, downloaded and extracted [6]\n"
+	    "error: ConnectionRefused downloading package manifest mcpsd-x\n";
+	static const char bun_dns[] = "error: DNSResolveFailed downloading "
+	                              "package manifest mcpsd-x\n";
+	static const char bun_500[] =
+	    "Resolving dependencies\nResolved, downloaded and extracted [6]\n"
+	    "error: GET http://127.0.0.1:18445/mcpsd-x - 500\n";
+	static const char bun_403[] =
+	    "error: GET http://127.0.0.1:18446/mcpsd-x - 403\n";
+	static const char bun_404[] =
+	    "error: GET http://172.17.0.1:4873/mcpsd-no-such-package-zz9 - "
+	    "404\nerror: mcpsd-no-such-package-zz9@latest failed to resolve\n";
+	char line[160];
+
+	is_int(packages_diagnose(pip_cert, line, sizeof(line)),
+	       PACKAGES_FAIL_CERT, "pip: an untrusted certificate");
+	ok(strncmp(line,
+	           "CERTIFICATE_VERIFY_FAILED] certificate verify "
+	           "failed: self-signed",
+	           55) == 0,
+	   "from the words that say it (%s)", line);
+	is_int(packages_diagnose(pip_refused, line, sizeof(line)),
+	       PACKAGES_FAIL_UNREACHABLE, "pip: connection refused");
+	ok(strncmp(line, "Connection refused", 18) == 0, "(%s)", line);
+	is_int(packages_diagnose(pip_dns, line, sizeof(line)),
+	       PACKAGES_FAIL_UNREACHABLE, "pip: no such host");
+	is_int(packages_diagnose(pip_timeout, line, sizeof(line)),
+	       PACKAGES_FAIL_TIMEOUT, "pip: a read timed out");
+	ok(strncmp(line, "ReadTimeoutError", 16) == 0, "(%s)", line);
+	is_int(packages_diagnose(pip_missing, line, sizeof(line)),
+	       PACKAGES_FAIL_OTHER, "pip: a missing package is none of these");
+	is_str(line, "", "and shows no line");
+	is_int(packages_diagnose(bun_cert, line, sizeof(line)),
+	       PACKAGES_FAIL_CERT, "bun: a self-signed certificate");
+	is_str(line,
+	       "DEPTH_ZERO_SELF_SIGNED_CERT downloading package manifest "
+	       "mcpsd-x",
+	       "the whole word");
+	is_int(packages_diagnose(bun_issuer, NULL, 0), PACKAGES_FAIL_CERT,
+	       "bun: an unknown issuer (a TLS-inspecting proxy)");
+	is_int(packages_diagnose(bun_refused, line, sizeof(line)),
+	       PACKAGES_FAIL_UNREACHABLE, "bun: connection refused");
+	is_int(packages_diagnose(bun_dns, line, sizeof(line)),
+	       PACKAGES_FAIL_UNREACHABLE, "bun: DNS");
+	is_int(packages_diagnose(bun_500, line, sizeof(line)),
+	       PACKAGES_FAIL_HTTP, "bun: HTTP 500");
+	is_str(line, "error: GET http://127.0.0.1:18445/mcpsd-x - 500",
+	       "the line");
+	is_int(packages_diagnose(bun_403, NULL, 0), PACKAGES_FAIL_HTTP,
+	       "bun: HTTP 403");
+	is_int(packages_diagnose(bun_404, line, sizeof(line)),
+	       PACKAGES_FAIL_OTHER, "bun: 404 is a name that is not there");
+	is_int(packages_diagnose("error: GET \x1b[31mx - 500\x07\n", line,
+	                         sizeof(line)),
+	       PACKAGES_FAIL_OTHER, "a status must end the line");
+	is_int(packages_diagnose("Connection refused\x1b[0m\n", line, 8),
+	       PACKAGES_FAIL_UNREACHABLE, "bounded");
+	is_str(line, "Connect", "cut to the buffer");
+	is_int(packages_diagnose("", line, sizeof(line)), PACKAGES_FAIL_OTHER,
+	       "empty output");
+}
+
+/* The manifest bun starts from: only valid name@version from the cache. */
+static void test_manifest(void)
+{
+	char root[] = "/tmp/test_packages_mf_XXXXXX", path[256];
+	const char *specs[] = {"zod@3.23.8", "@types/node"};
+	char *json = NULL;
+	cJSON *j, *deps;
+	size_t dropped = 99;
+	int wsfd;
+
+	if (!mkdtemp(root)) {
+		ok(0, "mkdtemp");
+		return;
+	}
+	wsfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	is_int(packages_npm_manifest(wsfd, specs, 2, &json, &dropped), 0,
+	       "no cache yet");
+	is_str(json, "{\"dependencies\":{},\"private\":true}",
+	       "no dependencies");
+	is_int((int)dropped, 0, "nothing dropped");
+	cJSON_free(json);
+
+	tap_mkdir(root, ".mcp");
+	tap_mkdir(root, ".mcp/packages");
+	tap_mkdir(root, ".mcp/packages/node");
+	tap_put(root, ".mcp/packages/node/package.json",
+	        "{\"dependencies\":{"
+	        "\"keep\":\"^1.2.3\",\"@s/kept\":\"latest\","
+	        "\"zod\":\"^3.0.0\",\"@types/node\":\"20\","
+	        "\"exfil\":\"http://10.0.0.1/secret.tgz\","
+	        "\"alias\":\"npm:zod@3\",\"gh\":\"github:user/repo\","
+	        "\"short\":\"user/repo\",\"git\":\"git+https://x/y\","
+	        "\"local\":\"file:../../x\",\"tar\":\"x.tgz\","
+	        "\"path\":\"./x\",\"home\":\"~/x\",\"ws\":\"workspace:*\","
+	        "\"link\":\"link:x\",\"num\":1,\"empty\":\"\","
+	        "\"bad name\":\"1.0.0\",\"x@1\":\"2\",\"keep\":\"9.9.9\"},"
+	        "\"optionalDependencies\":{\"o\":\"http://x/o.tgz\"},"
+	        "\"scripts\":{\"preinstall\":\"curl x\"},"
+	        "\"workspaces\":[\"../..\"]}");
+	is_int(packages_npm_manifest(wsfd, specs, 2, &json, &dropped), 0,
+	       "a planted manifest");
+	j = cJSON_Parse(json);
+	deps = cJSON_GetObjectItemCaseSensitive(j, "dependencies");
+	ok(cJSON_GetArraySize(deps) == 2, "two entries kept (%s)", json);
+	is_str(cJSON_GetStringValue(
+	           cJSON_GetObjectItemCaseSensitive(deps, "keep")),
+	       "^1.2.3", "a range kept, the duplicate name ignored");
+	is_str(cJSON_GetStringValue(
+	           cJSON_GetObjectItemCaseSensitive(deps, "@s/kept")),
+	       "latest", "a scoped name with a tag kept");
+	ok(!cJSON_GetObjectItemCaseSensitive(deps, "zod") &&
+	       !cJSON_GetObjectItemCaseSensitive(deps, "@types/node"),
+	   "what the call asks for is left to bun add");
+	is_int((int)dropped, 15,
+	       "URLs, aliases, git, paths, tarballs, workspace:, link:, "
+	       "non-strings, empty and bad names dropped");
+	ok(cJSON_GetArraySize(j) == 2 &&
+	       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "private")),
+	   "nothing else of the planted file (scripts, workspaces, "
+	   "optionalDependencies) comes along");
+	cJSON_Delete(j);
+	cJSON_free(json);
+
+	/* A link in place of the manifest is not followed. */
+	snprintf(path, sizeof(path), "%s/.mcp/packages/node/package.json",
+	         root);
+	unlink(path);
+	tap_put(root, "elsewhere.json", "{\"dependencies\":{\"a\":\"1\"}}");
+	snprintf(path, sizeof(path), "%s/.mcp/packages/node/package.json",
+	         root);
+	if (symlink("../../../elsewhere.json", path) < 0)
+		ok(0, "symlink");
+	is_int(packages_npm_manifest(wsfd, specs, 2, &json, &dropped), 0,
+	       "a linked manifest");
+	is_str(json, "{\"dependencies\":{},\"private\":true}",
+	       "is not followed");
+	cJSON_free(json);
+	is_int(packages_npm_manifest(-1, specs, 2, &json, &dropped), 0,
+	       "no workspace");
+	cJSON_free(json);
+	close(wsfd);
+	snprintf(path, sizeof(path), "rm -rf '%s'", root);
+	if (system(path) != 0)
+		ok(0, "cleanup");
+}
+
 int main(void)
 {
 	test_specs();
@@ -372,5 +608,7 @@ int main(void)
 	test_first_error();
 	test_conflicts();
 	test_cache();
+	test_diagnose();
+	test_manifest();
 	return tap_done();
 }
