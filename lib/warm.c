@@ -286,16 +286,16 @@ static bool warm_older(const struct warm_box *a, const struct warm_box *best)
  * held. Fair shares: a tenant at or over its share (warm_share) gives up
  * its own least recently used idle session, never another tenant's; one
  * under its share takes the least recently used idle session of a tenant
- * over its share, else the least recently used of all. *own_only tells the
- * caller that only tenant's own sessions were candidates.
+ * over its share, else the least recently used of all. *spared is set
+ * when NULL is returned although another tenant had an idle session.
  */
 static struct warm_box *warm_lru_idle(struct warm *w, const char *tenant,
-                                      bool *own_only)
+                                      bool *spared)
 {
 	unsigned share = warm_share(w, tenant);
+	bool over = warm_held(w, tenant) >= share;
 	struct warm_box *b, *own = NULL, *greedy = NULL, *any = NULL;
 
-	*own_only = warm_held(w, tenant) >= share;
 	for (b = w->sessions; b; b = b->next) {
 		if (b->busy)
 			continue;
@@ -303,11 +303,12 @@ static struct warm_box *warm_lru_idle(struct warm *w, const char *tenant,
 			own = b;
 		if (warm_older(b, any))
 			any = b;
-		if (!*own_only && warm_older(b, greedy) &&
+		if (!over && warm_older(b, greedy) &&
 		    warm_held(w, b->tenant) > share)
 			greedy = b;
 	}
-	if (*own_only)
+	*spared = over && !own && any;
+	if (over)
 		return own;
 	return greedy ? greedy : any;
 }
@@ -366,7 +367,7 @@ static int warm_reserve(struct warm *w, unsigned mem_mb, bool evict,
 		struct warm_box *victim;
 		unsigned long long used;
 		long long avail = warm_mem_available_mb();
-		bool full, own_only = false;
+		bool full, spared = false;
 
 		pthread_mutex_lock(&w->lock);
 		used = (unsigned long long)warm_count(w) * cfg->memory_mb;
@@ -381,13 +382,13 @@ static int warm_reserve(struct warm *w, unsigned mem_mb, bool evict,
 		}
 		/* A pool box costs a future first run its speed; an idle
 		 * session costs its conversation the state: pool first. */
-		victim = !evict    ? NULL
-		         : w->pool ? w->pool
-		                   : warm_lru_idle(w, tenant ? tenant : "",
-		                                   &own_only);
+		victim = !evict ? NULL
+		         : w->pool
+		             ? w->pool
+		             : warm_lru_idle(w, tenant ? tenant : "", &spared);
 		if (!victim) {
 			snprintf(reason, WARM_REASON_LEN, "%s",
-			         own_only ? "tenant_share"
+			         spared ? "tenant_share"
 			         : warm_count(w) >= cfg->warm_max ? "capacity"
 			                                          : "memory");
 			pthread_mutex_unlock(&w->lock);

@@ -18,7 +18,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { connectHttp, sleep } from './lib/daemon.mjs';
 import { describeRun } from './lib/sandbox.mjs';
-import { SLOW, boxesOf, conv, expectSession, expectStatus, py, run, startWarm, stopWarm, until } from './lib/warm.mjs';
+import { SLOW, boxesOf, conv, expectSession, expectStatus, py, run, startRun, startWarm, stopWarm, until } from './lib/warm.mjs';
 
 const T = 300_000 * SLOW;
 const ALICE = randomBytes(24).toString('hex');
@@ -87,6 +87,20 @@ describe('warm sessions shared fairly between tenants', { concurrency: true }, (
       r = await py(d.alice, a, 'print(x + 2)');
       expectSession(r, 'continued');
       assert.equal(r.sc.stdout, '43\n', describeRun(r));
+
+      // Bob holds his share (2 of 4) and both his sessions are busy: a new
+      // conversation of his runs one-off rather than evict Alice's idle
+      // ones, and says why.
+      const busy = [bobs[MAX + 1], bobs[0]].map((c) => startRun(d.bob, c, 'bash', 'echo started; sleep 8; echo done'));
+      for (const b of busy) await b.started;
+      r = await run(d.bob, conv('bob'), 'bash', 'echo one-off');
+      expectStatus(r, 'completed');
+      expectSession(r, 'none', 'tenant_share');
+      assert.match(r.text, /holds its fair share of the server's warm sessions/);
+      for (const b of busy) expectStatus(await b.done, 'completed');
+      r = await py(d.alice, a, 'print(x + 3)');
+      expectSession(r, 'continued');
+      assert.equal(r.sc.stdout, '44\n', describeRun(r));
     } finally {
       await stopTwo(d);
     }
