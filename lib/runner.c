@@ -423,9 +423,13 @@ static int runner_over_budget(struct runner *r,
 	snprintf(res->message, sizeof(res->message),
 	         "this tenant used its CPU budget: %.1f of %lld CPU-seconds "
 	         "in the current %u s window (TENANT_CPU_SECONDS); retry in "
-	         "%u s, when the window ends",
+	         "%u s, when the window ends%s",
 	         (double)bs.used_ms / 1000.0, bs.limit_ms / 1000, bs.window_s,
-	         bs.retry_s);
+	         bs.retry_s,
+	         r->warm ? ". CPU that threads left running in warm sessions "
+	                   "use between runs counts too; such sessions are "
+	                   "ended while the budget is used up"
+	                 : "");
 	return 1;
 }
 

@@ -127,6 +127,7 @@ describe('warm sessions shared fairly between tenants', { concurrency: true }, (
       assert.equal(r.sc?.status, 'rate_limited', `the spinning thread was not charged: ${describeRun(r)} ${JSON.stringify(r.sc?.session)}`);
       assert.equal(r.sc.limit, 'cpu_seconds');
       assert.match(r.text, /TENANT_CPU_SECONDS/);
+      assert.match(r.text, /threads left running in warm sessions use between runs counts too/);
 
       // And the burning session was ended, its box removed.
       assert.ok(w, `the spinning session was never ended: ${JSON.stringify((await d.health()).warm)}`);
