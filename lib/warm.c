@@ -40,7 +40,6 @@
  * none, a thread left spinning passes it within a tick).
  */
 #define WARM_IDLE_CHARGE_MS 200
-#define WARM_IDLE_CHARGES 64 /* idle boxes charged per tick at most */
 
 /* Why a conversation's state was lost, told with its next run. */
 struct warm_note {
@@ -501,12 +500,15 @@ static struct warm_box *warm_charged_take(struct warm *w,
  */
 static void warm_charge_idle(struct warm *w)
 {
-	struct warm_charge c[WARM_IDLE_CHARGES];
-	size_t n = 0;
+	struct warm_charge *c;
+	size_t n = 0, cap;
 	long long now_s = (long long)time(NULL);
 
 	pthread_mutex_lock(&w->lock);
-	for (struct warm_box *b = w->sessions; b && n < WARM_IDLE_CHARGES;
+	/* Every session each tick: a cap would let some never be charged. */
+	cap = w->n_sessions;
+	c = cap ? calloc(cap, sizeof(*c)) : NULL;
+	for (struct warm_box *b = c ? w->sessions : NULL; b && n < cap;
 	     b = b->next) {
 		long long now;
 
@@ -549,11 +551,12 @@ static void warm_charge_idle(struct warm *w)
 		if (!b)
 			continue;
 		log_info("warm session %.12s/%s kept using CPU between runs "
-		         "(%lld ms in the last tick) while its tenant is over "
-		         "its CPU budget; ending it",
+		         "(%lld ms since its last charge) while its tenant is "
+		         "over its CPU budget; ending it",
 		         b->key, b->lang, c[i].ms);
 		warm_end(w, b, "cpu_budget");
 	}
+	free(c);
 }
 
 void warm_set_budget(struct warm *w, struct budget *b)

@@ -131,7 +131,9 @@ describe('warm sessions shared fairly between tenants', { concurrency: true }, (
 
       // And the burning session was ended, its box removed.
       assert.ok(w, `the spinning session was never ended: ${JSON.stringify((await d.health()).warm)}`);
-      assert.ok(w.idle_cpu_ms >= 3000, `idle CPU charged: ${JSON.stringify(w)}`);
+      // Most of the 3 s were charged as idle CPU (the first run's own
+      // charge, the box's CPU up to its result, holds the rest).
+      assert.ok(w.idle_cpu_ms >= 2000, `idle CPU charged: ${JSON.stringify(w)}`);
       assert.equal(w.sessions, 0, `the session is gone: ${JSON.stringify(w)}`);
       const gone = await until(async () => (await boxesOf(d)).length === 0, 30_000 * SLOW, 500);
       assert.ok(gone, 'its box was removed');
