@@ -122,13 +122,19 @@ int budget_check(struct budget *b, const char *tenant, long long now_s,
 int budget_charge(struct budget *b, const char *tenant, long long ms,
                   long long now_s)
 {
+	return budget_add(b, tenant, ms, 1, now_s);
+}
+
+int budget_add(struct budget *b, const char *tenant, long long ms,
+               unsigned runs, long long now_s)
+{
 	static const char add[] =
 	    "INSERT INTO budget_usage (tenant, window_start, cpu_ms, runs) "
-	    "VALUES (?, ?, ?, 1) ON CONFLICT (tenant, window_start) DO UPDATE "
+	    "VALUES (?, ?, ?, ?) ON CONFLICT (tenant, window_start) DO UPDATE "
 	    "SET cpu_ms = CASE WHEN budget_usage.cpu_ms + excluded.cpu_ms < "
 	    "1000000000000000 THEN budget_usage.cpu_ms + excluded.cpu_ms "
 	    "ELSE 1000000000000000 END, "
-	    "runs = budget_usage.runs + 1";
+	    "runs = budget_usage.runs + excluded.runs";
 	static const char forget[] = "DELETE FROM budget_usage "
 	                             "WHERE tenant = ? AND window_start < ?";
 	long long start = budget_window_start(now_s, b->window_s);
@@ -146,6 +152,7 @@ int budget_charge(struct budget *b, const char *tenant, long long ms,
 	store_bind_text(s, 1, t);
 	store_bind_int64(s, 2, start);
 	store_bind_int64(s, 3, ms > 0 ? ms : 0);
+	store_bind_int64(s, 4, runs);
 	r = store_run(tx, s);
 	if (r < 0)
 		goto out;

@@ -8,6 +8,8 @@
  * current window ends. A run is admitted while the tenant is under budget
  * and charged in full when it ends, so a tenant can pass its budget by what
  * its runs already admitted use (at most TENANT_MAX_RUNNING runs' worth).
+ * CPU that warm boxes use between runs is charged as it is measured
+ * (warm.c), with no run counted.
  *
  * The module owns the table budget_usage of BUDGET_MIGRATION_1: one row per
  * tenant and window; rows of ended windows are deleted when the tenant is
@@ -110,5 +112,15 @@ __attribute__((warn_unused_result)) int budget_charge(struct budget *b,
                                                       const char *tenant,
                                                       long long ms,
                                                       long long now_s);
+
+/*
+ * Adds ms of CPU time and runs runs (0 for CPU used outside any run: a
+ * warm box's threads between calls) to tenant's usage in the window of
+ * now_s, and forgets its ended windows. 0 or a store error.
+ */
+__attribute__((warn_unused_result)) int budget_add(struct budget *b,
+                                                   const char *tenant,
+                                                   long long ms, unsigned runs,
+                                                   long long now_s);
 
 #endif

@@ -310,6 +310,8 @@ static int runner_warm(struct runner *r, const struct runner_request *req,
 
 	res->session.memory_bytes = res->session.memory_peak_bytes = -1;
 	res->session.memory_limit_bytes = -1;
+	res->session.background_threads = -1;
+	res->session.background_cpu_ms = -1;
 	res->cpu_ms = -1;
 	if (!r->warm)
 		why = "disabled";
@@ -421,28 +423,35 @@ static int runner_over_budget(struct runner *r,
 	snprintf(res->message, sizeof(res->message),
 	         "this tenant used its CPU budget: %.1f of %lld CPU-seconds "
 	         "in the current %u s window (TENANT_CPU_SECONDS); retry in "
-	         "%u s, when the window ends",
+	         "%u s, when the window ends%s",
 	         (double)bs.used_ms / 1000.0, bs.limit_ms / 1000, bs.window_s,
-	         bs.retry_s);
+	         bs.retry_s,
+	         r->warm ? ". CPU that threads left running in warm sessions "
+	                   "use between runs counts too; such sessions are "
+	                   "ended while the budget is used up"
+	                 : "");
 	return 1;
 }
 
 /*
- * Charges a run that had a slot to its tenant's budget: its CPU time, or
- * when that is unknown wall time x cpus, an upper bound.
+ * Charges a run that had a slot to its tenant's budget: its CPU time (in a
+ * warm session the box's whole CPU time since its last charge, as warm.c
+ * measured it), or when that is unknown wall time x cpus, an upper bound.
  */
 static void runner_charge(struct runner *r, const struct runner_request *req,
                           const struct runner_result *res, long long slot_ms)
 {
 	long long wall = res->duration_ms > 0 ? res->duration_ms : slot_ms;
-	bool estimated;
+	bool estimated = false;
 	long long ms;
 	int rc;
 
 	if (!r->budget)
 		return;
-	ms = budget_charge_ms(res->cpu_ms, wall, res->cpus, &estimated) +
-	     res->packages_cpu_ms;
+	ms = res->cpu_charge_known
+	         ? res->cpu_charge_ms
+	         : budget_charge_ms(res->cpu_ms, wall, res->cpus, &estimated);
+	ms += res->packages_cpu_ms;
 	rc = budget_charge(r->budget, req->tenant, ms, (long long)time(NULL));
 	if (rc < 0) {
 		log_warnx("budget: cannot charge %lld ms of CPU to a tenant "
@@ -923,6 +932,9 @@ static void runner_read_nodes(void *arg, stats_emit_fn emit, void *ctx)
 void runner_set_budget(struct runner *r, struct budget *b)
 {
 	r->budget = b;
+	/* Warm boxes use CPU between runs too: warm_tick charges it. */
+	if (r->warm)
+		warm_set_budget(r->warm, b);
 }
 
 void runner_set_stats(struct runner *r, struct stats *s)

@@ -156,6 +156,17 @@ struct runner_session {
 	long long memory_limit_bytes;
 	time_t idle_expires_at; /* wall clock */
 	time_t expires_at;      /* the session's maximum lifetime */
+	/*
+	 * Work the session keeps doing between runs (Python threads left
+	 * running): threads other than the kernel's main thread alive after
+	 * the run, -1 unknown; bytes they printed outside any run of theirs
+	 * (dropped, never mixed into a run's output); CPU time the box used
+	 * outside runs since the last result (charged to the tenant), -1
+	 * unknown.
+	 */
+	int background_threads;
+	long long background_dropped_bytes;
+	long long background_cpu_ms;
 };
 
 struct runner_result {
@@ -182,7 +193,14 @@ struct runner_result {
 	char *value_json;
 	char error_name[64]; /* an uncaught exception's type, or "" */
 	long long cpu_ms;    /* CPU time of the run; -1 unknown */
-	bool child_oom;      /* a process of the run was OOM-killed */
+	/*
+	 * What the tenant's CPU budget is charged for this run when known
+	 * (a warm box's whole CPU time since its last charge, measured on
+	 * the host, between runs included); otherwise cpu_ms or an estimate.
+	 */
+	bool cpu_charge_known;
+	long long cpu_charge_ms;
+	bool child_oom; /* a process of the run was OOM-killed */
 	/*
 	 * Highest memory use: a one-off run's own; in a warm session the
 	 * session's so far (this run included). -1 unknown.

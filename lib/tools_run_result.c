@@ -492,6 +492,12 @@ static const char *tools_run_why(const char *reason)
 	    {"idle_expired", "it was not used for too long"},
 	    {"max_lifetime", "it reached its maximum lifetime"},
 	    {"evicted", "the server needed room for other conversations"},
+	    {"cpu_budget", "it kept using CPU between runs (a thread left "
+	                   "running) after this tenant's CPU budget was used "
+	                   "up"},
+	    {"tenant_share", "this tenant holds its fair share of the "
+	                     "server's warm sessions and all of them are "
+	                     "busy"},
 	    {"server_restarted", "the server restarted"},
 	    {"image_updated", "the runner image was updated"},
 	    {"requested", "session \"new\" was asked for"},
@@ -519,6 +525,39 @@ static void tools_run_iso(time_t t, char out[FILES_ISO8601_LEN])
 		files_iso8601(t, out);
 	else
 		out[0] = '\0';
+}
+
+/*
+ * CPU outside runs worth telling: below it, the agent's own work around a
+ * call (its sweep, reading the result) that the run's cpu_ms leaves out.
+ */
+#define TOOLS_RUN_BACKGROUND_CPU_MS 100
+
+/* Whether the session does work between runs worth telling. */
+static bool tools_run_background(const struct runner_session *s)
+{
+	return s->warm &&
+	       (s->background_threads > 0 || s->background_dropped_bytes > 0 ||
+	        s->background_cpu_ms >= TOOLS_RUN_BACKGROUND_CPU_MS);
+}
+
+/* structuredContent.session.background. */
+static void tools_run_background_json(cJSON *o, const struct runner_session *s)
+{
+	cJSON *bg;
+
+	if (!tools_run_background(s))
+		return;
+	bg = cJSON_AddObjectToObject(o, "background");
+	if (!bg)
+		return;
+	if (s->background_threads >= 0)
+		cJSON_AddNumberToObject(bg, "threads", s->background_threads);
+	cJSON_AddNumberToObject(bg, "dropped_output_bytes",
+	                        (double)s->background_dropped_bytes);
+	if (s->background_cpu_ms >= 0)
+		cJSON_AddNumberToObject(bg, "cpu_ms",
+		                        (double)s->background_cpu_ms);
 }
 
 /* structuredContent.session. */
@@ -555,6 +594,7 @@ static void tools_run_session_json(cJSON *sc, const struct runner_session *s)
 	tools_run_iso(s->lost ? 0 : s->expires_at, iso);
 	if (iso[0])
 		cJSON_AddStringToObject(o, "expires_at", iso);
+	tools_run_background_json(o, s);
 }
 
 /*
@@ -607,6 +647,29 @@ static int tools_run_session_line(struct buf *b, const struct runner_session *s,
 		r = buf_printf(b, "; %s ends after %s without a run",
 		               s->stateful ? "state kept, it" : "it", idle);
 	}
+	if (r == 0 && tools_run_background(s) && !s->lost &&
+	    s->background_threads > 0)
+		r = buf_printf(
+		    b,
+		    "\nbackground: %d thread(s) of earlier code are still "
+		    "running: they keep using CPU (%lld ms outside runs "
+		    "since the last result, charged to this tenant's "
+		    "budget); what they print during a run shows in its "
+		    "output, what they print between runs is dropped "
+		    "(%lld bytes since the last run). Stop them, or pass "
+		    "session: \"new\", if they are not meant to run on",
+		    s->background_threads,
+		    s->background_cpu_ms > 0 ? s->background_cpu_ms : 0,
+		    s->background_dropped_bytes);
+	else if (r == 0 && tools_run_background(s) && !s->lost)
+		r = buf_printf(b,
+		               "\nbackground: since the last result, code of "
+		               "earlier runs used %lld ms of CPU outside runs "
+		               "(charged to this tenant's budget); what it "
+		               "printed between runs is dropped (%lld bytes)",
+		               s->background_cpu_ms > 0 ? s->background_cpu_ms
+		                                        : 0,
+		               s->background_dropped_bytes);
 	return r;
 }
 

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "log.h"
 #include "util/errmsg.h"
 #include "util/hex.h"
@@ -34,6 +35,12 @@
 
 #define WARM_NOTES_MAX 4096
 #define WARM_MEM_RESERVE_MB 512 /* MemAvailable kept free for the host */
+/*
+ * CPU an idle box used that the housekeeping tick charges to its tenant at
+ * once; less waits for the next tick or run (an idle kernel uses next to
+ * none, a thread left spinning passes it within a tick).
+ */
+#define WARM_IDLE_CHARGE_MS 200
 
 /* Why a conversation's state was lost, told with its next run. */
 struct warm_note {
@@ -56,6 +63,9 @@ struct warm {
 	struct warm_note *notes;
 	unsigned n_notes;
 	unsigned long long started, reused, evicted, expired;
+	/* CPU charged for idle boxes; sessions ended over the budget */
+	unsigned long long idle_cpu_ms, cpu_ended;
+	struct budget *budget; /* borrowed, or NULL */
 	bool stopping;
 	/* the housekeeping thread's own */
 	unsigned pool_failures;  /* pool starts failed in a row */
@@ -231,15 +241,76 @@ static unsigned warm_count(const struct warm *w)
 	return w->n_sessions + w->n_pool + w->n_starting;
 }
 
-/* The least recently used idle session, or NULL. Lock held. */
-static struct warm_box *warm_lru_idle(struct warm *w)
+/* How many sessions tenant holds, busy or not. Lock held. */
+static unsigned warm_held(const struct warm *w, const char *tenant)
 {
-	struct warm_box *b, *best = NULL;
+	unsigned n = 0;
 
-	for (b = w->sessions; b; b = b->next)
-		if (!b->busy && (!best || b->last_used_ms < best->last_used_ms))
-			best = b;
-	return best;
+	for (const struct warm_box *b = w->sessions; b; b = b->next)
+		n += strcmp(b->tenant, tenant) == 0;
+	return n;
+}
+
+/*
+ * A tenant's fair share of SANDBOX_WARM_MAX: the maximum divided by the
+ * tenants that hold sessions, tenant (who asks for one) included; at
+ * least 1. Lock held.
+ */
+static unsigned warm_share(const struct warm *w, const char *tenant)
+{
+	unsigned tenants = 1, share;
+
+	for (const struct warm_box *b = w->sessions; b; b = b->next) {
+		const struct warm_box *e;
+
+		if (strcmp(b->tenant, tenant) == 0)
+			continue;
+		/* Counted once: at its first session in the list. */
+		for (e = w->sessions; e != b; e = e->next)
+			if (strcmp(e->tenant, b->tenant) == 0)
+				break;
+		tenants += e == b;
+	}
+	share = w->cfg->warm_max / tenants;
+	return share ? share : 1;
+}
+
+/* Whether a is a better eviction victim than best: used less recently. */
+static bool warm_older(const struct warm_box *a, const struct warm_box *best)
+{
+	return !best || a->last_used_ms < best->last_used_ms;
+}
+
+/*
+ * The idle session to evict for a new session of tenant, or NULL. Lock
+ * held. Fair shares: a tenant at or over its share (warm_share) gives up
+ * its own least recently used idle session, never another tenant's; one
+ * under its share takes the least recently used idle session of a tenant
+ * over its share, else the least recently used of all. *spared is set
+ * when NULL is returned although another tenant had an idle session.
+ */
+static struct warm_box *warm_lru_idle(struct warm *w, const char *tenant,
+                                      bool *spared)
+{
+	unsigned share = warm_share(w, tenant);
+	bool over = warm_held(w, tenant) >= share;
+	struct warm_box *b, *own = NULL, *greedy = NULL, *any = NULL;
+
+	for (b = w->sessions; b; b = b->next) {
+		if (b->busy)
+			continue;
+		if (strcmp(b->tenant, tenant) == 0 && warm_older(b, own))
+			own = b;
+		if (warm_older(b, any))
+			any = b;
+		if (!over && warm_older(b, greedy) &&
+		    warm_held(w, b->tenant) > share)
+			greedy = b;
+	}
+	*spared = over && !own && any;
+	if (over)
+		return own;
+	return greedy ? greedy : any;
 }
 
 /* Unlinks b from the session table. Lock held. */
@@ -281,14 +352,14 @@ static void warm_end(struct warm *w, struct warm_box *b, const char *reason)
 
 /*
  * Makes room for one more warm box: evicts pool boxes, then idle sessions
- * (least recently used first) while the count or the
- * memory budget would be passed, or the host is short of memory, when
- * evict is true (a box for a conversation; the pool never pushes a
- * session out). 0 with a slot reserved (n_starting), or -EAGAIN with why
- * in reason. Takes the lock.
+ * (warm_lru_idle: the tenant's own first when it holds its fair share)
+ * while the count or the memory budget would be passed, or the host is
+ * short of memory, when evict is true (a box for a conversation of tenant;
+ * the pool never pushes a session out). 0 with a slot reserved
+ * (n_starting), or -EAGAIN with why in reason. Takes the lock.
  */
 static int warm_reserve(struct warm *w, unsigned mem_mb, bool evict,
-                        char reason[WARM_REASON_LEN])
+                        const char *tenant, char reason[WARM_REASON_LEN])
 {
 	const struct config *cfg = w->cfg;
 
@@ -296,7 +367,7 @@ static int warm_reserve(struct warm *w, unsigned mem_mb, bool evict,
 		struct warm_box *victim;
 		unsigned long long used;
 		long long avail = warm_mem_available_mb();
-		bool full;
+		bool full, spared = false;
 
 		pthread_mutex_lock(&w->lock);
 		used = (unsigned long long)warm_count(w) * cfg->memory_mb;
@@ -311,11 +382,15 @@ static int warm_reserve(struct warm *w, unsigned mem_mb, bool evict,
 		}
 		/* A pool box costs a future first run its speed; an idle
 		 * session costs its conversation the state: pool first. */
-		victim = !evict ? NULL : w->pool ? w->pool : warm_lru_idle(w);
+		victim = !evict ? NULL
+		         : w->pool
+		             ? w->pool
+		             : warm_lru_idle(w, tenant ? tenant : "", &spared);
 		if (!victim) {
 			snprintf(reason, WARM_REASON_LEN, "%s",
-			         warm_count(w) >= cfg->warm_max ? "capacity"
-			                                        : "memory");
+			         spared ? "tenant_share"
+			         : warm_count(w) >= cfg->warm_max ? "capacity"
+			                                          : "memory");
 			pthread_mutex_unlock(&w->lock);
 			return -EAGAIN;
 		}
@@ -332,6 +407,162 @@ static void warm_unreserve(struct warm *w)
 	pthread_mutex_lock(&w->lock);
 	w->n_starting--;
 	pthread_mutex_unlock(&w->lock);
+}
+
+/* ---- CPU accounting ---------------------------------------------------- */
+
+/*
+ * A box's CPU time so far in ms, from the engine host's cgroup (code in
+ * the box cannot change it), or -1 when the backend cannot tell.
+ */
+static long long warm_cpu_now(struct warm_box *b)
+{
+	struct box_usage u;
+	char err[256];
+
+	if (!b->box || box_usage(b->box, &u, err, sizeof(err)) < 0)
+		return -1;
+	return u.cpu_ms;
+}
+
+/*
+ * A new session's box becomes tenant's: its CPU time from now on is
+ * charged to tenant (what it used before, a pool box's start, is not).
+ * Before the box is in the table.
+ */
+static void warm_adopt(struct warm_box *b, const char *tenant)
+{
+	snprintf(b->tenant, sizeof(b->tenant), "%s", tenant ? tenant : "");
+	b->cpu_base_ms = warm_cpu_now(b);
+	b->bg_cpu_ms = 0;
+	if (b->cpu_base_ms < 0)
+		log_debug("warm box %s: its CPU time cannot be read on the "
+		          "host; runs are charged what the agent measured",
+		          b->box ? b->box->id : "-");
+}
+
+/*
+ * After a run of busy box b: what to charge the tenant (the box's whole
+ * CPU time since the last charge, what it used between runs included) and
+ * what the session did besides the run, into res.
+ */
+static void warm_account_run(struct warm *w, struct warm_box *b,
+                             struct runner_result *res)
+{
+	long long now = warm_cpu_now(b), between;
+
+	pthread_mutex_lock(&w->lock);
+	res->session.background_cpu_ms = b->bg_cpu_ms;
+	b->bg_cpu_ms = 0;
+	if (now >= 0 && b->cpu_base_ms >= 0) {
+		res->cpu_charge_known = true;
+		res->cpu_charge_ms =
+		    now > b->cpu_base_ms ? now - b->cpu_base_ms : 0;
+		b->cpu_base_ms = now;
+		/* The agent's figure is the run's own; the rest was not. */
+		between =
+		    res->cpu_charge_ms - (res->cpu_ms > 0 ? res->cpu_ms : 0);
+		if (between > 0)
+			res->session.background_cpu_ms += between;
+	} else if (b->cpu_base_ms < 0) {
+		res->session.background_cpu_ms = -1;
+	}
+	pthread_mutex_unlock(&w->lock);
+}
+
+/* One idle box's CPU charged by the tick. */
+struct warm_charge {
+	struct warm_box *b; /* compared only, never followed unlocked */
+	char id[17];
+	char tenant[WARM_TENANT_LEN];
+	long long ms;
+};
+
+/*
+ * Takes the ended session c names out of the table, if it is still there
+ * and idle, or NULL. Lock held.
+ */
+static struct warm_box *warm_charged_take(struct warm *w,
+                                          const struct warm_charge *c)
+{
+	for (struct warm_box *b = w->sessions; b; b = b->next)
+		if (b == c->b && strcmp(b->id, c->id) == 0 && !b->busy) {
+			warm_unlink(w, b);
+			return b;
+		}
+	return NULL;
+}
+
+/*
+ * Charges idle sessions' CPU time (threads left running between calls) to
+ * their tenants, and ends the sessions that kept using CPU once their
+ * tenant is over its budget: the next run of the conversation says so
+ * (cpu_budget). Without a budget only the figures are kept.
+ */
+static void warm_charge_idle(struct warm *w)
+{
+	struct warm_charge *c;
+	size_t n = 0, cap;
+	long long now_s = (long long)time(NULL);
+
+	pthread_mutex_lock(&w->lock);
+	/* Every session each tick: a cap would let some never be charged. */
+	cap = w->n_sessions;
+	c = cap ? calloc(cap, sizeof(*c)) : NULL;
+	for (struct warm_box *b = c ? w->sessions : NULL; b && n < cap;
+	     b = b->next) {
+		long long now;
+
+		if (b->busy || b->dead || b->cpu_base_ms < 0)
+			continue;
+		now = warm_cpu_now(b);
+		if (now < b->cpu_base_ms + WARM_IDLE_CHARGE_MS)
+			continue;
+		c[n].b = b;
+		snprintf(c[n].id, sizeof(c[n].id), "%s", b->id);
+		snprintf(c[n].tenant, sizeof(c[n].tenant), "%s", b->tenant);
+		c[n].ms = now - b->cpu_base_ms;
+		b->cpu_base_ms = now;
+		b->bg_cpu_ms += c[n].ms;
+		w->idle_cpu_ms += (unsigned long long)c[n].ms;
+		n++;
+	}
+	pthread_mutex_unlock(&w->lock);
+	for (size_t i = 0; i < n && w->budget; i++) {
+		struct budget_state bs;
+		struct warm_box *b;
+		int rc = budget_add(w->budget, c[i].tenant, c[i].ms, 0, now_s);
+
+		if (rc < 0) {
+			log_warnx("budget: cannot charge %lld ms of a warm "
+			          "box's idle CPU to a tenant (%s)",
+			          c[i].ms, strerror(-rc));
+			continue;
+		}
+		log_debug("budget: charged %lld ms of idle CPU of warm box %s "
+		          "to tenant %.64s",
+		          c[i].ms, c[i].id, c[i].tenant);
+		if (budget_check(w->budget, c[i].tenant, now_s, &bs) != -EDQUOT)
+			continue;
+		pthread_mutex_lock(&w->lock);
+		b = warm_charged_take(w, &c[i]);
+		if (b)
+			w->cpu_ended++;
+		pthread_mutex_unlock(&w->lock);
+		if (!b)
+			continue;
+		log_info("warm session %.12s/%s kept using CPU between runs "
+		         "(%lld ms since its last charge) while its tenant is "
+		         "over its CPU budget; ending it",
+		         b->key, b->lang, c[i].ms);
+		warm_end(w, b, "cpu_budget");
+	}
+	free(c);
+}
+
+void warm_set_budget(struct warm *w, struct budget *b)
+{
+	w->budget = b;
 }
 
 /* ---- taking a session for a run ---------------------------------------- */
@@ -461,7 +692,7 @@ static struct warm_box *warm_new(struct warm *w,
 		}
 	}
 	if (!b) {
-		rc = warm_reserve(w, w->cfg->memory_mb, true,
+		rc = warm_reserve(w, w->cfg->memory_mb, true, req->tenant,
 		                  res->session.reason);
 		if (rc < 0)
 			return NULL;
@@ -480,6 +711,7 @@ static struct warm_box *warm_new(struct warm *w,
 	} else {
 		res->session.from_pool = true;
 	}
+	warm_adopt(b, req->tenant);
 	warm_marker(w, key, true);
 	pthread_mutex_lock(&w->lock);
 	w->n_starting--;
@@ -592,6 +824,7 @@ int warm_run(struct warm *w, const struct runner_request *req,
 		warm_retry_reset(w, b, res);
 	}
 done:
+	warm_account_run(w, b, res);
 	res->session.calls = b->calls;
 	res->session.idle_expires_at = time(NULL) + (time_t)w->cfg->warm_idle_s;
 	res->session.expires_at = b->expires_at;
@@ -738,6 +971,7 @@ void warm_tick(struct warm *w, const struct catalog *cat)
 	const char *why = NULL;
 	char reason[WARM_REASON_LEN], msg[512];
 
+	warm_charge_idle(w);
 	for (;;) {
 		pthread_mutex_lock(&w->lock);
 		b = warm_expired(w, &why);
@@ -786,7 +1020,7 @@ void warm_tick(struct warm *w, const struct catalog *cat)
 	pthread_mutex_lock(&w->lock);
 	img = w->stopping ? NULL : warm_pool_short(w, cat);
 	pthread_mutex_unlock(&w->lock);
-	if (!img || warm_reserve(w, w->cfg->memory_mb, false, reason) < 0)
+	if (!img || warm_reserve(w, w->cfg->memory_mb, false, NULL, reason) < 0)
 		return;
 	if (warm_box_start(&w->env, img, NULL, NULL, &b, msg, sizeof(msg)) <
 	    0) {
@@ -904,6 +1138,8 @@ void warm_stats(struct warm *w, struct warm_stats *out)
 	out->reused = w->reused;
 	out->evicted = w->evicted;
 	out->expired = w->expired;
+	out->idle_cpu_ms = w->idle_cpu_ms;
+	out->cpu_ended = w->cpu_ended;
 	out->pool_enabled = w->pool_enabled;
 	pthread_mutex_unlock(&w->lock);
 }
@@ -929,5 +1165,7 @@ bool warm_health(void *arg, cJSON *health)
 	cJSON_AddNumberToObject(o, "reused", (double)s.reused);
 	cJSON_AddNumberToObject(o, "evicted", (double)s.evicted);
 	cJSON_AddNumberToObject(o, "expired", (double)s.expired);
+	cJSON_AddNumberToObject(o, "idle_cpu_ms", (double)s.idle_cpu_ms);
+	cJSON_AddNumberToObject(o, "cpu_budget_ended", (double)s.cpu_ended);
 	return true;
 }

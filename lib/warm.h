@@ -13,9 +13,12 @@
  * session after SANDBOX_WARM_MAX_SECONDS (a label the reaper enforces even
  * without this process); at most SANDBOX_WARM_MAX boxes, and no more than
  * SANDBOX_WARM_MEMORY_MB of their memory limits, are warm at once (idle
- * ones are evicted least recently used first, never a busy one); when none
- * can be had, a run goes one-off and says so. A timeout or cancel
- * interrupts first (state kept), kills the kernel after
+ * ones are evicted least recently used first, never a busy one, and with
+ * fair shares between tenants: a tenant that holds SANDBOX_WARM_MAX / the
+ * tenants holding sessions evicts only its own); when none can be had, a
+ * run goes one-off and says so. A box's whole CPU time, measured on the
+ * host, is charged to its tenant's budget, between runs too. A timeout or
+ * cancel interrupts first (state kept), kills the kernel after
  * SANDBOX_INTERRUPT_GRACE_MS (state lost), and kills the box when the agent
  * does not answer. Why a session's state was lost is kept per
  * conversation and language and told with the next run, also across a
@@ -41,6 +44,7 @@
 #include "runner.h"
 
 struct warm;
+struct budget;
 
 /*
  * Creates the manager: installs the agent under SANDBOX_ROOT/agent,
@@ -73,8 +77,19 @@ warm_run(struct warm *w, const struct runner_request *req,
          const struct catalog_image *img, struct runner_result *res);
 
 /*
- * Housekeeping (cron.h, every second): ends idle and over-age sessions and
- * refills the pool from the catalog snapshot cat (borrowed).
+ * Charges the CPU time of warm boxes to their tenants in b (borrowed; it
+ * must outlive w; NULL: counted, not charged). A run's result carries
+ * what to charge for it (runner_result.cpu_charge_ms: the box's CPU time
+ * since its last charge, between runs included); the housekeeping tick
+ * charges idle boxes. Call before the first run.
+ */
+void warm_set_budget(struct warm *w, struct budget *b);
+
+/*
+ * Housekeeping (cron.h, every second): charges the CPU time idle sessions
+ * used (measured on the host) to their tenants' budgets, ends those that
+ * keep using it while their tenant is over budget, ends idle and over-age
+ * sessions and refills the pool from the catalog snapshot cat (borrowed).
  */
 void warm_tick(struct warm *w, const struct catalog *cat);
 
@@ -87,6 +102,9 @@ struct warm_stats {
 	unsigned long long memory_mb; /* limits of all warm boxes */
 	unsigned long long memory_budget_mb;
 	unsigned long long started, reused, evicted, expired;
+	/* CPU time of idle sessions charged to their tenants (threads left
+	 * running between calls), and sessions ended for it */
+	unsigned long long idle_cpu_ms, cpu_ended;
 	bool pool_enabled;
 };
 void warm_stats(struct warm *w, struct warm_stats *out);

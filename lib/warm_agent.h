@@ -30,6 +30,7 @@
 
 #define WARM_KEY_LEN (64 + 1 + CATALOG_NAME_MAX + 1) /* "<ws>.<lang>" */
 #define WARM_REASON_LEN 24
+#define WARM_TENANT_LEN 65 /* AUTH_TENANT_MAX + 1 */
 
 struct workspace;
 
@@ -77,6 +78,16 @@ struct warm_box {
 	long long started_ms;   /* mono_ms of the start */
 	long long ready_by;     /* a pool box's deadline for its R */
 	time_t expires_at;      /* wall clock: the maximum lifetime */
+	/*
+	 * warm.c's accounting: the tenant whose conversation claimed the box
+	 * ("" in the pool and without authentication), and the box's CPU
+	 * time (the engine host's cgroup, out of the box's reach) already
+	 * charged to it: -1 while unknown. bg_cpu_ms: charged by the
+	 * housekeeping tick since the last run, told with the next one.
+	 */
+	char tenant[WARM_TENANT_LEN];
+	long long cpu_base_ms;
+	long long bg_cpu_ms;
 };
 
 /*

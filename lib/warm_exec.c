@@ -290,6 +290,26 @@ static void warm_take_x(const cJSON *x, struct runner_result *res)
 		         ename);
 }
 
+/*
+ * What the kernel says it leaves running after the call (X's
+ * "background"): threads other than its main one, and the bytes they
+ * printed between calls (dropped). Informational: the code writes X, so
+ * it is bounded and never trusted for a decision (the CPU they use is
+ * measured on the host, warm.c).
+ */
+static void warm_take_background(const cJSON *x, struct runner_result *res)
+{
+	const cJSON *bg = cJSON_GetObjectItemCaseSensitive(x, "background");
+	long long threads = warm_num(bg, "threads");
+	long long dropped = warm_num(bg, "dropped_bytes");
+
+	if (threads >= 0)
+		res->session.background_threads =
+		    threads < 1000000 ? (int)threads : 1000000;
+	if (dropped > 0)
+		res->session.background_dropped_bytes = dropped;
+}
+
 /* Why the kernel died, for the state report, from what we did to it. */
 static const char *warm_lost_reason(const struct warm_call *c,
                                     const char *agent_says)
@@ -356,6 +376,8 @@ static void warm_take_d(struct warm_box *b, const struct warm_call *c,
 	}
 	if (c->io.x)
 		warm_take_x(c->io.x, res);
+	if (c->io.x)
+		warm_take_background(c->io.x, res);
 }
 
 /* The run's status from how it ended. */

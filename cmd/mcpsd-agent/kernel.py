@@ -21,6 +21,7 @@ Only the standard library is imported here; numpy, pandas and matplotlib are
 touched only when the user (or the preload list) imported them.
 """
 
+import _thread
 import ast
 import builtins
 import importlib
@@ -56,6 +57,8 @@ class _State:
     sources = []  # code files registered in linecache, oldest first
     packages = os.environ.pop("MCPSD_PYTHON_PACKAGES", None)  # cache dir
     packages_seen = None  # its modification time at the last call
+    dropped = 0  # bytes printed between calls since the last X (dropped)
+    main_ident = None  # the thread that runs the calls
 
 
 class _Call:
@@ -65,6 +68,49 @@ class _Call:
         self.figures = []
         self.count = 0
         self.dropped = 0
+
+
+class _Out:
+    """sys.stdout and sys.stderr: what is printed while no call runs (by a
+    thread an earlier call left running) is dropped and counted, for the
+    next X's "background", so that it never turns up unannounced in the
+    next call's output (the agent throws away what reaches the pipes
+    between calls, but a write just before a call would be relayed as that
+    call's). Everything else is the real stream's."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, s):
+        if _State.ctx is None and _thread.get_ident() != _State.main_ident:
+            try:
+                _State.dropped += len(s.encode("utf-8", "replace")) if isinstance(s, str) else len(s)
+            except Exception:
+                pass
+            return len(s)
+        return self._stream.write(s)
+
+    def writelines(self, lines):
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def _background():
+    """Threads other than this one still alive after a call, and the bytes
+    threads printed between calls since the last call (reset)."""
+    threading = sys.modules.get("threading")
+    n = 0
+    if threading is not None:
+        try:
+            me = _thread.get_ident()
+            n = sum(1 for t in threading.enumerate() if t.ident != me and t.is_alive())
+        except Exception:
+            n = 0
+    dropped, _State.dropped = _State.dropped, 0
+    return {"threads": n, "dropped_bytes": dropped}
 
 
 # ---- frames -----------------------------------------------------------------
@@ -507,7 +553,8 @@ def _encode(result):
         if len(b) + 1 <= FRAME_OUT_MAX:
             return b
     small = {"id": result["id"], "status": result["status"], "value": None,
-             "error": None, "figures": [], "exit_code": result.get("exit_code")}
+             "error": None, "figures": [], "exit_code": result.get("exit_code"),
+             "background": result.get("background")}
     return json.dumps(small, separators=(",", ":")).encode("utf-8")
 
 
@@ -566,6 +613,7 @@ def _execute(payload, ns):
         _set_error(result, e, "interrupted", os.fsdecode(fields[b"f"][-1]))
     _State.ctx = None
     _flush()
+    result["background"] = _background()
     _send(b"X", _encode(result))
     if result["status"] == "exit":
         os._exit(result["exit_code"] & 0xFF)
@@ -611,6 +659,9 @@ def _orphaned():
 
 def main():
     signal.signal(signal.SIGINT, _on_sigint)
+    _State.main_ident = _thread.get_ident()
+    sys.stdout = _Out(sys.stdout)
+    sys.stderr = _Out(sys.stderr)
     os.set_inheritable(FROM_AGENT, False)
     os.set_inheritable(TO_AGENT, False)
     preload = []

@@ -115,6 +115,22 @@ static void test_budget(void)
 	is_int(bs.retry_s, 45, "retry when the window ends (45 s)");
 	rc = budget_check(b, "bob", t0 + 5, &bs);
 	is_int(rc, 0, "bob has a budget of his own");
+	/* CPU a warm box used between runs: counted, with no run. */
+	is_int(budget_add(b, "dave", 60, 0, t0 + 5), 0, "idle CPU added");
+	rc = budget_check(b, "dave", t0 + 5, &bs);
+	ok(rc == 0 && bs.used_ms == 60 && bs.runs == 0,
+	   "60 ms and no run (%lld ms, %u runs)", bs.used_ms, bs.runs);
+	is_int(budget_add(b, "dave", -5, 0, t0 + 5), 0, "a negative add");
+	rc = budget_check(b, "dave", t0 + 5, &bs);
+	is_int(bs.used_ms, 60, "adds nothing");
+	is_int(budget_add(b, "dave", 4940, 0, t0 + 5), 0, "more idle CPU");
+	rc = budget_check(b, "dave", t0 + 6, &bs);
+	is_int(rc, -EDQUOT, "passes the budget without a run");
+	ok(bs.used_ms == 5000 && bs.runs == 0, "5000 ms, no run (%lld, %u)",
+	   bs.used_ms, bs.runs);
+	is_int(budget_charge(b, "dave", 1, t0 + 6), 0, "then a run");
+	rc = budget_check(b, "dave", t0 + 6, &bs);
+	is_int(bs.runs, 1, "counts one run");
 	is_int(budget_charge(b, "bob", 100, t0 + 5), 0, "bob charged");
 	rc = budget_check(b, "alice", t0 + 49, &bs);
 	is_int(rc, -EDQUOT, "alice still over at the window's last second");
