@@ -264,17 +264,6 @@ out:
 	return r;
 }
 
-static bool is_name(const char *s, size_t n)
-{
-	if (n != WORKSPACE_NAME_LEN)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') ||
-		      (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-	return true;
-}
-
 int files_http_get(void *data, const char *path, struct http_file *out,
                    char *err, size_t errlen)
 {
@@ -288,7 +277,8 @@ int files_http_get(void *data, const char *path, struct http_file *out,
 
 	out->fd = -1;
 	snprintf(err, errlen, "file not found");
-	if (!slash || !is_name(path, (size_t)(slash - path)))
+	if (!slash || (size_t)(slash - path) != WORKSPACE_NAME_LEN ||
+	    !hex_is_lower(path, WORKSPACE_NAME_LEN))
 		return 404;
 	if (fsname_url_decode(slash + 1, rel, sizeof(rel), NULL, NULL, err,
 	                      errlen) < 0)

@@ -55,13 +55,8 @@
 
 bool workspace_is_name(const char *s)
 {
-	size_t i;
-
-	for (i = 0; s[i]; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') ||
-		      (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-	return i == WORKSPACE_NAME_LEN;
+	return strnlen(s, WORKSPACE_NAME_LEN + 1) == WORKSPACE_NAME_LEN &&
+	       hex_is_lower(s, WORKSPACE_NAME_LEN);
 }
 
 /* Who owns what the daemon creates in a workspace ((uid_t)-1: nobody). */

@@ -48,17 +48,6 @@ void workspace_tenant_fp(const struct workspace_mgr *m, const char *tenant,
 	hex_encode(md, WS_TENANT_FP_LEN / 2, out);
 }
 
-static bool is_fp(const char *s, size_t n)
-{
-	if (n != WS_TENANT_FP_LEN)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') ||
-		      (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-	return true;
-}
-
 int workspace_marker_tenant(struct workspace_mgr *m, const char *name,
                             char fp[WS_TENANT_FP_LEN + 1])
 {
@@ -73,7 +62,7 @@ int workspace_marker_tenant(struct workspace_mgr *m, const char *name,
 		return errno == ENOENT ? -ENOENT : 0;
 	n = read(fd, buf, sizeof(buf));
 	close(fd);
-	if (n > 0 && is_fp(buf, (size_t)n)) {
+	if (n == WS_TENANT_FP_LEN && hex_is_lower(buf, WS_TENANT_FP_LEN)) {
 		memcpy(fp, buf, WS_TENANT_FP_LEN);
 		fp[WS_TENANT_FP_LEN] = '\0';
 	}

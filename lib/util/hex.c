@@ -47,3 +47,12 @@ int hex_digit(int c)
 		return c - 'A' + 10;
 	return -1;
 }
+
+bool hex_is_lower(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') ||
+		      (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
+}

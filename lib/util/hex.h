@@ -7,6 +7,7 @@
 #ifndef MCPSD_UTIL_HEX_H
 #define MCPSD_UTIL_HEX_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Writes 2 * n lower-case hex characters of p and a NUL to out. */
@@ -21,5 +22,11 @@ __attribute__((warn_unused_result)) int hex_random(char *out, size_t nbytes);
 
 /* The value of one hex digit (either case), or -1. */
 int hex_digit(int c);
+
+/*
+ * Whether s[0..n) is exactly n lowercase hex digits, as hex_encode writes
+ * them (keyed names and fingerprints): no upper case, no other byte.
+ */
+bool hex_is_lower(const char *s, size_t n);
 
 #endif

@@ -30,6 +30,11 @@ static void test_hex(void)
 	is_int(hex_digit('b'), 11, "lower");
 	is_int(hex_digit('C'), 12, "upper");
 	is_int(hex_digit('g'), -1, "not hex");
+	ok(hex_is_lower("0123456789abcdef", 16), "lower hex of its length");
+	ok(!hex_is_lower("0123456789abcdeF", 16), "upper case refused");
+	ok(!hex_is_lower("01234567\0abcdef", 16), "a NUL inside refused");
+	ok(!hex_is_lower("0123 4567", 9), "a space refused");
+	ok(hex_is_lower("zz", 0), "nothing is vacuously hex");
 }
 
 static void test_mono(void)
