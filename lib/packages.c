@@ -95,7 +95,8 @@ static int pip_check(const char *spec, const char *s, char *err, size_t errlen)
 		                   "'_', '-'), e.g. \"pandas\" or "
 		                   "\"numpy>=1.26\"",
 		                   s);
-	if (archive_suffix(p, n))
+	/* pip looks at the whole line: "x<1.tgz" would be a file too. */
+	if (archive_suffix(p, n) || archive_suffix(spec, strlen(spec)))
 		return errmsg_fail(
 		    -EINVAL, err, errlen,
 		    "pip package '%.64s' names an archive file, and pip would "

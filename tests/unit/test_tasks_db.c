@@ -358,8 +358,13 @@ static void test_upgrade_bytes(void)
 	       "a schema-4 store is written");
 	if (!st)
 		return;
-	ok(store_begin(st, true, &tx) == 0 && (s = store_stmt(tx, ins)) != NULL,
-	   "an old row is inserted");
+	s = NULL;
+	if (!ok(store_begin(st, true, &tx) == 0 &&
+	            (s = store_stmt(tx, ins)) != NULL,
+	        "an old row is inserted")) {
+		store_close(st);
+		return;
+	}
 	store_bind_text(s, 1, old_id);
 	store_bind_int64(s, 2, now - 1000);
 	store_bind_int64(s, 3, now - 1000);
