@@ -27,7 +27,9 @@
 #include "util/num.h"
 
 static const struct setting settings[] = {
-    /* HTTP front */
+    SECTION("HTTP front",
+            "Where the daemon listens, who may call it, and the limits of "
+            "each connection, request, MCP session and task."),
     {"MCP_HTTP_ADDR", SET_STR, ":8080", OFF(http_addr), 0, 0, "127.0.0.1:8080",
      "Address to listen on: host:port; ':8080' means every interface"},
     {"PUBLIC_BASE_URL", SET_STR, "", DERIVED, 0, 0,
@@ -41,8 +43,9 @@ static const struct setting settings[] = {
      "loopback)"},
     {"MCP_API_TOKEN", SET_SECRET, "", DERIVED, 0, 0, "$(openssl rand -hex 32)",
      "Bearer token of the tenant named 'default' (at least 16 "
-     "characters); every client and chat that uses it is that one "
-     "tenant, its conversations told apart only by conversationId"},
+     "characters; clients send \"Authorization: Bearer <token>\"); "
+     "every client and chat that uses it is that one tenant, its "
+     "conversations told apart only by conversationId"},
     {"MCP_API_TOKENS", SET_SECRET, "", DERIVED, 0, 0,
      "alice:<token>,bob:<token>",
      "More tokens, each with the tenant name that keeps its conversations "
@@ -61,13 +64,16 @@ static const struct setting settings[] = {
      "Proxies in front of the server (addresses or CIDR ranges, "
      "comma-separated) whose CF-Connecting-IP or X-Forwarded-For header "
      "names the client, for per-client limits (default: none; headers "
-     "are ignored and every limit keys on the socket peer)"},
+     "are ignored and every limit keys on the socket peer). A proxy on "
+     "this host: 127.0.0.1,::1; cloudflared in "
+     "deploy/docker-compose.cloudflare.yml: the stack network's subnet"},
     {"MCP_TRUSTED_PROXY_HEADER", SET_STR, "auto", OFF(trusted_proxy_header), 0,
      0, "x-forwarded-for",
      "Which header of a trusted proxy names the client: auto "
      "(CF-Connecting-IP, else X-Forwarded-For), cf-connecting-ip or "
      "x-forwarded-for (use x-forwarded-for behind a proxy that passes a "
-     "client's own CF-Connecting-IP through)"},
+     "client's own CF-Connecting-IP through: nginx, Caddy and HAProxy "
+     "do unless told not to)"},
     {"MCP_MAX_BODY_BYTES", SET_BYTES, "16m", OFF(max_body_bytes), 1024,
      1024.0 * 1024 * 1024, "16m", "Largest request body accepted"},
     {"MCP_MAX_HEADER_BYTES", SET_BYTES, "16k", OFF(max_header_bytes), 2048,
@@ -101,8 +107,8 @@ static const struct setting settings[] = {
     {"MCP_TASK_RETENTION_SECONDS", SET_UINT, "86400", OFF(task_retention_s), 5,
      31536000, "86400",
      "A finished task's result stays readable (tasks/get, across "
-     "restarts) for this long after the task ends (at least 5; rows "
-     "past it are deleted within a minute)"},
+     "restarts) for this long after the task ends (tasks: protocol "
+     "2026-07-28; at least 5; rows past it are deleted within a minute)"},
     {"MCP_TASK_RESULT_MAX_BYTES", SET_BYTES, "8m", OFF(task_result_max_bytes),
      4096, 256.0 * 1024 * 1024, "8m",
      "Largest result a task keeps (a larger one fails the task)"},
@@ -116,8 +122,10 @@ static const struct setting settings[] = {
      "oldest ended ones make room; at least MCP_TASK_RESULT_MAX_BYTES)"},
     {"MCP_REPLICA_NAME", SET_STR, "", OFF(replica_name), 0, 0, "r1",
      "This daemon's name among replicas behind one load balancer: its "
-     "session ids start with it, so the balancer routes a session to its "
-     "owner (empty: the only daemon; see docs/deployment.md)"},
+     "session ids start with it (r1.), so the balancer routes a session "
+     "to its owner; replicas share SANDBOX_ROOT and a PostgreSQL "
+     "STORE_URL (empty: the only daemon; see docs/deployment.md, "
+     "Several daemon replicas)"},
     {"MCP_REPLICA_LEASE_SECONDS", SET_UINT, "30", OFF(replica_lease_s), 3, 3600,
      "30",
      "Replicas: one not seen in the store for this long is taken as gone, "
@@ -130,7 +138,7 @@ static const struct setting settings[] = {
     {"MCP_LOG_FORMAT", SET_STR, "text", OFF(log_format), 0, 0, "json",
      "Log line format: text or json"},
 
-    /* Docker engine */
+    SECTION("Docker engine", "The engine the sandboxes run on."),
     {"DOCKER_HOST", SET_STR, "unix:///var/run/docker.sock", OFF(docker_host), 0,
      0, "unix:///var/run/docker.sock",
      "Docker Engine API socket (unix:// only)"},
@@ -139,7 +147,9 @@ static const struct setting settings[] = {
     {"SANDBOX_RUNTIME", SET_STR, "", OFF(runtime), 0, 0, "runsc",
      "OCI runtime for sandboxes (empty: the engine's default, runc)"},
 
-    /* one run */
+    SECTION("One run",
+            "The limits of one run of code: a caller may ask for less, "
+            "and for more only up to the *_MAX settings."),
     {"SANDBOX_MEMORY_MB", SET_UINT, "256", OFF(memory_mb), 16, 65536, "256",
      "Memory limit of a run, swap included"},
     {"SANDBOX_CPUS", SET_DOUBLE, "0.5", OFF(cpus), 0.01, 64, "0.5",
@@ -198,7 +208,9 @@ static const struct setting settings[] = {
      "Bytes the saved whole outputs of a conversation may take (at most "
      "half its quota); older ones are deleted to make room"},
 
-    /* many runs */
+    SECTION("Many runs",
+            "How many runs happen at once, how many wait, and what one "
+            "tenant may take of them."),
     {"SANDBOX_MAX_CONCURRENT", SET_UINT, "0", OFF(max_concurrent), 0, 4096, "4",
      "Runs at once (0: two per CPU core)"},
     {"SANDBOX_QUEUE_LENGTH", SET_UINT, "32", OFF(queue_length), 0, 100000, "32",
@@ -229,7 +241,10 @@ static const struct setting settings[] = {
      OFF(discovery_interval_s), 1, 3600, "30",
      "How often runner images are rediscovered"},
 
-    /* warm sessions */
+    SECTION("Warm sessions",
+            "Boxes kept running between runs, so that state (variables, "
+            "imports) survives and a run starts fast; see "
+            "docs/sessions.md."),
     {"SANDBOX_WARM", SET_BOOL, "true", OFF(warm), 0, 0, "true",
      "Keep a warm session (a running box; for Python a live interpreter) "
      "per conversation and language between runs"},
@@ -241,7 +256,8 @@ static const struct setting settings[] = {
      "(state lost; at least 10)"},
     {"SANDBOX_WARM_MAX", SET_UINT, "32", OFF(warm_max), 0, 100000, "32",
      "Warm boxes (sessions and pool) on this host at once; idle ones are "
-     "evicted least recently used first"},
+     "evicted least recently used first, with fair shares: a tenant "
+     "holding this / the tenants with sessions evicts only its own"},
     {"SANDBOX_WARM_MEMORY_MB", SET_UINT, "0", OFF(warm_memory_mb), 0, 100000000,
      "8192",
      "Memory limits of all warm boxes together (0: half of the host's "
@@ -257,9 +273,12 @@ static const struct setting settings[] = {
     {"SANDBOX_INTERRUPT_GRACE_MS", SET_UINT, "2000", OFF(interrupt_grace_ms),
      100, 600000, "2000",
      "After a timeout or cancel: how long an interrupted run may take to "
-     "stop before it (and, for Python, its state) is killed"},
+     "stop before it (and, for Python, its state) is killed; a cancel "
+     "waits at most 750 ms, so a cancelled run is gone within 2 s"},
 
-    /* packages on demand */
+    SECTION("Packages on demand",
+            "pip and npm installs into a conversation's cache by an "
+            "installer that alone has network."),
     {"SANDBOX_PACKAGES", SET_BOOL, "true", OFF(packages), 0, 0, "true",
      "Whether run_code may install packages (pip for Python, npm for "
      "TypeScript) into a conversation's cache; the installer alone has "
@@ -289,7 +308,10 @@ static const struct setting settings[] = {
      "(give the whole bundle, e.g. behind a TLS-inspecting proxy; "
      "default: the image's own)"},
 
-    /* workspaces and files */
+    SECTION("Workspaces and files",
+            "Each conversation's /data directory, its quota and "
+            "retention, and the links to its files; see "
+            "docs/workspaces.md."),
     {"SANDBOX_ROOT", SET_STR, "/var/lib/mcp-sandboxd", OFF(sandbox_root), 0, 0,
      "/var/lib/mcp-sandboxd",
      "Directory holding workspaces, as this daemon sees it"},
@@ -304,7 +326,7 @@ static const struct setting settings[] = {
      "during each run, which is stopped about a second past the quota), "
      "auto (loop when possible)"},
     {"WORKSPACE_QUOTA_MB", SET_UINT, "100", DERIVED, 1, 1048576, "100",
-     "Bytes one conversation's workspace may hold"},
+     "Megabytes one conversation's workspace may hold"},
     {"WORKSPACE_MAX_FILES", SET_UINT, "10000", OFF(workspace_max_files), 16,
      100000000, "10000", "Files one conversation's workspace may hold"},
     {"WORKSPACE_MAX_COUNT", SET_UINT, "1000", OFF(max_workspaces), 1, 10000000,
@@ -312,7 +334,8 @@ static const struct setting settings[] = {
     {"WORKSPACE_MAX_PER_TENANT", SET_UINT, "0", OFF(workspace_max_per_tenant),
      0, 10000000, "200",
      "Workspaces one tenant keeps at once (0: WORKSPACE_MAX_COUNT divided "
-     "by the number of tenants, so none can crowd out another)"},
+     "by the number of tenants, so none can crowd out another; see "
+     "docs/workspaces.md)"},
     {"WORKSPACE_CREATE_BURST", SET_UINT, "30", OFF(workspace_create_burst), 1,
      1000000, "30",
      "New workspaces one tenant may create in a burst before "
@@ -334,11 +357,14 @@ static const struct setting settings[] = {
      0, 64.0 * 1024 * 1024, "512k",
      "Largest image a run result shows inline (larger ones are linked)"},
 
-    /* OAuth and the durable store */
+    SECTION("OAuth and the durable store",
+            "The OAuth 2.1 authorization server that claude.ai connectors "
+            "use (docs/oauth.md), and where durable state is kept."),
     {"OAUTH_ENABLED", SET_STR, "auto", DERIVED, 0, 0, "true",
      "OAuth 2.1 authorization server for claude.ai and other OAuth clients: "
      "auto (on when PUBLIC_BASE_URL is https without a path), true or "
-     "false"},
+     "false; true with an http PUBLIC_BASE_URL is accepted on loopback "
+     "only (testing)"},
     {"OAUTH_REDIRECT_HOSTS", SET_STR, "claude.ai,claude.com,loopback", DERIVED,
      0, 0, "claude.ai,claude.com,loopback,app.example.com",
      "Hosts an OAuth client may send the browser back to (https); "
@@ -380,7 +406,9 @@ static const struct setting settings[] = {
      "shared by several replicas: a postgresql:// or postgres:// URL "
      "(password in it, or in PGPASSFILE or PGPASSWORD; see "
      "docs/operations.md, Store)"},
-    /* more than one host, and metrics */
+    SECTION("More than one host, and metrics",
+            "Docker Swarm and replicas (docs/deployment.md), and the "
+            "/metrics endpoint."),
     {"SANDBOX_BACKEND", SET_STR, "docker", OFF(backend), 0, 0, "swarm",
      "Where runs happen: docker (the engine at DOCKER_HOST) or swarm "
      "(services of the Swarm whose manager is DOCKER_HOST; every run "
@@ -388,7 +416,9 @@ static const struct setting settings[] = {
     {"SWARM_CONSTRAINTS", SET_STR, "node.labels.mcp-sandboxd.sandbox==true",
      OFF(swarm_constraints), 0, 0, "node.labels.mcp-sandboxd.sandbox==true",
      "Placement constraints of run services, separated by ';': only nodes "
-     "configured as sandbox nodes"},
+     "configured as sandbox nodes. At least one is required with the "
+     "swarm backend (none would place code on any node, managers "
+     "included), each under 256 characters"},
     {"SWARM_QUEUE_TIMEOUT_SECONDS", SET_UINT, "600", OFF(swarm_queue_timeout_s),
      1, 86400, "600",
      "How long a run may wait for room in the Swarm (its reservations) "
@@ -396,15 +426,23 @@ static const struct setting settings[] = {
     {"METRICS_TOKEN", SET_SECRET, "", OFF(metrics_token), 0, 0,
      "$(openssl rand -hex 32)",
      "Bearer token for GET /metrics (empty: /metrics answers loopback "
-     "clients only, and nobody when PUBLIC_BASE_URL is a public URL)"},
+     "clients only, and nobody when PUBLIC_BASE_URL is a public URL: "
+     "behind a proxy or tunnel every request is a loopback one)"},
 };
 
 #define N_SETTINGS (sizeof(settings) / sizeof(settings[0]))
 
+const struct setting *config_settings(size_t *n)
+{
+	*n = N_SETTINGS;
+	return settings;
+}
+
 const struct setting *config_setting_find(const char *name)
 {
 	for (size_t i = 0; i < N_SETTINGS; i++) {
-		if (strcmp(settings[i].name, name) == 0)
+		if (settings[i].type != SET_SECTION &&
+		    strcmp(settings[i].name, name) == 0)
 			return &settings[i];
 	}
 	return NULL;
@@ -713,6 +751,8 @@ static int parse_table(struct config *cfg, char *err, size_t errlen)
 			*(double *)(void *)(base + s->off) = d;
 			break;
 		}
+		case SET_SECTION:
+			break;
 		}
 	}
 	return 0;
@@ -977,6 +1017,8 @@ void config_print(const struct config *cfg, FILE *out)
 				    *(const double *)(const void *)(base +
 				                                    s->off));
 				break;
+			case SET_SECTION:
+				break;
 			}
 			continue;
 		}
@@ -1062,14 +1104,4 @@ void config_print(const struct config *cfg, FILE *out)
 	fprintf(out, "# listening on %s:%u%s\n",
 	        cfg->listen_host[0] ? cfg->listen_host : "*", cfg->listen_port,
 	        cfg->listen_loopback ? " (loopback only)" : "");
-}
-
-void config_print_help(FILE *out)
-{
-	for (size_t i = 0; i < N_SETTINGS; i++) {
-		const struct setting *s = &settings[i];
-
-		fprintf(out, "  %-36s default: %s\n      %s\n", s->name,
-		        *s->def ? s->def : "(none)", s->help);
-	}
 }

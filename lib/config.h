@@ -4,8 +4,9 @@
  * environment and an optional .env file (the environment wins), validated,
  * and then read-only for the life of the process. Every setting is described
  * in one table in config.c, which also produces --help and --check-config
- * output, so a setting cannot be documented in one place and parsed in
- * another. Not thread-safe while loading; immutable afterwards.
+ * output and (config_doc.c) the reference documents, so a setting cannot be
+ * documented in one place and parsed in another. Not thread-safe while
+ * loading; immutable afterwards.
  */
 #ifndef MCPSD_CONFIG_H
 #define MCPSD_CONFIG_H
@@ -201,6 +202,16 @@ void config_print(const struct config *cfg, FILE *out);
 
 /* Writes the table of settings (name, default, meaning) for --help. */
 void config_print_help(FILE *out);
+
+/*
+ * Writes a document generated from the table of settings: format
+ * "markdown" is docs/configuration.md, "env" is .env.example, "readme" is
+ * the README's table of the settings set on day one (between its BEGIN and
+ * END comments). Returns 0; -EINVAL for an unknown format, -EIO when out
+ * could not be written, each with a message in err.
+ */
+__attribute__((warn_unused_result)) int
+config_print_reference(const char *format, FILE *out, char *err, size_t errlen);
 
 /*
  * Parses a byte size: a whole number with an optional suffix k, m, g (powers

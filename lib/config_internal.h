@@ -20,6 +20,7 @@ enum setting_type {
 	SET_UINT,
 	SET_BYTES,
 	SET_DOUBLE,
+	SET_SECTION, /* not a setting: a heading over the rows after it */
 };
 
 struct setting {
@@ -35,8 +36,20 @@ struct setting {
 #define OFF(f) offsetof(struct config, f)
 #define DERIVED SIZE_MAX
 
-/* The table's entry for name, or NULL. */
+/*
+ * A heading row: the settings after it, up to the next one, form a group
+ * with this title and introduction in --help and the generated reference.
+ */
+#define SECTION(title, intro)                                                  \
+	{                                                                      \
+		title, SET_SECTION, "", DERIVED, 0, 0, "", intro               \
+	}
+
+/* The table's entry for name, or NULL (headings are never found). */
 const struct setting *config_setting_find(const char *name);
+
+/* The whole table, headings included, in order; *n rows. Static. */
+const struct setting *config_settings(size_t *n);
 
 /* The raw value of a setting: the environment, the .env file or default. */
 const char *config_raw(const struct config *cfg, const char *name);

@@ -145,20 +145,51 @@ layer_format() {
 	fi
 }
 
-# Every setting the daemon knows is documented where users look.
+# The settings reference, .env.example and the README's day-one table are
+# generated from the table in lib/config.c (deploy/gen-docs.sh): each
+# committed copy must equal what the built daemon generates now, and every
+# setting --help lists must be in the reference and .env.example.
 layer_docs() {
-	local names missing=() n
+	local bin="$BUILD/cmd/mcp-sandboxd" tmp f n names day stale=0 missing=()
 	meson_build "$BUILD" || { record docs 0 1; return; }
-	names=$("$BUILD/cmd/mcp-sandboxd" --help | awk '/^Settings:/{f=1;next} f && /^  [A-Z]/{print $1}')
+	tmp=$(mktemp -d)
+	if ! "$ROOT/deploy/gen-docs.sh" --bin "$bin" --out "$tmp"; then
+		echo "deploy/gen-docs.sh failed (above); the documents were not checked"
+		rm -rf "$tmp"
+		record docs 0 1
+		return
+	fi
+	for f in docs/configuration.md .env.example README.md; do
+		if ! diff -u "$ROOT/$f" "$tmp/$f" >"$tmp/diff"; then
+			echo "$f is stale: it differs from what the table of settings in lib/config.c generates"
+			head -40 "$tmp/diff" | sed 's/^/    /'
+			stale=1
+		fi
+	done
+	if [ "$stale" -ne 0 ]; then
+		echo "regenerate with deploy/gen-docs.sh (or: $bin --print-reference markdown > docs/configuration.md; ... env > .env.example; ... readme is the README's day-one block) and commit the result"
+	fi
+	names=$("$bin" --help | awk '/^  [A-Z][A-Z0-9_]+ +default:/ {print $1}')
 	for n in $names; do
-		grep -q "\`$n\`" "$ROOT/README.md" || missing+=("README.md:$n")
+		grep -qx "### \`$n\`" "$ROOT/docs/configuration.md" || missing+=("docs/configuration.md:$n")
 		grep -qE "^#?$n=" "$ROOT/.env.example" || missing+=(".env.example:$n")
 	done
-	if [ ${#missing[@]} -eq 0 ]; then
-		echo "all $(echo "$names" | wc -w) settings documented in README.md and .env.example"
+	grep -q '](docs/configuration.md)' "$ROOT/README.md" || missing+=("README.md:a link to docs/configuration.md")
+	# shellcheck disable=SC2016 # the backquotes are Markdown's
+	day=$("$bin" --print-reference readme | sed -n 's/^| \[`\([A-Z0-9_]*\)`.*/\1/p')
+	[ -n "$day" ] || missing+=("the day-one list (--print-reference readme printed no setting)")
+	for n in $day; do
+		grep -q "\`$n\`" "$ROOT/README.md" || missing+=("README.md:$n (day one)")
+	done
+	rm -rf "$tmp"
+	if [ ${#missing[@]} -ne 0 ]; then
+		echo "missing from the documents: ${missing[*]}; run deploy/gen-docs.sh"
+		stale=1
+	fi
+	if [ "$stale" -eq 0 ]; then
+		echo "docs/configuration.md, .env.example and README's day-one table are current; all $(echo "$names" | wc -w) settings documented"
 		record docs 1 0
 	else
-		echo "undocumented settings: ${missing[*]}"
 		record docs 0 1
 	fi
 }

@@ -58,6 +58,7 @@ static void usage(FILE *out)
 	fprintf(
 	    out,
 	    "Usage: mcp-sandboxd [--env-file PATH] [--check-config] [--stdio]\n"
+	    "       mcp-sandboxd --print-reference markdown|env|readme\n"
 	    "       mcp-sandboxd --help | --version\n"
 	    "\n"
 	    "A remote MCP server that runs code in Docker sandboxes: Python,\n"
@@ -78,10 +79,15 @@ static void usage(FILE *out)
 	    "  --print-seccomp-profile\n"
 	    "                    print the seccomp profile of every run (for\n"
 	    "                    the daemon.json of Swarm sandbox nodes)\n"
+	    "  --print-reference FORMAT\n"
+	    "                    print the settings reference generated from\n"
+	    "                    the table below: markdown\n"
+	    "                    (docs/configuration.md), env (.env.example)\n"
+	    "                    or readme (the README's day-one table)\n"
 	    "  --help            show this help\n"
 	    "  --version         print the version\n"
 	    "\n"
-	    "Settings:\n");
+	    "Settings (docs/configuration.md has the whole reference):\n");
 	config_print_help(out);
 }
 
@@ -357,6 +363,7 @@ int main(int argc, char **argv)
 	    {"env-file", required_argument, NULL, 'e'},
 	    {"stdio", no_argument, NULL, 's'},
 	    {"print-seccomp-profile", no_argument, NULL, 'p'},
+	    {"print-reference", required_argument, NULL, 'r'},
 	    {NULL, 0, NULL, 0},
 	};
 	static struct daemon d;
@@ -385,6 +392,13 @@ int main(int argc, char **argv)
 			break;
 		case 'p':
 			return print_seccomp();
+		case 'r':
+			if (config_print_reference(optarg, stdout, err,
+			                           sizeof(err)) < 0) {
+				fprintf(stderr, "mcp-sandboxd: %s\n", err);
+				return EXIT_CONFIG;
+			}
+			return 0;
 		default:
 			usage(stderr);
 			return EXIT_CONFIG;
