@@ -126,14 +126,14 @@ describe('the leftover sweep scaled down to seconds, and real waiting', () => {
     const c = conv('wait');
     const first = await run(d.client, c, 'bash', 'echo one');
     expectStatus(first, 'completed');
-    // Six times the sweep's age, a sweep every second.
-    await sleep(12_000);
+    // Four times the sweep's age, a sweep every second.
+    await sleep(8_000);
     const again = await run(d.client, c, 'bash', 'echo two');
     expectStatus(again, 'completed');
     assert.equal(again.sc.stdout, 'two\n');
     expectSession(again, 'continued');
     await waitPool(d, 1);
-    await sleep(12_000);
+    await sleep(8_000);
     const fresh = await run(d.client, conv('wait-new'), 'bash', 'echo three');
     expectStatus(fresh, 'completed');
     assert.equal(fresh.sc.stdout, 'three\n');
