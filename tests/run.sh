@@ -424,6 +424,10 @@ layer_swarm() {
 		echo "the swarm lab did not come up"
 		record swarm 0 1
 	fi
+	# The lab's engines' own logs go with it: keep them for a failure.
+	for n in "$lab"/n*/dockerd.log; do
+		[ -f "$n" ] && cp "$n" "$LOG_DIR/swarm-lab-$(basename "$(dirname "$n")")-dockerd.log"
+	done
 	MCPSD_LAB_DIR=$lab "$ROOT/tests/swarm/lab.sh" down
 	trap - EXIT
 	exec {SWARM_LOCK}>&-
