@@ -361,8 +361,10 @@ static int list_visit(void *data, const struct fstree_entry *e)
 
 	/* The package cache (packages.h) only when asked for by path. */
 	if (S_ISDIR(e->st->st_mode))
-		return strcmp(e->rel, ".mcp/packages") == 0 ? FSTREE_WALK_SKIP
-		                                            : 0;
+		return strcmp(e->rel, ".mcp/packages") == 0 ||
+		               files_is_private(e->rel)
+		           ? FSTREE_WALK_SKIP
+		           : 0;
 	if (!S_ISREG(e->st->st_mode)) {
 		if (l->n_skipped++ < SKIPPED_MAX) {
 			cJSON *o = cJSON_CreateObject();
@@ -421,6 +423,13 @@ static int arg_dir(const cJSON *args, char *out, size_t outlen, cJSON **res)
 		return -EINVAL;
 	}
 	snprintf(out, outlen, "%.*s", (int)n, p);
+	if (files_is_private(out)) {
+		*res = mcp_text_resultf(
+		    true, "path: %s holds the conversation's saved Python "
+		          "state, which is not listed (docs/sessions.md)",
+		    out);
+		return -EINVAL;
+	}
 	return 0;
 }
 

@@ -125,7 +125,8 @@ const char tools_run_input_schema[] =
     "\"inputs\":{\"type\":\"object\"},"
     "\"packages\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"
     "\"session\":{\"type\":\"string\",\"enum\":[\"continue\",\"new\"],"
-    "\"default\":\"continue\"}},"
+    "\"default\":\"continue\"},"
+    "\"rewind_to\":{\"type\":\"integer\",\"minimum\":1}},"
     "\"required\":[\"language\",\"code\"]}";
 
 /* ---- descriptions from the catalog -------------------------------------- */
@@ -180,10 +181,11 @@ static void tools_run_span(char out[32], unsigned s)
 static int tools_run_describe_warm(struct buf *b, const struct config *cfg)
 {
 	char idle[32], life[32];
+	int r;
 
 	tools_run_span(idle, cfg->warm_idle_s);
 	tools_run_span(life, cfg->warm_max_s);
-	return buf_printf(
+	r = buf_printf(
 	    b,
 	    "Run code in an isolated Linux sandbox and return its exit "
 	    "status, stdout and stderr. A conversationId names one chat and "
@@ -218,6 +220,20 @@ static int tools_run_describe_warm(struct buf *b, const struct config *cfg)
 	                         "runs use a one-off sandbox, without the "
 	                         "session's state)."
 	                       : "No network access.");
+	if (r == 0 && cfg->state_save)
+		r = buf_printf(
+		    b,
+		    " Python's state is also saved after every run (in the "
+		    "conversation's files, never shown in /data listings): when "
+		    "a session ends it comes back with the next run "
+		    "(session.state: restored, naming anything that could not "
+		    "be saved, such as open sockets, threads or generators, "
+		    "and the imports it re-ran); session: \"new\" drops it. "
+		    "To undo steps, pass rewind_to: N to return to the state "
+		    "right after run N first (the last %u saved runs are kept; "
+		    "every result lists them in session.saved_runs).",
+		    cfg->state_keep);
+	return r;
 }
 
 /* ... and with every run in a fresh box. */
@@ -303,6 +319,16 @@ void tools_run_describe(struct runner *runner, char **description,
 	                "first and start with a fresh interpreter"
 	              : "Warm sessions are off on this server: every run "
 	                "starts fresh");
+	p = cJSON_GetObjectItemCaseSensitive(props, "rewind_to");
+	cJSON_AddStringToObject(
+	    p, "description",
+	    cfg->warm && cfg->state_save
+	        ? "Python: first return the interpreter to its state right "
+	          "after that earlier run (a number from session.saved_runs "
+	          "of a result), then run the code; undoes later steps, e.g. "
+	          "a destructive one"
+	        : "Saved session states are off on this server: rewind_to "
+	          "is refused");
 	p = cJSON_GetObjectItemCaseSensitive(props, "memory_mb");
 	cJSON_AddNumberToObject(p, "minimum", RUNARGS_MEMORY_MIN_MB);
 	cJSON_AddNumberToObject(p, "maximum", cfg->memory_max_mb);
@@ -597,6 +623,148 @@ static void tools_run_session_json(cJSON *sc, const struct runner_session *s)
 	tools_run_background_json(o, s);
 }
 
+/* "a (why), b (why)" of a report's [{"name","why"}] list, at most 10. */
+static int tools_run_state_names(struct buf *b, const cJSON *list)
+{
+	const cJSON *e;
+	int n = 0, total = cJSON_GetArraySize(list), r = 0;
+
+	cJSON_ArrayForEach(e, list)
+	{
+		const char *name = cJSON_GetStringValue(
+		    cJSON_GetObjectItemCaseSensitive(e, "name"));
+		const char *why = cJSON_GetStringValue(
+		    cJSON_GetObjectItemCaseSensitive(e, "why"));
+
+		if (n == 10) {
+			r = buf_printf(b, " and %d more", total - n);
+			break;
+		}
+		r = buf_printf(b, "%s%s (%s)", n ? ", " : "", name ? name : "?",
+		               why ? why : "?");
+		if (r < 0)
+			break;
+		n++;
+	}
+	return r;
+}
+
+/* Adds the durable state report (warm_state.h) to structuredContent.session. */
+static void tools_run_state_json(cJSON *sc, const cJSON *st)
+{
+	cJSON *o = cJSON_GetObjectItemCaseSensitive(sc, "session");
+	const cJSON *v;
+
+	if (!o || !st)
+		return;
+	v = cJSON_GetObjectItemCaseSensitive(st, "run");
+	if (cJSON_IsNumber(v))
+		cJSON_AddNumberToObject(o, "run_number", v->valuedouble);
+	v = cJSON_GetObjectItemCaseSensitive(st, "kept");
+	if (v)
+		cJSON_AddItemToObject(o, "saved_runs", cJSON_Duplicate(v, true));
+	v = cJSON_GetObjectItemCaseSensitive(st, "restored");
+	if (v)
+		cJSON_AddItemToObject(o, "restored", cJSON_Duplicate(v, true));
+	v = cJSON_GetObjectItemCaseSensitive(st, "saved");
+	if (v)
+		cJSON_AddItemToObject(o, "autosave", cJSON_Duplicate(v, true));
+}
+
+/*
+ * The first line of the text when the state was restored or rewound: when
+ * it was saved, how long loading took, what did not come back and which
+ * imports were run again.
+ */
+static int tools_run_state_note(struct buf *b, const struct runner_session *s,
+                                 const cJSON *st)
+{
+	const cJSON *r = cJSON_GetObjectItemCaseSensitive(st, "restored");
+	const char *at = cJSON_GetStringValue(
+	    cJSON_GetObjectItemCaseSensitive(r, "saved_at"));
+	const cJSON *run = cJSON_GetObjectItemCaseSensitive(r, "run");
+	const cJSON *ms = cJSON_GetObjectItemCaseSensitive(r, "ms");
+	const cJSON *nr = cJSON_GetObjectItemCaseSensitive(r, "not_restored");
+	const cJSON *imp = cJSON_GetObjectItemCaseSensitive(r, "imports");
+	const cJSON *e;
+	bool rewind = strcmp(s->state, "rewound") == 0;
+	int rc, n = 0;
+
+	if (!rewind && strcmp(s->state, "restored") != 0)
+		return 0;
+	if (rewind)
+		rc = buf_printf(b, "NOTE: the Python state was rewound to what "
+		                   "it was right after run %.0f",
+		                cJSON_IsNumber(run) ? run->valuedouble : 0);
+	else
+		rc = buf_printf(
+		    b,
+		    "NOTE: the Python state of this conversation was restored "
+		    "(%s) from its save after run %.0f",
+		    s->reason[0] ? tools_run_why(s->reason)
+		                 : "its session had ended",
+		    cJSON_IsNumber(run) ? run->valuedouble : 0);
+	if (rc == 0 && at)
+		rc = buf_printf(b, " of %s", at);
+	if (rc == 0 && cJSON_IsNumber(ms))
+		rc = buf_printf(b, ", loaded in %.0f ms", ms->valuedouble);
+	if (rc == 0)
+		rc = buf_puts(b, ".");
+	if (rc == 0 && cJSON_GetArraySize(nr) > 0) {
+		rc = buf_puts(b, " Not restored: ");
+		if (rc == 0)
+			rc = tools_run_state_names(b, nr);
+		if (rc == 0)
+			rc = buf_puts(b, ".");
+	}
+	cJSON_ArrayForEach(e, imp)
+	{
+		if (rc < 0)
+			break;
+		rc = buf_printf(b, "%s%s", n++ ? ", " : " Imports re-run: ",
+		                cJSON_GetStringValue(e));
+	}
+	if (rc == 0 && n)
+		rc = buf_puts(b, ".");
+	return rc < 0 ? rc : buf_putc(b, '\n');
+}
+
+/*
+ * A line when the state of the previous run could not be saved, whole or
+ * in part, or a restore failed.
+ */
+static int tools_run_state_line(struct buf *b, const cJSON *st)
+{
+	const cJSON *sv = cJSON_GetObjectItemCaseSensitive(st, "saved");
+	const cJSON *r = cJSON_GetObjectItemCaseSensitive(st, "restored");
+	const char *err = cJSON_GetStringValue(
+	    cJSON_GetObjectItemCaseSensitive(sv, "error"));
+	const char *rerr = cJSON_GetStringValue(
+	    cJSON_GetObjectItemCaseSensitive(r, "error"));
+	const cJSON *ns = cJSON_GetObjectItemCaseSensitive(sv, "not_saved");
+	const cJSON *run = cJSON_GetObjectItemCaseSensitive(sv, "run");
+	double n = cJSON_IsNumber(run) ? run->valuedouble : 0;
+	int rc = 0;
+
+	if (rerr)
+		rc = buf_printf(b, "\nstate: the saved state could not be "
+		                   "restored: %s",
+		                rerr);
+	if (rc == 0 && sv && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
+	                         sv, "ok")))
+		rc = buf_printf(b, "\nstate: NOT saved after run %.0f: %s", n,
+		                err ? err : "unknown error");
+	else if (rc == 0 && cJSON_GetArraySize(ns) > 0) {
+		rc = buf_printf(b, "\nstate: saved after run %.0f without ", n);
+		if (rc == 0)
+			rc = tools_run_state_names(b, ns);
+		if (rc == 0)
+			rc = buf_puts(b, "; those would not come back after the "
+			                 "session ends");
+	}
+	return rc;
+}
+
 /*
  * The first line of the text when state was lost (before or by this run),
  * so a model reading only the start cannot miss it.
@@ -729,7 +897,7 @@ static int tools_run_value(cJSON *sc, struct buf *text,
 cJSON *tools_run_result(const struct runner_result *res,
                         const struct config *cfg)
 {
-	cJSON *result = cJSON_CreateObject(), *sc, *content, *t;
+	cJSON *result = cJSON_CreateObject(), *sc, *content, *t, *st = NULL;
 	struct buf text, advice;
 	char *txt = NULL, *adv = NULL;
 	bool not_run =
@@ -777,8 +945,12 @@ cJSON *tools_run_result(const struct runner_result *res,
 		cJSON_AddStringToObject(sc, "limit", res->limit);
 	if (adv[0])
 		cJSON_AddStringToObject(sc, "message", adv);
+	if (res->state_json)
+		st = cJSON_Parse(res->state_json);
 	if (!not_run)
 		tools_run_session_json(sc, &res->session);
+	if (!not_run)
+		tools_run_state_json(sc, st);
 	if (res->cpu_ms >= 0)
 		cJSON_AddNumberToObject(sc, "cpu_ms", (double)res->cpu_ms);
 	if (res->error_name[0])
@@ -787,6 +959,8 @@ cJSON *tools_run_result(const struct runner_result *res,
 		cJSON_AddItemToObject(sc, "packages", t);
 
 	r = tools_run_session_note(&text, &res->session);
+	if (r == 0 && !not_run)
+		r = tools_run_state_note(&text, &res->session, st);
 	if (r == 0)
 		r = buf_printf(&text, "status: %s",
 		               runner_status_name(res->status));
@@ -807,6 +981,8 @@ cJSON *tools_run_result(const struct runner_result *res,
 		r = tools_run_usage(sc, &text, res);
 	if (r == 0 && !not_run)
 		r = tools_run_session_line(&text, &res->session, cfg);
+	if (r == 0 && !not_run && st)
+		r = tools_run_state_line(&text, st);
 	if (r == 0 && res->packages_note[0])
 		r = buf_printf(&text, "\npackages: %s", res->packages_note);
 	if (r == 0)
@@ -835,10 +1011,12 @@ cJSON *tools_run_result(const struct runner_result *res,
 	                      res->status != RUNNER_COMPLETED);
 	free(txt);
 	free(adv);
+	cJSON_Delete(st);
 	buf_finish(&text);
 	buf_finish(&advice);
 	return result;
 fail:
+	cJSON_Delete(st);
 	free(txt);
 	free(adv);
 	buf_finish(&text);
