@@ -23,8 +23,7 @@ static const struct store_migration migrations[] = {
 
 #define N_MIGRATIONS (sizeof(migrations) / sizeof(migrations[0]))
 
-int schema_open(const char *where, struct store **out, char *err,
-                size_t errlen)
+int schema_open(const char *where, struct store **out, char *err, size_t errlen)
 {
 	return store_open_with(where, migrations, N_MIGRATIONS, out, err,
 	                       errlen);

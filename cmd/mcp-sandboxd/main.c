@@ -174,7 +174,7 @@ static int daemon_core(struct daemon *d, char *err, size_t errlen)
 	}
 	/* After the workspaces: SANDBOX_ROOT, the store's home, exists. */
 	if (schema_open(*cfg->store_url ? cfg->store_url : cfg->store_path,
-	               &d->store, err, errlen) < 0) {
+	                &d->store, err, errlen) < 0) {
 		log_errorx("store: %s", err);
 		return -1;
 	}
