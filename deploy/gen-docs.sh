@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Regenerates the documents made from the table of settings in lib/config.c
+# Regenerates the documents made from the table of settings in lib/config/config.c
 # (the single source): docs/configuration.md, .env.example, and the README's
 # table of day-one settings (between its "BEGIN day-one settings" and "END
 # day-one settings" comments). Run it after changing the table; the docs layer

@@ -146,7 +146,7 @@ layer_format() {
 }
 
 # The settings reference, .env.example and the README's day-one table are
-# generated from the table in lib/config.c (deploy/gen-docs.sh): each
+# generated from the table in lib/config/config.c (deploy/gen-docs.sh): each
 # committed copy must equal what the built daemon generates now, and every
 # setting --help lists must be in the reference and .env.example.
 layer_docs() {
@@ -161,7 +161,7 @@ layer_docs() {
 	fi
 	for f in docs/configuration.md .env.example README.md; do
 		if ! diff -u "$ROOT/$f" "$tmp/$f" >"$tmp/diff"; then
-			echo "$f is stale: it differs from what the table of settings in lib/config.c generates"
+			echo "$f is stale: it differs from what the table of settings in lib/config/config.c generates"
 			head -40 "$tmp/diff" | sed 's/^/    /'
 			stale=1
 		fi

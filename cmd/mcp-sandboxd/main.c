@@ -16,25 +16,26 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include "budget.h"
+#include "backend/seccomp.h"
 #include "build_config.h"
-#include "config.h"
-#include "cron.h"
-#include "files.h"
-#include "http.h"
-#include "log.h"
-#include "mcp.h"
-#include "oauth.h"
-#include "oauth_http.h"
-#include "runner.h"
-#include "seccomp.h"
-#include "stats.h"
-#include "stdio_mcp.h"
-#include "store.h"
-#include "tasks.h"
-#include "tools_files.h"
-#include "tools_run.h"
-#include "workspace.h"
+#include "config/config.h"
+#include "http/http.h"
+#include "mcp/mcp.h"
+#include "mcp/mcp_stdio.h"
+#include "oauth/oauth.h"
+#include "oauth/oauth_http.h"
+#include "run/budget.h"
+#include "run/runner.h"
+#include "schema.h"
+#include "store/store.h"
+#include "tasks/tasks.h"
+#include "tools/tools_files.h"
+#include "tools/tools_run.h"
+#include "util/cron.h"
+#include "util/log.h"
+#include "util/stats.h"
+#include "workspace/files.h"
+#include "workspace/workspace.h"
 
 #if MCPSD_FIXTURES
 #include "fixtures.h"
@@ -117,7 +118,7 @@ struct daemon {
 	struct store *store;
 	struct budget *budget;
 	struct oauth *oauth;
-	struct stdio_mcp *sio;
+	struct mcp_stdio *sio;
 };
 
 /* No core dumps or ptrace of the daemon; sandboxes die before it. */
@@ -172,8 +173,8 @@ static int daemon_core(struct daemon *d, char *err, size_t errlen)
 		return -1;
 	}
 	/* After the workspaces: SANDBOX_ROOT, the store's home, exists. */
-	if (store_open(*cfg->store_url ? cfg->store_url : cfg->store_path,
-	               &d->store, err, errlen) < 0) {
+	if (schema_open(*cfg->store_url ? cfg->store_url : cfg->store_path,
+	                &d->store, err, errlen) < 0) {
 		log_errorx("store: %s", err);
 		return -1;
 	}
@@ -289,7 +290,7 @@ static int daemon_serve(struct daemon *d, bool use_stdio, char *err,
 	         http_server_port(d->http), cfg->public_base_url, cfg->n_tokens,
 	         d->oauth ? "on" : "off");
 	if (use_stdio) {
-		struct stdio_mcp_opts so = {
+		struct mcp_stdio_opts so = {
 		    .tenant = cfg->stdio_tenant,
 		    .max_line = cfg->max_body_bytes,
 		    .in_fd = STDIN_FILENO,
@@ -297,7 +298,7 @@ static int daemon_serve(struct daemon *d, bool use_stdio, char *err,
 		    .on_eof = stdin_ended,
 		};
 
-		if (stdio_mcp_start(d->mcp, &so, &d->sio, err, errlen) < 0) {
+		if (mcp_stdio_start(d->mcp, &so, &d->sio, err, errlen) < 0) {
 			log_errorx("stdio: %s", err);
 			return -1;
 		}
@@ -330,7 +331,7 @@ static void daemon_drain(struct daemon *d, int sig)
 	 * Then wait for every answer to leave before closing connections.
 	 */
 	mcp_server_close_sessions(d->mcp);
-	stdio_mcp_stop(d->sio, 5000);
+	mcp_stdio_stop(d->sio, 5000);
 	d->sio = NULL;
 	if (http_server_wait_idle(d->http, 5000))
 		log_warnx("some responses were still being sent at shutdown");
@@ -338,7 +339,7 @@ static void daemon_drain(struct daemon *d, int sig)
 
 static void daemon_free(struct daemon *d)
 {
-	stdio_mcp_stop(d->sio, 0);
+	mcp_stdio_stop(d->sio, 0);
 	cron_destroy(d->lease);
 	cron_destroy(d->cron);
 	http_server_destroy(d->http);

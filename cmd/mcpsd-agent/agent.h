@@ -19,8 +19,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "agentframe.h"
-#include "buf.h"
+#include "run/warm/agentframe.h"
+#include "util/buf.h"
 
 /* Stop reading output pipes while this much waits for the daemon. */
 #define AGENT_OUT_HIGH (512u * 1024u)

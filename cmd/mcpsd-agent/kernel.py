@@ -899,7 +899,7 @@ def _flush():
 
 def _packages():
     """Puts the conversation's package cache (installed by the daemon
-    before this call, see lib/packages.h) on sys.path ahead of the
+    before this call, see lib/run/packages.h) on sys.path ahead of the
     system's packages, and makes imports see what changed in it."""
     if not _State.packages:
         return

@@ -21,11 +21,11 @@
 
 #include <cjson/cJSON.h>
 
-#include "catalog.h"
-#include "config.h"
-#include "oneoff.h"
-#include "runner.h"
-#include "seccomp.h"
+#include "backend/seccomp.h"
+#include "config/config.h"
+#include "run/catalog.h"
+#include "run/oneoff.h"
+#include "run/runner.h"
 
 static char *read_all(FILE *f)
 {

@@ -15,10 +15,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "log.h"
-#include "runner.h"
-#include "seccomp.h"
+#include "backend/seccomp.h"
+#include "config/config.h"
+#include "run/runner.h"
+#include "util/log.h"
 #include "util/mono.h"
 
 static int cmp(const void *a, const void *b)

@@ -15,7 +15,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "agentframe.h"
+#include "run/warm/agentframe.h"
 
 #define FUZZ_CAP 4096
 

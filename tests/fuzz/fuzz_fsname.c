@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fsname.h"
+#include "fs/fsname.h"
 #include "util/pct.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

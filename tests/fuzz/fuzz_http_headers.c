@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "auth.h"
-#include "http.h"
-#include "netaddr.h"
+#include "http/auth.h"
+#include "http/http.h"
+#include "util/netaddr.h"
 
 /*
  * The client behind trusted proxies: s is "peer\ncf\nxff\nxff...". What

@@ -13,8 +13,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "config.h"
-#include "mcp.h"
+#include "config/config.h"
+#include "mcp/mcp.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

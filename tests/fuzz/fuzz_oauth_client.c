@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "oauth_client.h"
+#include "oauth/oauth_client.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "oauth_form.h"
+#include "oauth/oauth_form.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "packages.h"
+#include "run/packages.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

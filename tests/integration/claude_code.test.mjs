@@ -21,7 +21,7 @@ import { PARSER_ERROR, claude, claudeBin, claudeUser, claudeVersion, mcpStatus, 
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const TOOLS = ['check_code', 'delete_file', 'list_files', 'list_runners', 'run_code', 'upload_file'];
-// The server's words about a missing or wrong token (lib/http_route.c).
+// The server's words about a missing or wrong token (lib/http/http_route.c).
 const MISSING = /missing bearer token/;
 const INVALID = /invalid bearer token/;
 const SAYS_WHAT_TO_DO = /Authorization: Bearer <token>.*MCP_API_TOKEN.*Connecting a client/;

@@ -1096,7 +1096,7 @@ describe('workspace resources', () => {
 // ---------------------------------------------------------------------------
 
 describe('found while testing', () => {
-  // BUG: lib/runner.c runner_reap_wanted() reaps every container whose
+  // BUG: lib/run/runner.c runner_reap_wanted() reaps every container whose
   // sandbox.owner equals this daemon's instance name and whose sandbox.boot
   // differs from its own, and runner_start() reaps at start-up. The default
   // MCP_INSTANCE_NAME is the host name, so starting a second daemon on the

@@ -2,16 +2,16 @@
 /*
  * test_agent_docker: mcpsd-agent and kernel.py in real containers of the
  * real runner images, driven the way the daemon drives them: containers
- * created through the Engine API (lib/docker/docker.h) with the daemon's
- * hardening (Docker's init, and once the agent as PID 1 instead; user 64321,
- * read-only root, tmpfs /tmp, no capabilities, no-new-privileges, the daemon's
- * seccomp profile, no network, memory = swap, a pids limit), the agent
+ * created through the Engine API (lib/backend/docker/docker.h) with the
+ * daemon's hardening (Docker's init, and once the agent as PID 1 instead; user
+ * 64321, read-only root, tmpfs /tmp, no capabilities, no-new-privileges, the
+ * daemon's seccomp profile, no network, memory = swap, a pids limit), the agent
  * directory bind-mounted read-only at /opt/mcp-sandboxd, a per-container
  * read-only /sandbox holding the code and stdin files and a writable /data;
  * frames over the container's attach stream, demultiplexed with
- * lib/docker/dstream.h and decoded with lib/agentframe.h. TAP output; skips
- * when no engine answers or an image is missing. Every container it starts is
- * removed, also on failure.
+ * lib/backend/docker/docker_stream.h and decoded with
+ * lib/run/warm/agentframe.h. TAP output; skips when no engine answers or an
+ * image is missing. Every container it starts is removed, also on failure.
  *
  *   test_agent_docker AGENT_BINARY KERNEL_PY
  */
@@ -28,12 +28,12 @@
 
 #include <cjson/cJSON.h>
 
-#include "agentframe.h"
-#include "buf.h"
-#include "docker/docker.h"
-#include "docker/dstream.h"
-#include "seccomp.h"
+#include "backend/docker/docker.h"
+#include "backend/docker/docker_stream.h"
+#include "backend/seccomp.h"
+#include "run/warm/agentframe.h"
 #include "tap.h"
+#include "util/buf.h"
 
 #define IMG_PY "mcp-sandboxd/runner-python:latest"
 #define IMG_BASH "mcp-sandboxd/runner-bash:latest"
@@ -101,7 +101,7 @@ struct ctr {
 	char id[DOCKER_ID_LEN + 1];
 	char dir[256]; /* host side: sandbox/ and data/ */
 	struct docker_attach *at;
-	struct dstream ds;
+	struct docker_stream ds;
 	struct agentframe_decoder dec;
 	struct frame *q; /* received, not yet taken */
 	size_t qn, qcap, qhead;
@@ -169,11 +169,12 @@ static int frame_fn(void *arg, unsigned char type, const unsigned char *p,
 	return 0;
 }
 
-static int stream_fn(void *arg, enum dstream_id id, const char *p, size_t n)
+static int stream_fn(void *arg, enum docker_stream_id id, const char *p,
+                     size_t n)
 {
 	struct ctr *c = arg;
 
-	if (id == DSTREAM_STDOUT) {
+	if (id == DOCKER_STREAM_STDOUT) {
 		if (agentframe_feed(&c->dec, p, n, frame_fn, c) < 0)
 			c->bad = true;
 		return 0;
@@ -201,7 +202,7 @@ static void ctr_pump(struct ctr *c, int wait_ms)
 			c->eof = true;
 			return;
 		}
-		if (dstream_feed(&c->ds, chunk, (size_t)r) < 0) {
+		if (docker_stream_feed(&c->ds, chunk, (size_t)r) < 0) {
 			c->bad = true;
 			c->eof = true;
 			return;
@@ -392,7 +393,7 @@ static int ctr_start_with(struct ctr *c, const char *image,
 	}
 	if (n_started < MAX_CTRS)
 		snprintf(started[n_started++], DOCKER_ID_LEN + 1, "%s", c->id);
-	dstream_init(&c->ds, 0, stream_fn, c);
+	docker_stream_init(&c->ds, 0, stream_fn, c);
 	agentframe_decoder_init(&c->dec, AGENTFRAME_MAX);
 	rc = docker_container_attach(dk, c->id, &c->at, err, sizeof(err));
 	if (rc == 0)

@@ -19,12 +19,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "docker/docker.h"
-#include "log.h"
-#include "docker/backend_docker.h"
-#include "runner.h"
+#include "backend/docker/backend_docker.h"
+#include "backend/docker/docker.h"
+#include "config/config.h"
+#include "run/runner.h"
 #include "tap.h"
+#include "util/log.h"
 
 static char root[] = "/tmp/mcpsd-it-XXXXXX";
 static char workspace[256];

@@ -18,14 +18,14 @@
 
 #include <cjson/cJSON.h>
 
-#include "buf.h"
-#include "config.h"
-#include "log.h"
-#include "mcp.h"
-#include "runner.h"
+#include "config/config.h"
+#include "mcp/mcp.h"
+#include "run/runner.h"
 #include "tap.h"
-#include "tools_run.h"
-#include "workspace.h"
+#include "tools/tools_run.h"
+#include "util/buf.h"
+#include "util/log.h"
+#include "workspace/workspace.h"
 
 static struct mcp_server *srv;
 static char session[80];

@@ -6,9 +6,9 @@
 
 #include <cjson/cJSON.h>
 
-#include "agentframe.h"
-#include "buf.h"
+#include "run/warm/agentframe.h"
 #include "tap.h"
+#include "util/buf.h"
 
 struct got {
 	struct buf types;    /* one byte per frame */

@@ -15,11 +15,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "budget.h"
-#include "oauth_db.h"
-#include "store.h"
+#include "oauth/oauth_db.h"
+#include "run/budget.h"
+#include "schema.h"
+#include "store/store.h"
 #include "tap.h"
-#include "tasks_db.h"
+#include "tasks/tasks_db.h"
 
 static char dir[64];
 
@@ -29,7 +30,7 @@ static struct store *open_store(const char *name)
 	struct store *st = NULL;
 
 	snprintf(p, sizeof(p), "%s/%s", dir, name);
-	if (store_open(p, &st, err, sizeof(err)) < 0)
+	if (schema_open(p, &st, err, sizeof(err)) < 0)
 		ok(false, "store opens: %s", err);
 	return st;
 }

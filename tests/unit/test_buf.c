@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
 #include "tap.h"
+#include "util/buf.h"
 
 int main(void)
 {

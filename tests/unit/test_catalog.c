@@ -10,9 +10,9 @@
 
 #include <cjson/cJSON.h>
 
-#include "catalog.h"
-#include "log.h"
+#include "run/catalog.h"
 #include "tap.h"
+#include "util/log.h"
 
 #define ID(c)                                                                  \
 	"sha256:" c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c  \

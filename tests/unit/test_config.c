@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "tap.h"
 
 static const char *const vars[] = {"MCP_HTTP_ADDR",

@@ -18,10 +18,10 @@
 
 #include <cjson/cJSON.h>
 
-#include "docker/docker.h"
-#include "log.h"
+#include "backend/docker/docker.h"
 #include "tap.h"
 #include "util/jsonx.h"
+#include "util/log.h"
 
 /* ---- a fake engine ------------------------------------------------------ */
 

@@ -22,16 +22,16 @@
 
 #include <curl/curl.h>
 
-#include "config.h"
-#include "files.h"
-#include "fstree.h"
-#include "http.h"
-#include "log.h"
-#include "mcp.h"
+#include "config/config.h"
+#include "fs/fstree.h"
+#include "http/http.h"
+#include "mcp/mcp.h"
 #include "tap.h"
-#include "tools_files.h"
+#include "tools/tools_files.h"
 #include "util/b64.h"
-#include "workspace.h"
+#include "util/log.h"
+#include "workspace/files.h"
+#include "workspace/workspace.h"
 
 static char root[300];
 static char wsdir[600];

@@ -3,9 +3,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "fsname.h"
-#include "util/pct.h"
+#include "fs/fsname.h"
 #include "tap.h"
+#include "util/pct.h"
 
 /* Checks one path given with its length (NUL allowed inside). */
 static void bad(const char *p, size_t n, enum fsname_rule want,

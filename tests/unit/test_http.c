@@ -19,10 +19,10 @@
 #include <curl/curl.h>
 #include <openssl/evp.h>
 
-#include "auth.h"
-#include "http.h"
-#include "log.h"
+#include "http/auth.h"
+#include "http/http.h"
 #include "tap.h"
+#include "util/log.h"
 
 static void test_parsers(void)
 {

@@ -27,11 +27,11 @@
 
 #include <cjson/cJSON.h>
 
-#include "buf.h"
-#include "config.h"
-#include "log.h"
-#include "mcp.h"
+#include "config/config.h"
+#include "mcp/mcp.h"
 #include "tap.h"
+#include "util/buf.h"
+#include "util/log.h"
 
 #define WAIT_MS 10000 /* liveness bound of every wait */
 

@@ -20,10 +20,10 @@
 
 #include <cjson/cJSON.h>
 
-#include "config.h"
-#include "log.h"
-#include "mcp.h"
+#include "config/config.h"
+#include "mcp/mcp.h"
 #include "tap.h"
+#include "util/log.h"
 #include "util/mono.h"
 
 #define TENANT "lock-test"

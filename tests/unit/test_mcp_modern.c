@@ -24,10 +24,10 @@
 
 #include <cjson/cJSON.h>
 
-#include "config.h"
-#include "mcp.h"
+#include "config/config.h"
+#include "mcp/mcp.h"
 #include "tap.h"
-#include "tasks.h"
+#include "tasks/tasks.h"
 #include "util/mono.h"
 
 #define V MCP_MODERN_VERSION

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "netaddr.h"
 #include "tap.h"
+#include "util/netaddr.h"
 
 static bool parses(const char *s)
 {

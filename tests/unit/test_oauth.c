@@ -18,9 +18,10 @@
 #include <cjson/cJSON.h>
 #include <openssl/evp.h>
 
-#include "oauth.h"
-#include "oauth_db.h"
-#include "oauth_page.h"
+#include "oauth/oauth.h"
+#include "oauth/oauth_db.h"
+#include "oauth/oauth_page.h"
+#include "schema.h"
 #include "tap.h"
 
 #define ISS "https://sandbox.example.com"
@@ -806,7 +807,7 @@ int main(void)
 	ok(cfg.oauth, "OAuth is on for an https base URL");
 	is_str(cfg.oauth_issuer, ISS, "issuer = PUBLIC_BASE_URL");
 	snprintf(p, sizeof(p), "%s/state.db", dir);
-	r = store_open(p, &st, err, sizeof(err));
+	r = schema_open(p, &st, err, sizeof(err));
 	is_int(r, 0, "store opens");
 	r = oauth_create(&cfg, st, &o, err, sizeof(err));
 	is_int(r, 0, "oauth_create");

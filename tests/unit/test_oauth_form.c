@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "oauth_form.h"
+#include "oauth/oauth_form.h"
 #include "tap.h"
 
 static int parse(const char *s, struct oauth_form *f)

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "oauth_uri.h"
+#include "oauth/oauth_uri.h"
 #include "tap.h"
 
 #define CB "https://claude.ai/api/mcp/auth_callback"

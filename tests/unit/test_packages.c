@@ -21,8 +21,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "config.h"
-#include "packages.h"
+#include "config/config.h"
+#include "run/packages.h"
 #include "tap.h"
 
 static void test_specs(void)

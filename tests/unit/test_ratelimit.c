@@ -2,8 +2,8 @@
 /* Token buckets: a burst, refusal with a retry time, keys apart, eviction. */
 #include <unistd.h>
 
-#include "ratelimit.h"
 #include "tap.h"
+#include "util/ratelimit.h"
 
 int main(void)
 {

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rpc.h"
+#include "mcp/rpc.h"
 #include "tap.h"
 
 static int scan(const char *s, unsigned depth, struct rpc_scan *sc)

@@ -11,15 +11,15 @@
 
 #include <cjson/cJSON.h>
 
-#include "buf.h"
-#include "config.h"
-#include "log.h"
-#include "docker/backend_docker.h"
-#include "runargs.h"
-#include "oneoff.h"
-#include "runner.h"
+#include "backend/docker/backend_docker.h"
+#include "config/config.h"
+#include "run/oneoff.h"
+#include "run/run_arguments.h"
+#include "run/runner.h"
 #include "tap.h"
+#include "util/buf.h"
 #include "util/jsonx.h"
+#include "util/log.h"
 
 #define ID(c)                                                                  \
 	"sha256:" c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c  \
@@ -44,67 +44,71 @@ static void test_env(void)
 	size_t n = 0;
 	cJSON *o;
 
-	is_int(runargs_env_check("MY_VAR1", "x", err, sizeof(err)), 0,
+	is_int(run_arguments_env_check("MY_VAR1", "x", err, sizeof(err)), 0,
 	       "ordinary name");
-	is_int(runargs_env_check("_x", "", err, sizeof(err)), 0,
+	is_int(run_arguments_env_check("_x", "", err, sizeof(err)), 0,
 	       "underscore start, empty value");
-	is_int(runargs_env_check("1X", "x", err, sizeof(err)), -EINVAL,
+	is_int(run_arguments_env_check("1X", "x", err, sizeof(err)), -EINVAL,
 	       "digit start refused");
-	is_int(runargs_env_check("A-B", "x", err, sizeof(err)), -EINVAL,
+	is_int(run_arguments_env_check("A-B", "x", err, sizeof(err)), -EINVAL,
 	       "dash refused");
-	is_int(runargs_env_check("A=B", "x", err, sizeof(err)), -EINVAL,
+	is_int(run_arguments_env_check("A=B", "x", err, sizeof(err)), -EINVAL,
 	       "'=' refused");
-	is_int(runargs_env_check("", "x", err, sizeof(err)), -EINVAL,
+	is_int(run_arguments_env_check("", "x", err, sizeof(err)), -EINVAL,
 	       "empty name refused");
-	is_int(runargs_env_check("HOME", "/", err, sizeof(err)), -EINVAL,
+	is_int(run_arguments_env_check("HOME", "/", err, sizeof(err)), -EINVAL,
 	       "HOME is injected");
 	ok(strstr(err, "set by the server") != NULL, "message says why");
-	is_int(runargs_env_check("FILE_BASE_URL", "x", err, sizeof(err)),
+	is_int(run_arguments_env_check("FILE_BASE_URL", "x", err, sizeof(err)),
 	       -EINVAL, "FILE_BASE_URL is injected");
-	is_int(runargs_env_check("LANG", "x", err, sizeof(err)), -EINVAL,
+	is_int(run_arguments_env_check("LANG", "x", err, sizeof(err)), -EINVAL,
 	       "LANG is injected");
-	is_int(runargs_env_check("LD_PRELOAD", "/data/x.so", err, sizeof(err)),
+	is_int(run_arguments_env_check("LD_PRELOAD", "/data/x.so", err,
+	                               sizeof(err)),
 	       -EINVAL, "LD_PRELOAD refused");
-	is_int(runargs_env_check("LD_LIBRARY_PATH", "x", err, sizeof(err)),
-	       -EINVAL, "LD_* refused");
+	is_int(
+	    run_arguments_env_check("LD_LIBRARY_PATH", "x", err, sizeof(err)),
+	    -EINVAL, "LD_* refused");
 	{
 		char longname[200];
 
 		memset(longname, 'A', 129);
 		longname[129] = '\0';
-		is_int(runargs_env_check(longname, "x", err, sizeof(err)),
+		is_int(run_arguments_env_check(longname, "x", err, sizeof(err)),
 		       -EINVAL, "129-character name refused");
 		longname[128] = '\0';
-		is_int(runargs_env_check(longname, "x", err, sizeof(err)), 0,
-		       "128-character name accepted");
+		is_int(run_arguments_env_check(longname, "x", err, sizeof(err)),
+		       0, "128-character name accepted");
 	}
 
 	o = cJSON_Parse("{\"A\":\"1\",\"B_2\":\"two words\"}");
-	is_int(runargs_env_from_json(o, 1024, &env, &n, err, sizeof(err)), 0,
-	       "object accepted");
+	is_int(run_arguments_env_from_json(o, 1024, &env, &n, err, sizeof(err)),
+	       0, "object accepted");
 	is_int(n, 2, "two variables");
 	is_str(env && n == 2 ? env[1] : NULL, "B_2=two words", "NAME=value");
 	ok(env && env[n] == NULL, "NULL-terminated");
-	runargs_env_free(env);
-	is_int(runargs_env_from_json(o, 11, &env, &n, err, sizeof(err)),
+	run_arguments_env_free(env);
+	is_int(run_arguments_env_from_json(o, 11, &env, &n, err, sizeof(err)),
 	       -EINVAL, "size cap enforced");
 	ok(strstr(err, "larger than 11 bytes") != NULL, "size message");
-	is_int(runargs_env_from_json(o, 4 + 16, &env, &n, err, sizeof(err)), 0,
-	       "exactly at the cap accepted");
-	runargs_env_free(env);
+	is_int(
+	    run_arguments_env_from_json(o, 4 + 16, &env, &n, err, sizeof(err)),
+	    0, "exactly at the cap accepted");
+	run_arguments_env_free(env);
 	cJSON_Delete(o);
 	o = cJSON_Parse("{\"A\":1}");
-	is_int(runargs_env_from_json(o, 1024, &env, &n, err, sizeof(err)),
+	is_int(run_arguments_env_from_json(o, 1024, &env, &n, err, sizeof(err)),
 	       -EINVAL, "non-string value refused");
 	cJSON_Delete(o);
 	o = cJSON_Parse("[\"A=1\"]");
-	is_int(runargs_env_from_json(o, 1024, &env, &n, err, sizeof(err)),
+	is_int(run_arguments_env_from_json(o, 1024, &env, &n, err, sizeof(err)),
 	       -EINVAL, "array refused");
 	cJSON_Delete(o);
-	is_int(runargs_env_from_json(NULL, 1024, &env, &n, err, sizeof(err)), 0,
-	       "absent environment");
+	is_int(
+	    run_arguments_env_from_json(NULL, 1024, &env, &n, err, sizeof(err)),
+	    0, "absent environment");
 	ok(n == 0 && env && env[0] == NULL, "absent: empty list");
-	runargs_env_free(env);
+	run_arguments_env_free(env);
 }
 
 static char no_runtime[] = "";

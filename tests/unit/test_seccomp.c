@@ -9,7 +9,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "seccomp.h"
+#include "backend/seccomp.h"
 #include "tap.h"
 
 /* The names of every rule with the given action. */

@@ -17,7 +17,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "slots.h"
+#include "run/slots.h"
 #include "tap.h"
 #include "util/mono.h"
 

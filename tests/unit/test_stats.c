@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "stats.h"
 #include "tap.h"
+#include "util/stats.h"
 
 static void read_fn(void *arg, stats_emit_fn emit, void *ctx)
 {

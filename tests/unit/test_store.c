@@ -29,10 +29,11 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
-#include "budget.h"
 #include "build_config.h"
-#include "oauth_db.h"
-#include "store.h"
+#include "oauth/oauth_db.h"
+#include "run/budget.h"
+#include "schema.h"
+#include "store/store.h"
 #include "tap.h"
 
 #if MCPSD_HAVE_PG
@@ -175,13 +176,13 @@ static void test_create(void)
 	int r;
 
 	path_of(p, sizeof(p), "daemon.db");
-	r = store_open(p, &st, err, sizeof(err));
+	r = schema_open(p, &st, err, sizeof(err));
 	is_int(r, 0, "the daemon's store opens");
 	if (r < 0) {
 		printf("# %s\n", err);
 		return;
 	}
-	is_int(store_version(st), store_latest_version(),
+	is_int(store_version(st), schema_version(),
 	       "a new store gets every migration");
 	is_int(table_count(st, "oauth_grants"), 1, "the oauth tables exist");
 	is_int(table_count(st, "task_records"), 1, "the task table exists");
@@ -206,8 +207,8 @@ static void test_create(void)
 		   "the store names its database: %s", store_path(st));
 		store_close(st);
 		st = NULL;
-		r = store_open(p, &st, err, sizeof(err));
-		ok(r == 0 && store_version(st) == store_latest_version(),
+		r = schema_open(p, &st, err, sizeof(err));
+		ok(r == 0 && store_version(st) == schema_version(),
 		   "reopening keeps the version");
 		store_close(st);
 		return;
@@ -238,8 +239,8 @@ static void test_create(void)
 	   "the -wal file has mode 600 too");
 	store_close(st);
 	st = NULL;
-	r = store_open(p, &st, err, sizeof(err));
-	ok(r == 0 && store_version(st) == store_latest_version(),
+	r = schema_open(p, &st, err, sizeof(err));
+	ok(r == 0 && store_version(st) == schema_version(),
 	   "reopening keeps the version");
 	store_close(st);
 }
@@ -260,12 +261,12 @@ static void test_refusals_pg(void)
 		PQclear(PQexec(c, "CREATE TABLE notes (x text)"));
 		PQfinish(c);
 	}
-	r = store_open(p, &st, err, sizeof(err));
+	r = schema_open(p, &st, err, sizeof(err));
 	is_int(r, -EPROTO, "another program's database is refused");
 	ok(strstr(err, "another program"), "with a message: %s", err);
 
 	/* No server there: -EIO, naming where, never the password. */
-	r = store_open("postgresql://mcpsd:hunter2-secret@/nodb?host=/"
+	r = schema_open("postgresql://mcpsd:hunter2-secret@/nodb?host=/"
 	               "nonexistent-sock&port=5432",
 	               &st, err, sizeof(err));
 	is_int(r, -EIO, "an unreachable server fails the open");
@@ -283,7 +284,7 @@ static void test_refusals_pg(void)
 		if (at && colon) {
 			snprintf(bad, sizeof(bad), "%.*swrong-pw-42%s",
 			         (int)(colon + 6 - pw_url), pw_url, at);
-			r = store_open(bad, &st, err, sizeof(err));
+			r = schema_open(bad, &st, err, sizeof(err));
 			ok(r < 0 && strstr(err, "password") &&
 			       !strstr(err, "wrong-pw-42"),
 			   "a wrong password is refused without showing it: "
@@ -293,7 +294,7 @@ static void test_refusals_pg(void)
 		(void)pg_admin("DROP DATABASE IF EXISTS pw_db");
 		(void)pg_admin("CREATE DATABASE pw_db OWNER mcpsd");
 		pg_url_for(bad, sizeof(bad), pw_url, "pw_db");
-		r = store_open(bad, &st, err, sizeof(err));
+		r = schema_open(bad, &st, err, sizeof(err));
 		ok(r == 0, "the password in the URL logs in: %s", err);
 		store_close(st);
 		st = NULL;
@@ -355,7 +356,7 @@ static void test_refusals(void)
 	for (int i = 0; i < 64; i++)
 		(void)!write(fd, "this is not a database, not at all.\n", 36);
 	close(fd);
-	r = store_open(p, &st, err, sizeof(err));
+	r = schema_open(p, &st, err, sizeof(err));
 	is_int(r, -EPROTO, "a file that is not a database is refused");
 	ok(strstr(err, "not an SQLite database"), "with a message: %s", err);
 
@@ -368,7 +369,7 @@ static void test_refusals(void)
 		sqlite3_exec(db, "CREATE TABLE notes (x)", NULL, NULL, NULL);
 		sqlite3_close(db);
 	}
-	r = store_open(p, &st, err, sizeof(err));
+	r = schema_open(p, &st, err, sizeof(err));
 	is_int(r, -EPROTO, "another program's database is refused");
 	ok(strstr(err, "another program"), "with a message: %s", err);
 	ok(stat(p, &sb) == 0 && (sb.st_mode & 0777) == 0644,
@@ -376,7 +377,7 @@ static void test_refusals(void)
 
 	/* A missing directory. */
 	path_of(p, sizeof(p), "no/such/dir/state.db");
-	r = store_open(p, &st, err, sizeof(err));
+	r = schema_open(p, &st, err, sizeof(err));
 	is_int(r, -ENOENT, "a missing directory is refused");
 	ok(strstr(err, "directory does not exist") && strstr(err, "STORE_PATH"),
 	   "with what to do: %s", err);
@@ -388,17 +389,17 @@ static void test_refusals(void)
 		path_of(target, sizeof(target), "daemon.db");
 		path_of(p, sizeof(p), "link.db");
 		(void)!symlink(target, p);
-		r = store_open(p, &st, err, sizeof(err));
+		r = schema_open(p, &st, err, sizeof(err));
 		is_int(r, -ELOOP, "a symbolic link is refused");
 	}
 
 	/* A readable file of ours is made private. */
 	path_of(p, sizeof(p), "loose.db");
-	r = store_open(p, &st, err, sizeof(err));
+	r = schema_open(p, &st, err, sizeof(err));
 	store_close(st);
 	st = NULL;
 	chmod(p, 0644);
-	r = store_open(p, &st, err, sizeof(err));
+	r = schema_open(p, &st, err, sizeof(err));
 	ok(r == 0 && stat(p, &sb) == 0 && (sb.st_mode & 0777) == 0600,
 	   "a file readable by others gets mode 600");
 	store_close(st);
@@ -758,7 +759,7 @@ static void two_replicas(const char *what, const char *where,
 	pthread_barrier_init(&go, NULL, 2);
 	for (int i = 0; i < 2; i++) {
 		w[i] = (struct replica){.where = where, .n = n, .go = &go};
-		if (store_open(where, &w[i].st, err, sizeof(err)) < 0)
+		if (schema_open(where, &w[i].st, err, sizeof(err)) < 0)
 			printf("# %s: open: %s\n", what, err);
 	}
 	for (int i = 0; i < 2; i++)
@@ -803,7 +804,7 @@ static void test_replicas(void)
 
 	/* Refresh-token rotation: one winner per token. */
 	path_of(p, sizeof(p), "rotate.db");
-	if (store_open(p, &st, err, sizeof(err)) < 0) {
+	if (schema_open(p, &st, err, sizeof(err)) < 0) {
 		ok(false, "open: %s", err);
 		return;
 	}
@@ -879,7 +880,7 @@ static void *open_main(void *arg)
 	struct store *st = NULL;
 
 	pthread_barrier_wait(o->go);
-	o->r = store_open(o->where, &st, o->err, sizeof(o->err));
+	o->r = schema_open(o->where, &st, o->err, sizeof(o->err));
 	o->version = st ? store_version(st) : 0;
 	store_close(st);
 	return NULL;
@@ -908,7 +909,7 @@ static void test_migration_race(void)
 		pthread_barrier_destroy(&go);
 		for (int i = 0; i < 2; i++) {
 			if (o[i].r != 0 ||
-			    o[i].version != store_latest_version()) {
+			    o[i].version != schema_version()) {
 				printf("# round %d, opener %d: %d, version "
 				       "%u: %s\n",
 				       round, i, o[i].r, o[i].version,

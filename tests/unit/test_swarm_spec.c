@@ -18,9 +18,9 @@
 
 #include <cjson/cJSON.h>
 
-#include "backend.h"
-#include "config.h"
-#include "swarm/swarm_spec.h"
+#include "backend/backend.h"
+#include "backend/swarm/swarm_spec.h"
+#include "config/config.h"
 #include "tap.h"
 #include "util/jsonx.h"
 

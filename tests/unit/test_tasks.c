@@ -22,10 +22,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "store.h"
+#include "config/config.h"
+#include "schema.h"
+#include "store/store.h"
 #include "tap.h"
-#include "tasks.h"
+#include "tasks/tasks.h"
 
 static struct config cfg;
 
@@ -219,8 +220,8 @@ static void replicas(const char *where)
 	c2.replica_name = n2;
 	c1.replica_lease_s = c2.replica_lease_s = 2;
 	c1.task_max_per_tenant = c2.task_max_per_tenant = 100;
-	if (store_open(where, &s1, err, sizeof(err)) < 0 ||
-	    store_open(where, &s2, err, sizeof(err)) < 0 ||
+	if (schema_open(where, &s1, err, sizeof(err)) < 0 ||
+	    schema_open(where, &s2, err, sizeof(err)) < 0 ||
 	    tasks_open(&c1, s1, &t1, err, sizeof(err)) < 0) {
 		ok(false, "replicas: store and records open (%s)", err);
 		goto out;
@@ -297,7 +298,7 @@ int main(void)
 		const char *url = getenv("MCPSD_TEST_PG_URL");
 
 		printf("# PostgreSQL\n");
-		ok(store_open(url, &st, err, sizeof(err)) == 0,
+		ok(schema_open(url, &st, err, sizeof(err)) == 0,
 		   "store opens (%s)", err);
 		if (st) {
 			contract(st);
@@ -314,7 +315,7 @@ int main(void)
 		return 1;
 	}
 	snprintf(p, sizeof(p), "%s/state.db", dir);
-	is_int(store_open(p, &st, err, sizeof(err)), 0, "store opens");
+	is_int(schema_open(p, &st, err, sizeof(err)), 0, "store opens");
 	if (st) {
 		contract(st);
 		byte_bound(st);

@@ -21,13 +21,14 @@
 
 #include <cjson/cJSON.h>
 
-#include "config.h"
-#include "budget.h"
-#include "oauth_db.h"
-#include "store.h"
+#include "config/config.h"
+#include "oauth/oauth_db.h"
+#include "run/budget.h"
+#include "schema.h"
+#include "store/store.h"
 #include "tap.h"
-#include "tasks.h"
-#include "tasks_db.h"
+#include "tasks/tasks.h"
+#include "tasks/tasks_db.h"
 
 static struct config cfg;
 static char dir[64];
@@ -50,7 +51,7 @@ static struct tasks *open_both(const char *name, struct store **st)
 
 	path_of(p, sizeof(p), name);
 	*st = NULL;
-	if (store_open(p, st, err, sizeof(err)) < 0 ||
+	if (schema_open(p, st, err, sizeof(err)) < 0 ||
 	    tasks_open(&cfg, *st, &t, err, sizeof(err)) < 0) {
 		ok(false, "store and records open: %s", err);
 		store_close(*st);
@@ -313,9 +314,9 @@ static void test_upgrade(void)
 	t = open_both("upgrade.db", &st);
 	if (!t)
 		return;
-	is_int(store_version(st), store_latest_version(),
+	is_int(store_version(st), schema_version(),
 	       "upgraded to the newest schema");
-	ok(store_latest_version() >= 2, "the tasks table is a later step");
+	ok(schema_version() >= 2, "the tasks table is a later step");
 	is_int(tasks_create(t, "alice", "run_code", &a), 0,
 	       "tasks recorded in the upgraded store");
 	is_int(tasks_get(t, "alice", a.id, &g), 0, "and found");

@@ -9,9 +9,9 @@
 
 #include <cjson/cJSON.h>
 
-#include "runner.h"
+#include "run/runner.h"
 #include "tap.h"
-#include "tools_check.h"
+#include "tools/tools_check.h"
 
 static const cJSON *get(const cJSON *o, const char *k)
 {

@@ -9,10 +9,10 @@
 
 #include <cjson/cJSON.h>
 
-#include "config.h"
-#include "runner.h"
+#include "config/config.h"
+#include "run/runner.h"
 #include "tap.h"
-#include "tools_run.h"
+#include "tools/tools_run.h"
 
 static char out_text[] = "hello\n", err_text[] = "";
 

@@ -20,11 +20,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fsname.h"
-#include "fstree.h"
+#include "fs/fsname.h"
+#include "fs/fstree.h"
 #include "tap.h"
-#include "tools_content.h"
-#include "workspace.h"
+#include "tools/tools_content.h"
+#include "workspace/workspace.h"
 
 static char root[256], host[] = "/srv/host-view";
 static char mode_none[] = "none", mode_loop[] = "loop";

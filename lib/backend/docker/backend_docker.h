@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * backend_docker: the execution backend (backend.h) on the local Docker
+ * engine. A box is one container created with the hardened body of
+ * ../shared/SECURITY.md: no network unless allowed and asked for, memory
+ * with equal swap, CPU and pids limits, all capabilities dropped,
+ * no-new-privileges, the seccomp profile of seccomp.h, a read-only root
+ * with a capped /tmp, Init, private IPC, ulimits, no logging, an
+ * unprivileged uid:gid, bind Mounts only. Every container carries the
+ * labels sandbox.managed, sandbox.owner (the instance), sandbox.boot (this
+ * process) and sandbox.deadline, so the reaper can remove what an earlier
+ * boot left and what outlived its deadline even if no daemon is watching.
+ * Released containers are removed by a background thread that retries
+ * while the engine is away.
+ *
+ * Threads: see backend.h. One removal thread per backend.
+ */
+#ifndef MCPSD_BACKEND_DOCKER_H
+#define MCPSD_BACKEND_DOCKER_H
+
+#include <stdbool.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "backend/backend.h"
+#include "backend/docker/docker.h"
+#include "config/config.h"
+
+#define BACKEND_DOCKER_REAP_GRACE_S 60 /* past sandbox.deadline */
+
+/*
+ * Creates the backend: a Docker client of cfg->docker_host, the seccomp
+ * profile, the removal thread. boot is this process's boot id (copied).
+ * Does not contact the engine. Caller owns *out (backend_destroy). -errno
+ * with a message for a person in err.
+ */
+__attribute__((warn_unused_result)) int
+backend_docker_create(const struct config *cfg, const char *boot,
+                      struct backend **out, char *err, size_t errlen);
+
+/* The Docker client of a backend made here (borrowed). */
+struct docker *backend_docker_client(struct backend *be);
+
+/*
+ * The JSON body of POST /containers/create for spec under cfg, with the
+ * given SecurityOpt seccomp entry and identity labels. Pure, for tests and
+ * benchmarks. Caller owns; NULL on allocation failure or a spec the body
+ * cannot carry.
+ */
+cJSON *backend_docker_create_body(const struct config *cfg,
+                                  const char *seccomp_opt, const char *owner,
+                                  const char *boot,
+                                  const struct box_spec *spec);
+
+/*
+ * The reaper's decision for one container summary of GET /containers/json:
+ * true when it carries sandbox.managed=true and either belongs to owner
+ * with a boot id other than boot, or its sandbox.deadline plus
+ * BACKEND_DOCKER_REAP_GRACE_S is before now. Pure.
+ */
+bool backend_docker_reap_wanted(const cJSON *summary, const char *owner,
+                                const char *boot, time_t now);
+
+#endif

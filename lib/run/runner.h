@@ -1,0 +1,389 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * runner: runs untrusted code. A struct runner owns
+ *   - the catalog of runner images (catalog.h), discovered by label
+ *     (sandbox.runner=true) by a housekeeping job and on demand, with a
+ *     callback when it changes (so MCP clients can be told tools/list
+ *     changed);
+ *   - the execution backend (backend.h; the local Docker engine today),
+ *     which turns what to run into a hardened box;
+ *   - the scheduler (sched.h): a cap on runs at once, a bounded FIFO queue;
+ *   - one-off runs: a box per run, created, attached, started, its output
+ *     captured with caps (capture.h), waited for with the time limit
+ *     counted from its start, inspected and released.
+ * Arguments are checked by run_arguments.h, here too, before anything starts.
+ *
+ * Threads: every function is thread-safe. Catalog snapshots are immutable
+ * and reference-counted. Periodic work (discovery, reaping) runs in the
+ * job functions below, which cmd/ registers with cron.h.
+ */
+#ifndef MCPSD_RUNNER_H
+#define MCPSD_RUNNER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "backend/backend.h"
+#include "config/config.h"
+#include "run/catalog.h"
+
+#define RUNNER_WATCHDOG_GRACE_S 5 /* in-container deadline after ours */
+
+struct runner;
+struct runner_cancel;
+struct workspace;
+
+/* ---- the catalog ----------------------------------------------------------
+ */
+
+/*
+ * Takes a reference to the current catalog of runner images (see
+ * catalog.h); release with catalog_put. Never NULL after runner_create.
+ */
+struct catalog *runner_catalog_get(struct runner *r);
+
+/* ---- one run ------------------------------------------------------------ */
+
+enum runner_status {
+	RUNNER_COMPLETED = 0, /* exited 0 */
+	RUNNER_FAILED,        /* exited non-zero */
+	RUNNER_TIMED_OUT,
+	RUNNER_OOM_KILLED, /* also when a child was killed, main exit 0 */
+	RUNNER_OUTPUT_LIMIT,
+	RUNNER_CANCELLED,
+	RUNNER_BUSY, /* queue full; see retry_after_s */
+	/* the tenant passed a limit of its own (message, limit, retry_after_s)
+	 */
+	RUNNER_RATE_LIMITED,
+	RUNNER_ERROR, /* engine trouble; see message */
+	/*
+	 * Stopped because its workspace passed the quota during the run
+	 * (workspaces the file system does not hold to it: set by tools_run,
+	 * which watches them; message says how far)
+	 */
+	RUNNER_QUOTA_EXCEEDED,
+};
+
+/* "completed", "failed", "timed_out", ... */
+const char *runner_status_name(enum runner_status s);
+
+enum runner_event {
+	RUNNER_EVENT_QUEUED,  /* arg: position in the queue, from 1 */
+	RUNNER_EVENT_STARTED, /* the container started; arg 0 */
+};
+
+struct runner_request {
+	const char *language; /* language or alias */
+	const char *code;
+	size_t code_len;
+	const char *stdin_data; /* may be NULL */
+	size_t stdin_len;
+	const char *const *env; /* "NAME=value", checked again here */
+	size_t n_env;
+	bool network;
+	unsigned timeout_s; /* 0: SANDBOX_TIMEOUT_SECONDS */
+	unsigned memory_mb; /* 0: SANDBOX_MEMORY_MB */
+	double cpus;        /* 0: SANDBOX_CPUS */
+	/* A JSON object for /sandbox/inputs.json (and `inputs`), or NULL. */
+	const char *inputs_json;
+	size_t inputs_len;
+	const char *workspace_host_path; /* mounted at /data, or NULL */
+	/* The workspace (borrowed): warm sessions keep their own handle. */
+	struct workspace *workspace;
+	const char *workspace_name;   /* keys the warm session, or NULL */
+	bool session_new;             /* end the warm session first */
+	/* Load the saved state after this earlier run first (0: none). */
+	unsigned long long rewind_to;
+	bool one_off;                 /* a fresh box even when warm is on */
+	const char *file_base_url;    /* FILE_BASE_URL, or NULL */
+	const char *tenant;           /* fingerprinted into a label, or NULL */
+	int stdout_fd, stderr_fd;     /* full copies up to the hard cap; -1 */
+	struct runner_cancel *cancel; /* or NULL */
+	/* Optional; called on the caller's thread; must not block long. */
+	void (*on_event)(void *arg, enum runner_event ev, unsigned n);
+	/*
+	 * Optional; sees output as it arrives (which: 1 stdout, 2 stderr),
+	 * on the caller's thread; must not block long. Gets event_arg.
+	 */
+	void (*on_output)(void *arg, int which, const char *p, size_t n);
+	/* Optional; called about once a second while the run goes on. */
+	void (*on_tick)(void *arg);
+	void *event_arg;
+	/*
+	 * Run the image's syntax check (catalog.h: sandbox.check) on the
+	 * code instead of the code: always one-off, never with /data.
+	 */
+	bool check;
+	/* Packages to install into the conversation's cache first
+	 * (packages.h), checked there against the image's manager. */
+	const char *const *packages;
+	size_t n_packages;
+	/*
+	 * Internal, for the package installer (packages.c): argv instead of
+	 * the image's command, on the installers' network
+	 * (SANDBOX_PACKAGES_NETWORK), with the file aux_name (aux_text)
+	 * beside the code, and none of the run's package paths.
+	 */
+	const char *const *argv;
+	size_t n_argv;
+	bool install;
+	const char *aux_name;
+	const char *aux_text;
+	size_t aux_len;
+};
+
+struct runner_output {
+	char *text;     /* head and tail, valid UTF-8, owned */
+	size_t total;   /* bytes the program wrote to the stream */
+	bool truncated; /* text is not the whole stream */
+	size_t saved;   /* bytes copied to the caller's fd */
+};
+
+/* What happened to the warm session's state (see warm.h). */
+struct runner_session {
+	bool warm;      /* the run used a warm session */
+	char state[12]; /* "new", "continued", "restarted", "none" */
+	/* restarted: why the earlier state was lost; none: why no session */
+	char reason[24];
+	bool from_pool; /* new: a pre-started box was claimed */
+	bool stateful;  /* variables survive between runs (Python) */
+	bool lost;      /* this run ended the state (see lost_reason) */
+	char lost_reason[24];
+	unsigned calls;              /* runs in this session so far */
+	long long memory_bytes;      /* in use after the run; -1 unknown */
+	long long memory_peak_bytes; /* highest so far; -1 unknown */
+	long long memory_limit_bytes;
+	time_t idle_expires_at; /* wall clock */
+	time_t expires_at;      /* the session's maximum lifetime */
+	/*
+	 * Work the session keeps doing between runs (Python threads left
+	 * running): threads other than the kernel's main thread alive after
+	 * the run, -1 unknown; bytes they printed outside any run of theirs
+	 * (dropped, never mixed into a run's output); CPU time the box used
+	 * outside runs since the last result (charged to the tenant), -1
+	 * unknown.
+	 */
+	int background_threads;
+	long long background_dropped_bytes;
+	long long background_cpu_ms;
+};
+
+struct runner_result {
+	enum runner_status status;
+	int exit_code; /* -1 when the process did not exit by itself */
+	bool timed_out;
+	bool oom_killed;
+	struct runner_output out, err;
+	long long duration_ms; /* from container start; 0 if not started */
+	long long queue_ms;
+	unsigned retry_after_s; /* RUNNER_BUSY, RUNNER_RATE_LIMITED */
+	/* RUNNER_RATE_LIMITED: "cpu_seconds" or "queued_runs" */
+	char limit[16];
+	unsigned timeout_s; /* the limit that applied */
+	char language[40];
+	char image[256];
+	char image_id[80];
+	char version[64];
+	char container[16]; /* short id, "" when none was made */
+	char message[512];  /* RUNNER_ERROR, RUNNER_BUSY: what happened */
+	struct runner_session session;
+	/* The value of the last expression (a JSON object of MIME type to
+	 * text), owned, or NULL. */
+	char *value_json;
+	/* Durable sessions: the kernel's report on saving and loading its
+	 * state, checked (warm_state_take), as JSON text; owned, or NULL. */
+	char *state_json;
+	char error_name[64]; /* an uncaught exception's type, or "" */
+	long long cpu_ms;    /* CPU time of the run; -1 unknown */
+	/*
+	 * What the tenant's CPU budget is charged for this run when known
+	 * (a warm box's whole CPU time since its last charge, measured on
+	 * the host, between runs included); otherwise cpu_ms or an estimate.
+	 */
+	bool cpu_charge_known;
+	long long cpu_charge_ms;
+	bool child_oom; /* a process of the run was OOM-killed */
+	/*
+	 * Highest memory use: a one-off run's own; in a warm session the
+	 * session's so far (this run included). -1 unknown.
+	 */
+	long long memory_peak_bytes;
+	unsigned memory_mb; /* the limits that applied */
+	double cpus;
+	/* Packages (packages.h): what was installed and reused, as JSON
+	 * (owned) and a line for people; NULL and "" when none were asked. */
+	char *packages_json;
+	char packages_note[160];
+	bool install_failed;       /* the code did not run: see message */
+	long long packages_cpu_ms; /* the installer's CPU time */
+};
+
+struct capture;
+
+/*
+ * Moves a run's two captures (capture.h) into res->out and res->err: their
+ * texts (allocated, valid UTF-8, head and tail) and totals, then finishes
+ * both captures. A capture never initialized leaves its output empty; out
+ * of memory makes res an error that says so.
+ */
+void runner_output_collect(struct capture *out, struct capture *err,
+                           struct runner_result *res);
+
+/* Frees the texts of a result. NULL-safe. */
+void runner_result_finish(struct runner_result *res);
+
+/*
+ * Runs req. Returns 0 with res filled for anything that happened to the
+ * run, engine trouble included (status RUNNER_ERROR with a message), and
+ * RUNNER_BUSY at once when the queue is full, RUNNER_RATE_LIMITED at once
+ * when the tenant has used its CPU budget or has as many runs waiting as it
+ * may. Returns a negative errno with
+ * a message for the caller in res->message when the request was refused
+ * before any work: -ENOENT unknown language (the message lists the
+ * available ones), -EOPNOTSUPP a check asked of a runner without one
+ * (the message lists those with one), -EINVAL bad limits, sizes or
+ * variables, -EPERM network asked for but not allowed by the operator,
+ * -ESHUTDOWN draining. Blocks for the run; release res with
+ * runner_result_finish in every case.
+ */
+__attribute__((warn_unused_result)) int
+runner_run(struct runner *r, const struct runner_request *req,
+           struct runner_result *res);
+
+/* ---- cancellation ------------------------------------------------------- */
+
+/* A one-shot cancellation flag a run watches. Caller owns. */
+__attribute__((warn_unused_result)) int
+runner_cancel_create(struct runner_cancel **out);
+void runner_cancel_destroy(struct runner_cancel *c);
+/*
+ * Cancels: a queued run leaves the queue, a running container is killed.
+ * Never blocks; callable from any thread, before or during the run.
+ */
+void runner_cancel_trigger(void *cancel);
+/*
+ * Cancels for the quota watch (tools_run): the run stops as on a cancel and
+ * ends RUNNER_QUOTA_EXCEEDED; a warm kernel killed on the way is lost with
+ * reason quota_kill. NULL-safe.
+ */
+void runner_cancel_quota(struct runner_cancel *c);
+bool runner_cancel_for_quota(const struct runner_cancel *c);
+bool runner_cancel_requested(const struct runner_cancel *c);
+/* A descriptor that becomes readable on cancellation; -1 for NULL. */
+int runner_cancel_fd(const struct runner_cancel *c);
+
+/* ---- the runner --------------------------------------------------------- */
+
+typedef void (*runner_changed_fn)(void *arg);
+
+/*
+ * Creates a runner from cfg (borrowed; must outlive it): a Docker client,
+ * the seccomp profile, a random boot id, SANDBOX_ROOT/runs; then discovers
+ * images and reaps leftovers once (both fail softly when the engine is
+ * down: the threads retry) and starts the threads. Caller owns; free with
+ * runner_destroy. -errno with a message for a person in err.
+ */
+__attribute__((warn_unused_result)) int runner_create(const struct config *cfg,
+                                                      struct runner **out,
+                                                      char *err, size_t errlen);
+
+/*
+ * Stops the threads, removes containers still queued for removal and frees
+ * the runner. Runs must have ended (see runner_drain). Warm sessions hold
+ * their workspaces open: destroy the runner before the workspace manager.
+ * NULL-safe.
+ */
+void runner_destroy(struct runner *r);
+
+struct stats;
+
+/*
+ * Registers the runner's metrics in s (runs by status, language and
+ * tenant; run and queue time; runs running and queued; warm boxes) and
+ * counts into them from now on. s must outlive r.
+ */
+void runner_set_stats(struct runner *r, struct stats *s);
+
+struct budget;
+
+/*
+ * Applies a per-tenant CPU budget (budget.h; borrowed, must outlive r):
+ * runs of a tenant past it are refused with RUNNER_RATE_LIMITED, and every
+ * run that started is charged its CPU time when it ends (wall time x cpus
+ * when the CPU time is unknown). Call before runs start; NULL for none.
+ */
+void runner_set_budget(struct runner *r, struct budget *b);
+
+/* Sets the catalog change callback; it runs on a runner thread. */
+void runner_set_changed_cb(struct runner *r, runner_changed_fn fn, void *arg);
+
+/*
+ * Rediscovers images now (at most once every two seconds; later calls
+ * return the last outcome). Calls the change callback if the catalog
+ * changed. 0 or -errno with a message.
+ */
+__attribute__((warn_unused_result)) int
+runner_refresh(struct runner *r, char *err, size_t errlen);
+
+/*
+ * Removes leftover containers now (see the file comment). Returns the
+ * number removed or -errno with a message.
+ */
+__attribute__((warn_unused_result)) int runner_reap(struct runner *r, char *err,
+                                                    size_t errlen);
+
+/*
+ * Stops accepting runs (queued ones are refused), then waits up to
+ * timeout_ms for running ones. Returns how many are still running.
+ */
+unsigned runner_drain(struct runner *r, unsigned timeout_ms);
+
+struct runner_stats {
+	unsigned running;
+	unsigned queued;
+	unsigned max_concurrent;
+	unsigned queue_length;
+	unsigned long long runs_total;
+	size_t runners; /* images in the catalog */
+	bool draining;
+	unsigned avg_run_ms; /* recent runs, for retry estimates */
+};
+void runner_stats(struct runner *r, struct runner_stats *out);
+
+/*
+ * Adds "docker" (engine reachable, versions, last error) and "runs"
+ * (running, queued, limits, runners found) to a /healthz document; false
+ * when runs cannot happen (engine unreachable or no runner image). The
+ * signature matches http_health_fn; data is the runner.
+ */
+bool runner_health(void *runner, cJSON *health);
+
+/* The execution backend (borrowed, valid until runner_destroy). */
+struct backend *runner_backend(struct runner *r);
+
+/* The configuration it was created with (borrowed). */
+const struct config *runner_config(const struct runner *r);
+
+/* This process's boot id (16 hex characters, borrowed). */
+const char *runner_boot_id(const struct runner *r);
+
+/* ---- housekeeping jobs (cron.h) ---------------------------------------- */
+
+/* Warm sessions: expiry and the pool (every second). */
+void runner_job_warm(void *runner);
+
+/* Rediscovers runner images (SANDBOX_DISCOVERY_INTERVAL_SECONDS). */
+void runner_job_discover(void *runner);
+
+/*
+ * Removes leftover boxes and code directories older than any run can be
+ * (SANDBOX_REAP_INTERVAL_SECONDS).
+ */
+void runner_job_reap(void *runner);
+
+/* ---- pieces exposed for tests ------------------------------------------- */
+
+#endif

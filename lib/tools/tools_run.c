@@ -1,0 +1,790 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tools_run: run_code and list_runners. Argument checking turns every
+ * mistake into an isError result that names the argument and the fix;
+ * everything a run can end in is turned into a result by tools_run_result.
+ */
+#include "tools/tools_run.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "run/capture.h"
+#include "run/run_arguments.h"
+#include "tools/tools_check.h"
+#include "tools/tools_content.h"
+#include "util/buf.h"
+#include "util/log.h"
+#include "util/mono.h"
+
+/* Time a run waits for an earlier run of the same conversation. */
+#define TOOLS_RUN_LOCK_SLACK_MS (60 * 1000)
+
+struct tools_run_ctx {
+	struct mcp_server *srv;
+	struct runner *runner;
+	struct workspace_mgr *wm;
+};
+
+static struct tools_run_ctx tools_run_ctx;
+
+static const char list_runners_output_schema[] =
+    "{\"type\":\"object\",\"properties\":{"
+    "\"runners\":{\"type\":\"array\",\"items\":{\"type\":\"object\","
+    "\"properties\":{\"language\":{\"type\":\"string\"},"
+    "\"aliases\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"
+    "\"image\":{\"type\":\"string\"},\"image_id\":{\"type\":\"string\"},"
+    "\"version\":{\"type\":\"string\"},"
+    "\"description\":{\"type\":\"string\"},"
+    "\"libraries\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"
+    "\"filename\":{\"type\":\"string\"}},"
+    "\"required\":[\"language\",\"aliases\",\"image\",\"version\","
+    "\"libraries\"]}},"
+    "\"limits\":{\"type\":\"object\"}},"
+    "\"required\":[\"runners\",\"limits\"]}";
+
+/* ---- run_code ----------------------------------------------------------- */
+
+static void tools_run_code_describe(void *data, char **description,
+                                    cJSON **input_schema)
+{
+	struct tools_run_ctx *ctx = data;
+
+	tools_run_describe(ctx->runner, description, input_schema);
+}
+
+/*
+ * Progress of a run: queue position, then the newest output lines as they
+ * arrive (at most TOOLS_RUN_PROGRESS_HZ a second) and a heartbeat when the
+ * program is quiet, so a person sees a long run and a client that resets
+ * its timeout on progress keeps waiting.
+ */
+#define TOOLS_RUN_PROGRESS_MIN_MS 250
+#define TOOLS_RUN_HEARTBEAT_MS 5000
+#define TOOLS_RUN_TAIL 1024           /* newest output kept for messages */
+#define TOOLS_RUN_TAIL_LINES 5        /* lines a message shows */
+#define TOOLS_RUN_MESSAGE 600         /* bytes of output a message shows */
+#define TOOLS_RUN_QUOTA_WATCH_MS 1000 /* how often the quota watch looks */
+
+struct tools_run_progress {
+	struct mcp_call *call;
+	bool on;  /* the request carries a progress token */
+	double n; /* progress counter: strictly increasing */
+	long long started, last;
+	bool fresh; /* output arrived since the last message */
+	char tail[TOOLS_RUN_TAIL];
+	size_t tail_len;
+	/*
+	 * The quota watch, for a workspace the file system does not hold to
+	 * its quota (quota mode none: replicas, shared file systems): the
+	 * run is stopped through its cancel once the workspace is over.
+	 */
+	struct workspace *ws;         /* NULL: not watched */
+	struct runner_cancel *cancel; /* triggered when over */
+	long long next_watch;         /* mono_ms of the next look */
+	bool over;                    /* the watch stopped the run */
+	struct workspace_usage seen;  /* what it saw then */
+};
+
+static void tools_run_progress_send(struct tools_run_progress *p,
+                                    const char *msg)
+{
+	p->n += 1;
+	p->last = mono_ms();
+	(void)mcp_call_progress(p->call, p->n, -1, msg);
+}
+
+/* The last lines of the output kept, as valid UTF-8, into out. */
+static int tools_run_tail_lines(const struct tools_run_progress *p,
+                                struct buf *out)
+{
+	size_t start = p->tail_len, lines = 0, end = p->tail_len;
+
+	while (end > 0 && p->tail[end - 1] == '\n')
+		end--;
+	start = end;
+	while (start > 0 && lines < TOOLS_RUN_TAIL_LINES &&
+	       end - start < TOOLS_RUN_MESSAGE) {
+		start--;
+		if (p->tail[start] == '\n')
+			lines++;
+	}
+	if (start < end && p->tail[start] == '\n')
+		start++;
+	return capture_utf8_sanitize(p->tail + start, end - start, out);
+}
+
+/* Sends what is due: new output (rate-limited) or a heartbeat. */
+static void tools_run_progress_maybe(struct tools_run_progress *p)
+{
+	long long now = mono_ms();
+	struct buf b;
+	int r;
+
+	if (!p->on || !p->started)
+		return;
+	if (!(p->fresh && now - p->last >= TOOLS_RUN_PROGRESS_MIN_MS) &&
+	    now - p->last < TOOLS_RUN_HEARTBEAT_MS)
+		return;
+	buf_init(&b, 4 * TOOLS_RUN_MESSAGE);
+	r = buf_printf(&b, "running %lld s", (now - p->started) / 1000);
+	if (r == 0 && p->tail_len) {
+		r = buf_puts(&b, "; latest output:\n");
+		if (r == 0)
+			r = tools_run_tail_lines(p, &b);
+	}
+	if (r == 0)
+		tools_run_progress_send(p, b.data);
+	p->fresh = false;
+	buf_finish(&b);
+}
+
+static void tools_run_on_event(void *arg, enum runner_event ev, unsigned n)
+{
+	struct tools_run_progress *p = arg;
+	char msg[96];
+
+	if (!p->on)
+		return;
+	if (ev == RUNNER_EVENT_QUEUED) {
+		snprintf(msg, sizeof(msg),
+		         "waiting for a free sandbox (position %u)", n);
+		tools_run_progress_send(p, msg);
+	} else {
+		p->started = mono_ms();
+		tools_run_progress_send(p, "running");
+	}
+}
+
+static void tools_run_on_output(void *arg, int which, const char *data,
+                                size_t n)
+{
+	struct tools_run_progress *p = arg;
+
+	(void)which;
+	if (!p->on || n == 0)
+		return;
+	if (n >= TOOLS_RUN_TAIL) {
+		memcpy(p->tail, data + n - TOOLS_RUN_TAIL, TOOLS_RUN_TAIL);
+		p->tail_len = TOOLS_RUN_TAIL;
+	} else {
+		size_t keep = TOOLS_RUN_TAIL - n;
+
+		if (p->tail_len > keep) {
+			memmove(p->tail, p->tail + p->tail_len - keep, keep);
+			p->tail_len = keep;
+		}
+		memcpy(p->tail + p->tail_len, data, n);
+		p->tail_len += n;
+	}
+	p->fresh = true;
+	tools_run_progress_maybe(p);
+}
+
+/*
+ * About once a second while a run goes on: progress, and the quota watch,
+ * which measures the workspace every TOOLS_RUN_QUOTA_WATCH_MS (a walk that
+ * stops at the first limit passed) and stops the run when it is over.
+ */
+static void tools_run_on_tick(void *arg)
+{
+	struct tools_run_progress *p = arg;
+	long long now = mono_ms();
+
+	tools_run_progress_maybe(p);
+	if (!p->ws || p->over || now < p->next_watch)
+		return;
+	/* Ticks come a second apart: a little early is the next one. */
+	p->next_watch = now + TOOLS_RUN_QUOTA_WATCH_MS - 200;
+	if (workspace_usage(p->ws, &p->seen) == 0 && p->seen.over) {
+		p->over = true;
+		runner_cancel_quota(p->cancel);
+	}
+}
+
+/* A run the quota watch stopped: how far it went. */
+static void tools_run_quota_stopped(const struct tools_run_progress *p,
+                                    struct runner_result *res)
+{
+	char over[256];
+
+	workspace_usage_over(&p->seen, over, sizeof(over));
+	snprintf(res->message, sizeof(res->message),
+	         "the files in /data passed the workspace quota during the "
+	         "run (%s)",
+	         over);
+}
+
+/*
+ * FILE_BASE_URL: the URL of the workspace's files, ending in '/'. Derived
+ * from the URL of a file so it follows whatever scheme workspace.c uses.
+ */
+static char *tools_run_base_url(struct workspace_mgr *wm,
+                                const struct workspace *ws)
+{
+	char *u = workspace_file_url(wm, ws, "x");
+	size_t n = u ? strlen(u) : 0;
+
+	if (n < 2 || strcmp(u + n - 2, "/x") != 0) {
+		free(u);
+		return NULL;
+	}
+	u[n - 1] = '\0';
+	return u;
+}
+
+/* Appends text to the first (text) content item of a result. */
+static void tools_run_append_text(cJSON *result, const char *more)
+{
+	cJSON *content = cJSON_GetObjectItemCaseSensitive(result, "content");
+	cJSON *t = cJSON_GetArrayItem(content, 0);
+	const cJSON *old = cJSON_GetObjectItemCaseSensitive(t, "text");
+	struct buf b;
+
+	if (!cJSON_IsString(old) || !more[0])
+		return;
+	buf_init(&b, 0);
+	if (buf_puts(&b, old->valuestring) == 0 && buf_puts(&b, more) == 0)
+		cJSON_ReplaceItemInObjectCaseSensitive(
+		    t, "text", cJSON_CreateString(b.data));
+	buf_finish(&b);
+}
+
+/* One cut stream's whole output, mapped from its file for the save. */
+struct saved_stream {
+	void *map;
+	size_t len;
+};
+
+/* Maps the first max bytes of fd when the result shows only head and tail. */
+static void saved_stream_map(struct saved_stream *m, int fd,
+                             const struct runner_output *cap, size_t max)
+{
+	off_t size;
+
+	m->map = NULL;
+	m->len = 0;
+	if (fd < 0 || !cap->truncated)
+		return;
+	size = lseek(fd, 0, SEEK_END);
+	if (size <= 0)
+		return;
+	m->len = (size_t)size > max ? max : (size_t)size;
+	/*
+	 * Mapped, not copied: up to SANDBOX_OUTPUT_MAX_BYTES per stream would
+	 * otherwise pass through the heap for every long output.
+	 */
+	m->map = mmap(NULL, m->len, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (m->map == MAP_FAILED) {
+		m->map = NULL;
+		m->len = 0;
+	}
+}
+
+/* Says in the result what workspace_save_outputs did with each stream. */
+static int tools_run_describe_saved(cJSON *sc, struct buf *text,
+                                    const struct workspace_output *v, size_t n,
+                                    struct workspace_pruned *pr)
+{
+	char key[32];
+	int r = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (v[i].rel) {
+			snprintf(key, sizeof(key), "%s_url", v[i].stream);
+			cJSON_AddStringToObject(sc, key, v[i].url);
+			r |= buf_printf(text,
+			                "\nThe whole %s (%zu bytes) is saved "
+			                "as /data/%s: %s",
+			                v[i].stream, v[i].len, v[i].rel,
+			                v[i].url);
+		} else {
+			r |=
+			    buf_printf(text,
+			               "\nThe whole %s (%zu bytes) was not "
+			               "saved (%s); only its head and tail are "
+			               "shown",
+			               v[i].stream, v[i].len,
+			               v[i].err[0] ? v[i].err : "no room");
+		}
+	}
+	if (pr->n) {
+		const cJSON *p;
+
+		r |= buf_printf(text,
+		                "\n%zu older saved output%s deleted to stay "
+		                "within the saved-output limits (%llu bytes; "
+		                "their links are gone):",
+		                pr->n, pr->n == 1 ? "" : "s", pr->bytes);
+		cJSON_ArrayForEach (p, pr->paths)
+			r |= buf_printf(text, " %s", p->valuestring);
+		if (pr->n > WORKSPACE_PRUNED_LIST)
+			r |= buf_printf(text, " and %zu more",
+			                pr->n - WORKSPACE_PRUNED_LIST);
+		if (pr->paths) {
+			cJSON_AddItemToObject(sc, "saved_outputs_deleted",
+			                      pr->paths);
+			pr->paths = NULL;
+		}
+	}
+	return r;
+}
+
+/*
+ * Saves the whole output of the streams whose result shows only head and
+ * tail (kept in out_fd and err_fd) into the workspace, both in one call
+ * so that the oldest saved outputs make room for them together. Adds
+ * "<stream>_url" and "saved_outputs_deleted".
+ */
+static void tools_run_save_outputs(cJSON *sc, struct buf *text,
+                                   struct workspace *ws, int out_fd, int err_fd,
+                                   const struct runner_result *res, size_t max)
+{
+	struct saved_stream m[2];
+	struct workspace_output v[2];
+	struct workspace_pruned pr = {0};
+	size_t n = 0;
+	int r = 0;
+
+	saved_stream_map(&m[0], out_fd, &res->out, max);
+	saved_stream_map(&m[1], err_fd, &res->err, max);
+	memset(v, 0, sizeof(v));
+	for (int i = 0; i < 2; i++) {
+		if (!m[i].map)
+			continue;
+		v[n].stream = i ? "stderr" : "stdout";
+		v[n].data = m[i].map;
+		v[n].len = m[i].len;
+		n++;
+	}
+	if (n && workspace_save_outputs(ws, v, n, &pr) < 0) {
+		for (size_t i = 0; i < n; i++)
+			r |= buf_printf(text,
+			                "\nThe whole %s (%zu bytes) could not "
+			                "be saved; only its head and tail are "
+			                "shown",
+			                v[i].stream, v[i].len);
+	} else if (n) {
+		r |= tools_run_describe_saved(sc, text, v, n, &pr);
+	}
+	if (r < 0)
+		log_warnx("could not describe the saved output in the result");
+	workspace_outputs_finish(v, n, &pr);
+	for (int i = 0; i < 2; i++)
+		if (m[i].map)
+			munmap(m[i].map, m[i].len);
+}
+
+/*
+ * Adds what the run left in /data to its result: the files it created or
+ * changed (structuredContent.files, resource_link items, raster images
+ * inline), whole outputs that were cut, and the workspace's usage.
+ */
+static void tools_run_add_workspace(cJSON *result, struct workspace *ws,
+                                    const struct workspace_snapshot *snap,
+                                    const struct runner_result *res, int out_fd,
+                                    int err_fd, size_t max_out)
+{
+	cJSON *sc =
+	    cJSON_GetObjectItemCaseSensitive(result, "structuredContent");
+	cJSON *content = cJSON_GetObjectItemCaseSensitive(result, "content");
+	struct workspace_changes_info info;
+	struct workspace_usage u;
+	cJSON *files = NULL, *f;
+	struct buf text;
+	int shown = 0, r = 0;
+
+	if (!sc || !content)
+		return;
+	buf_init(&text, 0);
+	if (workspace_changes(ws, snap, WORKSPACE_CHANGES_MAX, &files, &info) ==
+	        0 &&
+	    files) {
+		cJSON_AddItemToObject(sc, "files", files);
+		cJSON_AddBoolToObject(sc, "files_truncated", info.truncated);
+		cJSON_ArrayForEach (f, files) {
+			const cJSON *n =
+			    cJSON_GetObjectItemCaseSensitive(f, "name");
+			const cJSON *sz =
+			    cJSON_GetObjectItemCaseSensitive(f, "size");
+			const cJSON *mt =
+			    cJSON_GetObjectItemCaseSensitive(f, "mimeType");
+			const cJSON *url =
+			    cJSON_GetObjectItemCaseSensitive(f, "url");
+
+			if (shown == 0)
+				r |= buf_puts(&text, "\n--- files in /data "
+				                     "written by this run ---");
+			if (++shown > 20)
+				continue;
+			r |= buf_printf(
+			    &text, "\n%s (%.0f bytes, %s): %s",
+			    cJSON_IsString(n) ? n->valuestring : "?",
+			    cJSON_IsNumber(sz) ? sz->valuedouble : 0.0,
+			    cJSON_IsString(mt) ? mt->valuestring : "?",
+			    cJSON_IsString(url) ? url->valuestring : "");
+		}
+		if (shown > 20)
+			r |= buf_printf(&text,
+			                "\n... and %d more (see "
+			                "structuredContent.files)",
+			                shown - 20);
+		if (info.truncated)
+			r |= buf_printf(&text,
+			                "\n%zu files changed in all; call "
+			                "list_files for the rest",
+			                info.changed);
+		if (info.skipped)
+			r |= buf_printf(&text,
+			                "\n%zu links, FIFOs or sockets created "
+			                "in /data are never served",
+			                info.skipped);
+		r |= tools_content_links(content, files);
+		r |= tools_content_images(ws, content, files,
+		                          WORKSPACE_INLINE_IMAGES_MAX);
+	} else {
+		cJSON_Delete(files);
+	}
+	/* After the changes, so saved output is not listed as a run's file. */
+	tools_run_save_outputs(sc, &text, ws, out_fd, err_fd, res, max_out);
+	if (workspace_usage(ws, &u) == 0) {
+		cJSON_AddItemToObject(sc, "workspace", tools_content_usage(&u));
+		if (u.over)
+			r |= buf_puts(&text, "\n/data is at its quota: delete "
+			                     "files (delete_file) before the "
+			                     "next run or upload");
+	}
+	if (r < 0)
+		log_warnx("the files of a run are only partly described in its "
+		          "result (out of memory)");
+	if (text.data)
+		tools_run_append_text(result, text.data);
+	buf_finish(&text);
+}
+
+/*
+ * structuredContent.conversationId, and when the server minted it, a first
+ * line that tells the model to pass it on: without it the next call would
+ * mint another id and find none of this run's files or state.
+ */
+static void tools_run_add_conversation(cJSON *result, const char *conv,
+                                       bool minted)
+{
+	cJSON *sc =
+	    cJSON_GetObjectItemCaseSensitive(result, "structuredContent");
+	cJSON *t = cJSON_GetArrayItem(
+	    cJSON_GetObjectItemCaseSensitive(result, "content"), 0);
+	const cJSON *old = cJSON_GetObjectItemCaseSensitive(t, "text");
+	struct buf b;
+
+	if (sc)
+		cJSON_AddStringToObject(sc, "conversationId", conv);
+	if (!minted || !cJSON_IsString(old))
+		return;
+	buf_init(&b, 0);
+	if (buf_printf(&b,
+	               "conversationId: %s (new: pass it as conversationId in "
+	               "every later call of this chat to keep its files and "
+	               "state)\n%s",
+	               conv, old->valuestring) == 0)
+		cJSON_ReplaceItemInObjectCaseSensitive(
+		    t, "text", cJSON_CreateString(b.data));
+	buf_finish(&b);
+}
+
+/* An unnamed temporary file for a stream's whole output, or -1. */
+static int tools_run_tmpfile(const struct config *cfg)
+{
+	int fd = open(cfg->sandbox_root, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+
+	if (fd < 0)
+		fd = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	return fd;
+}
+
+/* A request refused before any work; names the languages when none was. */
+static cJSON *tools_run_refusal(struct tools_run_ctx *ctx,
+                                const struct runner_request *req,
+                                const char *err)
+{
+	struct catalog *cat;
+	char langs[256];
+
+	if (req->language)
+		return mcp_text_result(err, true);
+	cat = runner_catalog_get(ctx->runner);
+	catalog_languages(cat, langs, sizeof(langs));
+	catalog_put(cat);
+	return mcp_text_resultf(true, "%s; available here: %s", err, langs);
+}
+
+static cJSON *tools_run_code_call(void *data, struct mcp_call *call,
+                                  const cJSON *args)
+{
+	struct tools_run_ctx *ctx = data;
+	const struct config *cfg = runner_config(ctx->runner);
+	const char *conv;
+	char minted[RUN_ARGUMENTS_CONV_MINT_LEN + 1];
+	struct run_arguments_store st = {NULL, NULL, NULL};
+	char err[512];
+	struct workspace *ws = NULL;
+	struct runner_cancel *cancel = NULL;
+	struct runner_request req;
+	struct runner_result res;
+	struct tools_run_progress prog = {.call = call,
+	                                  .on = mcp_call_has_progress(call)};
+	struct workspace_snapshot *snap = NULL;
+	int out_fd = -1, err_fd = -1;
+	char *base_url = NULL;
+	cJSON *result = NULL;
+	int rc;
+
+	memset(&res, 0, sizeof(res));
+	memset(&req, 0, sizeof(req));
+	if (run_arguments_conversation_id(args, minted, &conv, err,
+	                                  sizeof(err)) < 0)
+		return mcp_text_result(err, true);
+	rc = run_arguments_parse(args, cfg, &req, &st, err, sizeof(err));
+	if (rc == -ENOMEM) {
+		run_arguments_store_finish(&st);
+		return NULL;
+	}
+	if (rc < 0) {
+		run_arguments_store_finish(&st);
+		return tools_run_refusal(ctx, &req, err);
+	}
+	rc = workspace_open(ctx->wm, mcp_call_tenant(call), conv, true, &ws,
+	                    err, sizeof(err));
+	if (rc < 0) {
+		result = mcp_text_result(err, true);
+		goto out;
+	}
+	rc = workspace_lock(ws, cfg->max_timeout_s * 1000u +
+	                            TOOLS_RUN_LOCK_SLACK_MS);
+	if (rc < 0) {
+		result = mcp_text_result("another run of this conversation is "
+		                         "still going and holds /data; wait "
+		                         "for it to finish, then retry",
+		                         true);
+		goto out;
+	}
+	if (workspace_check_quota(ws, 0, err, sizeof(err)) < 0) {
+		result = mcp_text_result(err, true);
+		goto out;
+	}
+	if (workspace_snapshot_create(ws, &snap) < 0)
+		snap = NULL; /* then every file counts as new */
+	base_url = tools_run_base_url(ctx->wm, ws);
+	if (runner_cancel_create(&cancel) < 0)
+		goto out;
+	out_fd = tools_run_tmpfile(cfg);
+	err_fd = tools_run_tmpfile(cfg);
+
+	req.workspace_host_path = workspace_host_path(ws);
+	req.workspace = ws;
+	req.workspace_name = workspace_name(ws);
+	req.file_base_url = base_url;
+	req.tenant = mcp_call_tenant(call);
+	req.stdout_fd = out_fd;
+	req.stderr_fd = err_fd;
+	req.cancel = cancel;
+	req.on_event = tools_run_on_event;
+	req.on_output = tools_run_on_output;
+	req.on_tick = tools_run_on_tick;
+	req.event_arg = &prog;
+
+	if (!workspace_quota_enforced(ws)) {
+		prog.ws = ws;
+		prog.cancel = cancel;
+	}
+	mcp_call_on_cancel(call, runner_cancel_trigger, cancel);
+	rc = runner_run(ctx->runner, &req, &res);
+	mcp_call_on_cancel(call, NULL, NULL);
+	if (rc >= 0 && prog.over && res.status == RUNNER_QUOTA_EXCEEDED)
+		tools_run_quota_stopped(&prog, &res);
+	if (rc < 0) {
+		result = mcp_text_result(res.message, true);
+	} else {
+		result = tools_run_result(&res, cfg);
+		if (result && res.status != RUNNER_BUSY &&
+		    res.status != RUNNER_RATE_LIMITED)
+			tools_run_add_workspace(result, ws, snap, &res, out_fd,
+			                        err_fd, cfg->output_max_bytes);
+	}
+	if (result)
+		tools_run_add_conversation(result, conv, minted[0] != '\0');
+out:
+	if (out_fd >= 0)
+		close(out_fd);
+	if (err_fd >= 0)
+		close(err_fd);
+	workspace_snapshot_destroy(snap);
+	runner_result_finish(&res);
+	runner_cancel_destroy(cancel);
+	free(base_url);
+	workspace_close(ws);
+	run_arguments_store_finish(&st);
+	return result;
+}
+
+/* ---- list_runners ------------------------------------------------------- */
+
+/* A catalog list as a JSON array of strings ([] for none). */
+static cJSON *tools_run_strings(char *const *v, size_t n)
+{
+	return n ? cJSON_CreateStringArray((const char *const *)v, (int)n)
+	         : cJSON_CreateArray();
+}
+
+static cJSON *tools_run_list_call(void *data, struct mcp_call *call,
+                                  const cJSON *args)
+{
+	struct tools_run_ctx *ctx = data;
+	const struct config *cfg = runner_config(ctx->runner);
+	struct catalog *cat;
+	cJSON *result = cJSON_CreateObject(), *sc, *arr, *lim, *content, *t;
+	struct buf text;
+	char *txt = NULL, err[256];
+
+	if (runner_refresh(ctx->runner, err, sizeof(err)) < 0)
+		log_debug("list_runners: %s", err);
+	cat = runner_catalog_get(ctx->runner);
+	buf_init(&text, 0);
+	sc = cJSON_AddObjectToObject(result, "structuredContent");
+	arr = cJSON_AddArrayToObject(sc, "runners");
+	lim = cJSON_AddObjectToObject(sc, "limits");
+	if (!arr || !lim)
+		goto fail;
+	for (size_t i = 0; i < cat->n; i++) {
+		const struct catalog_image *m = &cat->items[i];
+		cJSON *o = cJSON_CreateObject();
+
+		if (!o || !cJSON_AddItemToArray(arr, o)) {
+			cJSON_Delete(o);
+			goto fail;
+		}
+		cJSON_AddStringToObject(o, "language", m->language);
+		cJSON_AddItemToObject(
+		    o, "aliases", tools_run_strings(m->aliases, m->n_aliases));
+		cJSON_AddStringToObject(o, "image", m->image);
+		cJSON_AddStringToObject(o, "image_id", m->image_id);
+		cJSON_AddStringToObject(o, "version", m->version);
+		cJSON_AddStringToObject(o, "description", m->description);
+		cJSON_AddItemToObject(
+		    o, "libraries",
+		    tools_run_strings(m->libraries, m->n_libraries));
+		cJSON_AddStringToObject(o, "filename", m->filename);
+		if (m->packages[0] && cfg->packages && !cfg->swarm)
+			cJSON_AddStringToObject(o, "packages", m->packages);
+	}
+	cJSON_AddNumberToObject(lim, "memory_mb", cfg->memory_mb);
+	cJSON_AddNumberToObject(lim, "cpus", cfg->cpus);
+	cJSON_AddNumberToObject(lim, "timeout_seconds", cfg->timeout_s);
+	cJSON_AddNumberToObject(lim, "max_timeout_seconds", cfg->max_timeout_s);
+	cJSON_AddNumberToObject(lim, "pids_limit", cfg->pids_limit);
+	cJSON_AddNumberToObject(lim, "tmp_mb", cfg->tmp_mb);
+	cJSON_AddBoolToObject(lim, "network_allowed", cfg->allow_network);
+	cJSON_AddBoolToObject(lim, "packages", cfg->packages && !cfg->swarm);
+	cJSON_AddNumberToObject(lim, "max_code_bytes",
+	                        (double)cfg->code_max_bytes);
+	cJSON_AddNumberToObject(lim, "max_stdin_bytes",
+	                        (double)cfg->stdin_max_bytes);
+	cJSON_AddNumberToObject(lim, "output_inline_bytes",
+	                        (double)cfg->output_inline_bytes);
+	cJSON_AddNumberToObject(lim, "output_max_bytes",
+	                        (double)cfg->output_max_bytes);
+	cJSON_AddNumberToObject(lim, "max_concurrent", cfg->max_concurrent);
+
+	if (buf_printf(&text,
+	               "Limits per run: %u MB memory, %g CPU, %u s by default "
+	               "(up to %u), %u processes, network %s.\n",
+	               cfg->memory_mb, cfg->cpus, cfg->timeout_s,
+	               cfg->max_timeout_s, cfg->pids_limit,
+	               cfg->allow_network ? "on request" : "off") < 0 ||
+	    tools_run_describe_runners(&text, cat,
+	                               cfg->packages && !cfg->swarm) < 0)
+		goto fail;
+	for (size_t i = 0; i < cat->n; i++)
+		if (buf_printf(&text, "%s%s: image %s", i ? "\n" : "\n\n",
+		               cat->items[i].language, cat->items[i].image) < 0)
+			goto fail;
+	txt = buf_take(&text, NULL);
+	content = cJSON_AddArrayToObject(result, "content");
+	t = cJSON_CreateObject();
+	if (!txt || !content || !t || !cJSON_AddItemToArray(content, t)) {
+		cJSON_Delete(t);
+		goto fail;
+	}
+	cJSON_AddStringToObject(t, "type", "text");
+	cJSON_AddStringToObject(t, "text", txt);
+	cJSON_AddBoolToObject(result, "isError", false);
+	free(txt);
+	buf_finish(&text);
+	catalog_put(cat);
+	return result;
+fail:
+	free(txt);
+	buf_finish(&text);
+	catalog_put(cat);
+	cJSON_Delete(result);
+	return NULL;
+}
+
+/* ---- registration ------------------------------------------------------- */
+
+static struct tool_impl tools_run_code_tool = {
+    .name = "run_code",
+    .title = "Run code in a sandbox",
+    .description = "Run code in a fresh, isolated Linux container and "
+                   "return its exit status, stdout and stderr. Runs with "
+                   "the same conversationId share the /data directory.",
+    .input_schema = tools_run_input_schema,
+    .output_schema = tools_run_output_schema,
+    .read_only = false,
+    .destructive = false,
+    .idempotent = false,
+    .open_world = false,
+    .describe = tools_run_code_describe,
+    .call = tools_run_code_call,
+    .tasks = MCP_TASK_OPTIONAL,
+};
+
+static struct tool_impl tools_run_list_tool = {
+    .name = "list_runners",
+    .title = "List sandbox runners",
+    .description = "List the languages run_code supports, with their "
+                   "versions, preinstalled libraries and the limits of a "
+                   "run.",
+    .input_schema = "{\"type\":\"object\",\"properties\":{}}",
+    .output_schema = list_runners_output_schema,
+    .read_only = true,
+    .destructive = false,
+    .idempotent = true,
+    .open_world = false,
+    .call = tools_run_list_call,
+};
+
+static void tools_run_changed(void *arg)
+{
+	mcp_server_tools_changed(arg);
+}
+
+void tools_run_register(struct mcp_server *srv, struct runner *r,
+                        struct workspace_mgr *wm)
+{
+	tools_run_ctx.srv = srv;
+	tools_run_ctx.runner = r;
+	tools_run_ctx.wm = wm;
+	tools_run_code_tool.data = &tools_run_ctx;
+	tools_run_list_tool.data = &tools_run_ctx;
+	mcp_server_add_tool(srv, &tools_run_code_tool);
+	mcp_server_add_tool(srv, &tools_run_list_tool);
+	tools_check_register(srv, r);
+	runner_set_changed_cb(r, tools_run_changed, srv);
+}
