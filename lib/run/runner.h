@@ -93,8 +93,8 @@ struct runner_request {
 	const char *workspace_host_path; /* mounted at /data, or NULL */
 	/* The workspace (borrowed): warm sessions keep their own handle. */
 	struct workspace *workspace;
-	const char *workspace_name;   /* keys the warm session, or NULL */
-	bool session_new;             /* end the warm session first */
+	const char *workspace_name; /* keys the warm session, or NULL */
+	bool session_new;           /* end the warm session first */
 	/* Load the saved state after this earlier run first (0: none). */
 	unsigned long long rewind_to;
 	bool one_off;                 /* a fresh box even when warm is on */

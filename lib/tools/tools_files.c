@@ -426,8 +426,9 @@ static int arg_dir(const cJSON *args, char *out, size_t outlen, cJSON **res)
 	snprintf(out, outlen, "%.*s", (int)n, p);
 	if (files_is_private(out)) {
 		*res = mcp_text_resultf(
-		    true, "path: %s holds the conversation's saved Python "
-		          "state, which is not listed (docs/sessions.md)",
+		    true,
+		    "path: %s holds the conversation's saved Python "
+		    "state, which is not listed (docs/sessions.md)",
 		    out);
 		return -EINVAL;
 	}

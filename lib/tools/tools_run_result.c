@@ -224,7 +224,8 @@ static int tools_run_describe_warm(struct buf *b, const struct config *cfg)
 		r = buf_printf(
 		    b,
 		    " Python's state is also saved after every run (in the "
-		    "conversation's files, never shown in /data listings): when "
+		    "conversation's files, never shown in /data listings): "
+		    "when "
 		    "a session ends it comes back with the next run "
 		    "(session.state: restored, naming anything that could not "
 		    "be saved, such as open sockets, threads or generators, "
@@ -630,8 +631,7 @@ static int tools_run_state_names(struct buf *b, const cJSON *list)
 	const cJSON *e;
 	int n = 0, total = cJSON_GetArraySize(list), r = 0;
 
-	cJSON_ArrayForEach(e, list)
-	{
+	cJSON_ArrayForEach (e, list) {
 		const char *name = cJSON_GetStringValue(
 		    cJSON_GetObjectItemCaseSensitive(e, "name"));
 		const char *why = cJSON_GetStringValue(
@@ -663,7 +663,8 @@ static void tools_run_state_json(cJSON *sc, const cJSON *st)
 		cJSON_AddNumberToObject(o, "run_number", v->valuedouble);
 	v = cJSON_GetObjectItemCaseSensitive(st, "kept");
 	if (v)
-		cJSON_AddItemToObject(o, "saved_runs", cJSON_Duplicate(v, true));
+		cJSON_AddItemToObject(o, "saved_runs",
+		                      cJSON_Duplicate(v, true));
 	v = cJSON_GetObjectItemCaseSensitive(st, "restored");
 	if (v)
 		cJSON_AddItemToObject(o, "restored", cJSON_Duplicate(v, true));
@@ -678,7 +679,7 @@ static void tools_run_state_json(cJSON *sc, const cJSON *st)
  * imports were run again.
  */
 static int tools_run_state_note(struct buf *b, const struct runner_session *s,
-                                 const cJSON *st)
+                                const cJSON *st)
 {
 	const cJSON *r = cJSON_GetObjectItemCaseSensitive(st, "restored");
 	const char *at = cJSON_GetStringValue(
@@ -694,8 +695,9 @@ static int tools_run_state_note(struct buf *b, const struct runner_session *s,
 	if (!rewind && strcmp(s->state, "restored") != 0)
 		return 0;
 	if (rewind)
-		rc = buf_printf(b, "NOTE: the Python state was rewound to what "
-		                   "it was right after run %.0f",
+		rc = buf_printf(b,
+		                "NOTE: the Python state was rewound to what "
+		                "it was right after run %.0f",
 		                cJSON_IsNumber(run) ? run->valuedouble : 0);
 	else
 		rc = buf_printf(
@@ -718,8 +720,7 @@ static int tools_run_state_note(struct buf *b, const struct runner_session *s,
 		if (rc == 0)
 			rc = buf_puts(b, ".");
 	}
-	cJSON_ArrayForEach(e, imp)
-	{
+	cJSON_ArrayForEach (e, imp) {
 		if (rc < 0)
 			break;
 		rc = buf_printf(b, "%s%s", n++ ? ", " : " Imports re-run: ",
@@ -738,21 +739,22 @@ static int tools_run_state_line(struct buf *b, const cJSON *st)
 {
 	const cJSON *sv = cJSON_GetObjectItemCaseSensitive(st, "saved");
 	const cJSON *r = cJSON_GetObjectItemCaseSensitive(st, "restored");
-	const char *err = cJSON_GetStringValue(
-	    cJSON_GetObjectItemCaseSensitive(sv, "error"));
-	const char *rerr = cJSON_GetStringValue(
-	    cJSON_GetObjectItemCaseSensitive(r, "error"));
+	const char *err =
+	    cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(sv, "error"));
+	const char *rerr =
+	    cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "error"));
 	const cJSON *ns = cJSON_GetObjectItemCaseSensitive(sv, "not_saved");
 	const cJSON *run = cJSON_GetObjectItemCaseSensitive(sv, "run");
 	double n = cJSON_IsNumber(run) ? run->valuedouble : 0;
 	int rc = 0;
 
 	if (rerr)
-		rc = buf_printf(b, "\nstate: the saved state could not be "
-		                   "restored: %s",
+		rc = buf_printf(b,
+		                "\nstate: the saved state could not be "
+		                "restored: %s",
 		                rerr);
-	if (rc == 0 && sv && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
-	                         sv, "ok")))
+	if (rc == 0 && sv &&
+	    !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sv, "ok")))
 		rc = buf_printf(b, "\nstate: NOT saved after run %.0f: %s", n,
 		                err ? err : "unknown error");
 	else if (rc == 0 && cJSON_GetArraySize(ns) > 0) {
@@ -760,8 +762,9 @@ static int tools_run_state_line(struct buf *b, const cJSON *st)
 		if (rc == 0)
 			rc = tools_run_state_names(b, ns);
 		if (rc == 0)
-			rc = buf_puts(b, "; those would not come back after the "
-			                 "session ends");
+			rc =
+			    buf_puts(b, "; those would not come back after the "
+			                "session ends");
 	}
 	return rc;
 }

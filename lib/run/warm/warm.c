@@ -736,7 +736,8 @@ static struct warm_box *warm_new(struct warm *w,
 static void warm_state_forget(const struct runner_request *req,
                               const struct catalog_image *img)
 {
-	int rc = warm_state_drop(workspace_dirfd(req->workspace), img->language);
+	int rc =
+	    warm_state_drop(workspace_dirfd(req->workspace), img->language);
 
 	if (rc < 0)
 		log_warnx("cannot drop the saved %s state of a conversation "

@@ -59,8 +59,8 @@ static int warm_put_file(const struct warm_box *b, const char *name,
  */
 static int warm_exec_state_records(const struct warm_box *b,
                                    const struct runner_request *req,
-                                   const struct config *cfg,
-                                   unsigned char *rec, size_t cap, size_t *off)
+                                   const struct config *cfg, unsigned char *rec,
+                                   size_t cap, size_t *off)
 {
 	char dir[sizeof(WARM_STATE_DIR) + CATALOG_NAME_MAX + 2], num[24];
 	int n = snprintf(dir, sizeof(dir), "%s/%s", WARM_STATE_DIR, b->lang);
@@ -353,7 +353,8 @@ static void warm_take_background(const cJSON *x, struct runner_result *res)
  */
 static void warm_take_state(const cJSON *x, struct runner_result *res)
 {
-	cJSON *st = warm_state_take(cJSON_GetObjectItemCaseSensitive(x, "state"));
+	cJSON *st =
+	    warm_state_take(cJSON_GetObjectItemCaseSensitive(x, "state"));
 	const char *loaded = warm_state_loaded(st);
 
 	if (!st)

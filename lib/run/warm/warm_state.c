@@ -73,14 +73,14 @@ static bool st_add_names(cJSON *dst, const cJSON *src, const char *key)
 	out = cJSON_AddArrayToObject(dst, key);
 	if (!out)
 		return false;
-	cJSON_ArrayForEach(e, list)
-	{
+	cJSON_ArrayForEach (e, list) {
 		cJSON *o;
 
 		if (n >= WARM_STATE_NAMES_MAX)
 			break;
 		if (!cJSON_IsObject(e) ||
-		    !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "name")))
+		    !cJSON_IsString(
+		        cJSON_GetObjectItemCaseSensitive(e, "name")))
 			continue;
 		o = cJSON_CreateObject();
 		if (!o)
@@ -112,8 +112,7 @@ static bool st_add_strs(cJSON *dst, const cJSON *src, const char *key)
 		cJSON_Delete(tmp);
 		return false;
 	}
-	cJSON_ArrayForEach(e, list)
-	{
+	cJSON_ArrayForEach (e, list) {
 		cJSON *s;
 
 		if (n >= WARM_STATE_NAMES_MAX)
@@ -145,8 +144,7 @@ static bool st_add_runs(cJSON *dst, const cJSON *src, const char *key)
 	out = cJSON_AddArrayToObject(dst, key);
 	if (!out)
 		return false;
-	cJSON_ArrayForEach(e, list)
-	{
+	cJSON_ArrayForEach (e, list) {
 		cJSON *num;
 
 		if (n >= 64)
@@ -172,7 +170,8 @@ static cJSON *st_saved(const cJSON *s)
 	    !st_add_num(o, s, "run") || !st_add_num(o, s, "bytes") ||
 	    !st_add_num(o, s, "ms") || !st_add_num(o, s, "not_saved_more") ||
 	    !st_add_names(o, s, "not_saved") ||
-	    !st_add_str(o, "error", cJSON_GetObjectItemCaseSensitive(s, "error"))) {
+	    !st_add_str(o, "error",
+	                cJSON_GetObjectItemCaseSensitive(s, "error"))) {
 		cJSON_Delete(o);
 		return NULL;
 	}
@@ -190,8 +189,8 @@ static cJSON *st_restored(const cJSON *r)
 	if (!o)
 		return NULL;
 	if (!cJSON_AddStringToObject(
-	        o, "kind", kind && strcmp(kind, "rewind") == 0 ? "rewind"
-	                                                        : "restore"))
+	        o, "kind",
+	        kind && strcmp(kind, "rewind") == 0 ? "rewind" : "restore"))
 		goto fail;
 	if (at > 0 && at < 1e11) {
 		files_iso8601((time_t)at, iso);
@@ -201,7 +200,8 @@ static cJSON *st_restored(const cJSON *r)
 	if (!st_add_num(o, r, "run") || !st_add_num(o, r, "ms") ||
 	    !st_add_num(o, r, "names") || !st_add_strs(o, r, "imports") ||
 	    !st_add_names(o, r, "not_restored") ||
-	    !st_add_str(o, "error", cJSON_GetObjectItemCaseSensitive(r, "error")))
+	    !st_add_str(o, "error",
+	                cJSON_GetObjectItemCaseSensitive(r, "error")))
 		goto fail;
 	return o;
 fail:
@@ -248,7 +248,8 @@ const char *warm_state_loaded(const cJSON *st)
 	if (!cJSON_IsObject(r) ||
 	    cJSON_GetObjectItemCaseSensitive(r, "error") != NULL)
 		return NULL;
-	kind = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "kind"));
+	kind =
+	    cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "kind"));
 	return kind && strcmp(kind, "rewind") == 0 ? "rewind" : "restore";
 }
 
@@ -269,7 +270,8 @@ int warm_state_drop(int wsfd, const char *lang)
 		return rc;
 	}
 	if (!S_ISDIR(sb.st_mode)) {
-		/* A link or file the code put there: it goes, never followed. */
+		/* A link or file the code put there: it goes, never followed.
+		 */
 		rc = fstree_remove(mcp, "state");
 		close(mcp);
 		return rc;
