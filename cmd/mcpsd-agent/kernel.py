@@ -30,6 +30,7 @@ import io
 import json
 import linecache
 import os
+import select
 import signal
 import sys
 import time
@@ -394,6 +395,7 @@ STATE_SKIP = frozenset(("__builtins__", "__name__", "__doc__", "__package__",
                         "__cached__", "__file__"))
 STATE_REPORT_NAMES = 50  # names listed in a report; the rest are counted
 STATE_NAME_MAX = 120  # characters of a name in a report
+STATE_IDLE_S = 0.1  # a save waits for this long without a new frame
 
 
 class _StateTooBig(Exception):
@@ -406,6 +408,7 @@ class _Durable:
     keep = 1  # saves kept (E's K)
     seq = None  # the newest run number saved or restored; None: not looked
     report = None  # the last save's report, for the next X
+    pending = False  # the last call's state is not saved yet
     restore = None  # a restore's report, for this call's X
 
 
@@ -1006,6 +1009,23 @@ def _execute(payload, ns):
     _send(b"X", _encode(result))
     if result["status"] == "exit":
         os._exit(result["exit_code"] & 0xFF)
+    _Durable.pending = bool(_Durable.dir)
+
+
+def _autosave_when_idle():
+    """Saves the state of the last call once no frame has come for
+    STATE_IDLE_S: a call that follows at once (a client's loop) runs first,
+    and the state after it is saved instead, so back-to-back calls do not
+    wait for saves; a model's next step comes far later than that."""
+    if not _Durable.pending:
+        return
+    try:
+        ready, _, _ = select.select([FROM_AGENT], [], [], STATE_IDLE_S)
+    except (OSError, ValueError):
+        ready = []
+    if ready:
+        return
+    _Durable.pending = False
     _autosave()
 
 
@@ -1078,6 +1098,7 @@ def main():
 
     while True:
         try:
+            _autosave_when_idle()
             kind, payload = _recv()
             if kind == b"E":
                 _execute(payload, ns)

@@ -258,6 +258,11 @@ int run_arguments_parse(const cJSON *args, const struct config *cfg,
 			    "SANDBOX_STATE is false)");
 		req->rewind_to = (unsigned long long)v->valuedouble;
 	}
+	if (run_arguments_opt_str(args, "fork_from", &req->fork_from, NULL) < 0)
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "fork_from must be the conversationId of "
+		    "another conversation of yours, as a string");
 	rc = run_arguments_limits(args, cfg, req, err, errlen);
 	if (rc < 0)
 		return rc;

@@ -97,6 +97,11 @@ struct runner_request {
 	bool session_new;           /* end the warm session first */
 	/* Load the saved state after this earlier run first (0: none). */
 	unsigned long long rewind_to;
+	/* run_code's fork_from: the conversation whose files and state the
+	 * caller copies into this one before the run (borrowed), or NULL;
+	 * forked: the copy was made (the first run says so). */
+	const char *fork_from;
+	bool forked;
 	bool one_off;                 /* a fresh box even when warm is on */
 	const char *file_base_url;    /* FILE_BASE_URL, or NULL */
 	const char *tenant;           /* fingerprinted into a label, or NULL */

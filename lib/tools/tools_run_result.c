@@ -126,7 +126,9 @@ const char tools_run_input_schema[] =
     "\"packages\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"
     "\"session\":{\"type\":\"string\",\"enum\":[\"continue\",\"new\"],"
     "\"default\":\"continue\"},"
-    "\"rewind_to\":{\"type\":\"integer\",\"minimum\":1}},"
+    "\"rewind_to\":{\"type\":\"integer\",\"minimum\":1},"
+    "\"fork_from\":{\"type\":\"string\",\"minLength\":1,"
+    "\"maxLength\":256}},"
     "\"required\":[\"language\",\"code\"]}";
 
 /* ---- descriptions from the catalog -------------------------------------- */
@@ -331,6 +333,13 @@ void tools_run_describe(struct runner *runner, char **description,
 	          "a destructive one"
 	        : "Saved session states are off on this server: rewind_to "
 	          "is refused");
+	p = cJSON_GetObjectItemCaseSensitive(props, "fork_from");
+	cJSON_AddStringToObject(
+	    p, "description",
+	    "Start this new conversation as a copy of another of yours: its "
+	    "files and, when sessions are saved, its Python state (leave out "
+	    "conversationId to get a new one); to try two approaches side by "
+	    "side");
 	p = cJSON_GetObjectItemCaseSensitive(props, "memory_mb");
 	cJSON_AddNumberToObject(p, "minimum", RUN_ARGUMENTS_MEMORY_MIN_MB);
 	cJSON_AddNumberToObject(p, "maximum", cfg->memory_max_mb);
@@ -529,6 +538,7 @@ static const char *tools_run_why(const char *reason)
 	    {"server_restarted", "the server restarted"},
 	    {"image_updated", "the runner image was updated"},
 	    {"requested", "session \"new\" was asked for"},
+	    {"forked", "this conversation was forked from another one"},
 	    {"start_failed", "a sandbox could not be started"},
 	    {"capacity", "the server has no room for another warm session "
 	                 "right now"},

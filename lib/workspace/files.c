@@ -224,8 +224,8 @@ bool files_is_private(const char *rel)
 	       (rel[n] == '\0' || rel[n] == '/');
 }
 
-int files_read(int dirfd, const char *rel, size_t max, char **data, size_t *len,
-               struct stat *st_out)
+int files_read_any(int dirfd, const char *rel, size_t max, char **data,
+                   size_t *len, struct stat *st_out)
 {
 	struct stat st;
 	size_t n = 0, want;
@@ -235,8 +235,6 @@ int files_read(int dirfd, const char *rel, size_t max, char **data, size_t *len,
 	*data = NULL;
 	if (len)
 		*len = 0;
-	if (files_is_private(rel))
-		return -ENOENT;
 	fd = fstree_open_regular(dirfd, rel, &st);
 	if (fd < 0)
 		return fd;
@@ -274,6 +272,17 @@ out:
 	free(p);
 	close(fd);
 	return r;
+}
+
+int files_read(int dirfd, const char *rel, size_t max, char **data, size_t *len,
+               struct stat *st_out)
+{
+	*data = NULL;
+	if (len)
+		*len = 0;
+	if (files_is_private(rel))
+		return -ENOENT;
+	return files_read_any(dirfd, rel, max, data, len, st_out);
 }
 
 int files_http_get(void *data, const char *path, struct http_file *out,

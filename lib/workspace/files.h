@@ -64,6 +64,10 @@ __attribute__((warn_unused_result)) int files_read(int dirfd, const char *rel,
                                                    size_t max, char **data,
                                                    size_t *len,
                                                    struct stat *st);
+/* files_read without the FILES_PRIVATE_DIR check (a fork's copy). */
+__attribute__((warn_unused_result)) int
+files_read_any(int dirfd, const char *rel, size_t max, char **data, size_t *len,
+               struct stat *st);
 
 /*
  * The http_files_fn for /files/ (data is the struct workspace_mgr *). path

@@ -247,17 +247,24 @@ describe('rewind, session "new", exit(), limits and isolation', () => {
     const d = await startDurable({ name: 'durable-rewind', env: { SANDBOX_STATE_KEEP: '4' } });
     try {
       const c = conv('d-rewind');
-      for (const code of ['rows = [1, 2, 3]', 'rows.append(4)', 'rows.clear()  # a destructive step', 'note = "after"']) expectStatus(await py(d.client, c, code), 'completed');
+      // A model's steps are seconds apart; calls within 0.1 s of each
+      // other share a save (the newest state wins), so the steps pause.
+      for (const code of ['rows = [1, 2, 3]', 'rows.append(4)', 'rows.clear()  # a destructive step', 'note = "after"']) {
+        expectStatus(await py(d.client, c, code), 'completed');
+        await sleep(400);
+      }
       const last = await py(d.client, c, 'rows');
       assert.deepEqual(last.sc.session.saved_runs, [1, 2, 3, 4], JSON.stringify(last.sc.session));
       const r = await py(d.client, c, "print(rows, 'note' in globals())", { rewind_to: 2 });
       expectStatus(r, 'completed');
       expectSession(r, 'rewound');
       assert.equal(r.sc.stdout, '[1, 2, 3, 4] False\n');
+      await sleep(400);
       assert.equal(r.sc.session.restored.kind, 'rewind');
       assert.equal(r.sc.session.restored.run, 2);
       assert.match(r.text, /^NOTE: the Python state was rewound to what it was right after run 2/);
       expectSession(await py(d.client, c, 'rows'), 'continued');
+      await sleep(400);
 
       const bad = await py(d.client, c, "print('ran')", { rewind_to: 1 });
       expectStatus(bad, 'failed');
@@ -289,6 +296,7 @@ describe('rewind, session "new", exit(), limits and isolation', () => {
 
       // Over the cap: not saved, said so; the earlier save stays.
       expectStatus(await py(d.client, c, 'big = bytes(3 << 20)'), 'completed');
+      await sleep(1000);
       const told = await py(d.client, c, 'del big\nsmall = 2');
       assert.equal(told.sc.session.autosave.ok, false, JSON.stringify(told.sc.session.autosave));
       assert.match(told.sc.session.autosave.error, /larger than its cap of 1 MB \(SANDBOX_STATE_MAX_MB\)/);
@@ -328,6 +336,42 @@ describe('rewind, session "new", exit(), limits and isolation', () => {
       } else {
         assert.match(r.text, /quota/i, describeRun(r));
       }
+    } finally {
+      await stopWarm(d);
+    }
+  });
+
+  test('fork_from: a new conversation starts from a copy of the files and state of another of the same tenant only', { timeout: T }, async () => {
+    const d = await startDurable({
+      name: 'durable-fork',
+      env: { MCP_API_TOKENS: `alice:${'a'.repeat(40)},bob:${'b'.repeat(40)}` },
+      connect: false,
+    });
+    try {
+      const alice = await connectHttp(d, { token: 'a'.repeat(40) });
+      const bob = await connectHttp(d, { token: 'b'.repeat(40) });
+      const src = conv('d-fork-src');
+      expectStatus(await py(alice, src, "import pandas as pd\ndf = pd.DataFrame({'a': [1, 2, 3]})\nopen('/data/notes.txt', 'w').write('n')"), 'completed');
+      await sleep(1000);
+      // No conversationId: a new one is made, and it says so.
+      const f = await py(alice, undefined, "df['b'] = df['a'] * 10\nprint(int(df['b'].sum()), open('/data/notes.txt').read())", { fork_from: src });
+      expectRestored(f, 'forked', 1);
+      assert.equal(f.sc.stdout, '60 n\n');
+      assert.match(f.text, /restored \(this conversation was forked from another one\)/);
+      const fork = f.sc.conversationId;
+      assert.ok(fork && fork !== src, `a new conversation: ${fork}`);
+      // The two go their own ways.
+      const s2 = await py(alice, src, "print(list(df.columns))");
+      assert.equal(s2.sc.stdout, "['a']\n");
+      // Only an empty conversation can be a fork; only one's own source.
+      const again = await py(alice, fork, 'pass', { fork_from: src });
+      assert.match(again.text, /fork_from starts a new conversation, and this one has files already/);
+      const other = await py(bob, undefined, 'pass', { fork_from: src });
+      assert.match(other.text, /fork_from: there is no conversation '.*' of yours to copy/);
+      const self = await py(alice, 'd-fork-self', 'pass', { fork_from: 'd-fork-self' });
+      assert.match(self.text, /fork_from names this conversation itself/);
+      await alice.close();
+      await bob.close();
     } finally {
       await stopWarm(d);
     }

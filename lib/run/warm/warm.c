@@ -794,6 +794,9 @@ int warm_run(struct warm *w, const struct runner_request *req,
 		warm_retry_reset(w, b, res);
 		b = NULL;
 	}
+	/* A fork's first run: its box loads the copied state (if any). */
+	if (req->forked && !why[0])
+		snprintf(why, sizeof(why), "forked");
 	for (int tries = 0;; tries++) {
 		int erc;
 
@@ -846,6 +849,10 @@ int warm_run(struct warm *w, const struct runner_request *req,
 		warm_retry_reset(w, b, res);
 	}
 done:
+	/* Nothing was lost by a fork: without a state to load, it is new. */
+	if (strcmp(res->session.reason, "forked") == 0 &&
+	    strcmp(res->session.state, "restarted") == 0)
+		snprintf(res->session.state, sizeof(res->session.state), "new");
 	warm_account_run(w, b, res);
 	res->session.calls = b->calls;
 	res->session.idle_expires_at = time(NULL) + (time_t)w->cfg->warm_idle_s;
