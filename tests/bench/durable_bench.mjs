@@ -19,6 +19,7 @@
 // - a rewind to an earlier run (rewind_to) with the frame in the state,
 //   p50, next to a plain call.
 import { randomBytes } from 'node:crypto';
+import { sleep } from '../integration/lib/daemon.mjs';
 import { startWarm, stopWarm, waitWarm } from '../integration/lib/warm.mjs';
 
 const argv = process.argv.slice(2);
@@ -44,6 +45,11 @@ const SETUP = "import pandas as pd\ndf = pd.read_csv('/data/frame.csv')\nprint(d
 
 async function main() {
   const rows = [];
+  const push = rows.push.bind(rows);
+  rows.push = (r) => {
+    console.error(`measured: ${r.join(' | ')}`);
+    return push(r);
+  };
   const conv = (p) => `${p}-${randomBytes(4).toString('hex')}`;
   // A daemon as deployed (the pool on, pandas preloaded) with a short idle
   // expiry, and the same without autosave for print(1).
@@ -90,12 +96,17 @@ async function main() {
     const rw = conv('rewind');
     await call(on.client, rw, SETUP_CSV);
     await call(on.client, rw, SETUP);
+    await sleep(400);
     const rewindMs = [];
     const plainMs = [];
     for (let i = 0; i < RUNS; i++) {
+      // A model's steps are seconds apart: each is saved (calls within
+      // 0.1 s share a save), so the bench pauses like one.
       const first = await call(on.client, rw, 'df["a"] = df["a"] + 1');
       const back = first.sc.session.run_number;
+      await sleep(400);
       await call(on.client, rw, 'df = None');
+      await sleep(400);
       plainMs.push((await call(on.client, rw, 'print(1)')).ms);
       const r = await call(on.client, rw, 'df.shape', { rewind_to: back });
       if (r.sc.session.state !== 'rewound') throw new Error(`not rewound: ${JSON.stringify(r.sc.session)}`);
