@@ -71,7 +71,7 @@ async function main() {
       const probe = await call(on.client, c, 'df.shape');
       if (probe.sc.session.autosave?.ok) saveMs.push(probe.sc.session.autosave.ms);
       const n = (await on.health()).warm.expired;
-      await waitWarm(on, (w) => w.expired > n, 60_000, 'the idle expiry');
+      await waitWarm(on, (w) => w.expired > n && w.sessions === 0, 60_000, 'the idle expiry');
       await waitWarm(on, (w) => w.pool >= 1, 240_000, 'the pool');
       const r = await call(on.client, c, 'df.shape');
       if (r.sc.session.state !== 'restored') throw new Error(`not restored: ${JSON.stringify(r.sc.session)}`);
