@@ -409,6 +409,7 @@ class _Durable:
     seq = None  # the newest run number saved or restored; None: not looked
     report = None  # the last save's report, for the next X
     pending = False  # the last call's state is not saved yet
+    kept = None  # the runs saved in dir (None: look again)
     restore = None  # a restore's report, for this call's X
 
 
@@ -575,11 +576,13 @@ def _autosave():
             report["error"] = _cap(_clean("%s: %s" % (type(e).__name__, e)), 400)
     if report["ok"]:
         runs = _state_runs(d)
-        for old in runs[:max(0, len(runs) - _Durable.keep)]:
+        drop = max(0, len(runs) - _Durable.keep)
+        for old in runs[:drop]:
             try:
                 os.unlink(_state_path(d, old))
             except OSError:
                 pass
+        _Durable.kept = runs[drop:]
     report["ms"] = int((time.monotonic() - t0) * 1000)
     _Durable.report = report
 
@@ -654,6 +657,7 @@ def _restore(fields, ns):
         return
     what = what[-1].decode("ascii", "replace")
     runs = _state_runs(d)
+    _Durable.kept = runs
     if what == "latest":
         if not runs:
             _Durable.seq = 0
@@ -929,6 +933,7 @@ def _state_fields(fields):
     new_dir = os.fsdecode(d[-1]) if d else None
     if new_dir != _Durable.dir:
         _Durable.seq = None
+        _Durable.kept = None
     _Durable.dir = new_dir
     for tag, attr, lo in ((b"z", "cap", 0), (b"K", "keep", 1)):
         v = fields.get(tag)
@@ -945,7 +950,9 @@ def _state_report():
     under and the runs saved so far; None when saving is off."""
     if not _Durable.dir:
         return None
-    runs = _state_runs(_Durable.dir)
+    if _Durable.kept is None:
+        _Durable.kept = _state_runs(_Durable.dir)
+    runs = _Durable.kept
     if _Durable.seq is None:
         _Durable.seq = runs[-1] if runs else 0
     out = {"saved": _Durable.report, "restored": _Durable.restore,
