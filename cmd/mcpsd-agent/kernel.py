@@ -24,6 +24,7 @@ touched only when the user (or the preload list) imported them.
 import _thread
 import ast
 import builtins
+import errno
 import importlib
 import importlib.abc
 import io
@@ -560,14 +561,31 @@ def _autosave():
         dill = None
     if dill is not None:
         try:
-            report.update(_save(dill, d, run))
+            try:
+                report.update(_save(dill, d, run))
+            except OSError as e:
+                # The workspace is full: the older saves make room for
+                # this one (the newest stays), then one more try.
+                if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+                    raise
+                runs = _state_runs(d)
+                if len(runs) < 2:
+                    raise
+                for old in runs[:-1]:
+                    try:
+                        os.unlink(_state_path(d, old))
+                    except OSError:
+                        pass
+                report["dropped_older"] = runs[:-1]
+                report.update(_save(dill, d, run))
             report["ok"] = True
             _Durable.seq = run
         except _StateTooBig as e:
             report["error"] = ("the state is larger than its cap of %d MB "
-                               "(SANDBOX_STATE_MAX_MB): not saved; delete "
-                               "large variables (del name) to have it "
-                               "saved again" % (_Durable.cap >> 20))
+                               "(SANDBOX_STATE_MAX_MB, at most half the "
+                               "workspace quota): not saved; delete large "
+                               "variables (del name) to have it saved "
+                               "again" % (_Durable.cap >> 20))
         except OSError as e:
             report["error"] = ("the state could not be written (%s): not "
                                "saved; if the workspace is full, delete "

@@ -194,6 +194,35 @@ describe('the state comes back after the session ended, side by side', { concurr
   });
 });
 
+describe('an older runner image without dill', () => {
+  test('every run works and says the state cannot be saved, and why', { timeout: T }, async () => {
+    const lang = 'pynodill';
+    const tag = `mcpsd-test/runner-${lang}:${process.pid}`;
+    let d;
+    try {
+      execFileSync('docker', ['build', '-q', '-t', tag, '-'], {
+        input: `FROM mcp-sandboxd/runner-python:latest\nUSER root\nRUN rm -rf /usr/lib/python3/dist-packages/dill\nLABEL sandbox.language="${lang}" sandbox.aliases="" sandbox.priority="1"\n`,
+        encoding: 'utf8',
+      });
+      d = await startDurable({ name: 'durable-nodill' });
+      await sleep(2100); // past the rediscovery rate limit
+      const c = conv('d-nodill');
+      const r1 = await run(d.client, c, lang, 'x = 41');
+      expectStatus(r1, 'completed');
+      await sleep(500);
+      const r2 = await run(d.client, c, lang, 'x + 1');
+      expectStatus(r2, 'completed');
+      assert.equal(r2.sc.value['text/plain'], '42', 'the session itself works');
+      assert.equal(r2.sc.session.autosave.ok, false, JSON.stringify(r2.sc.session));
+      assert.match(r2.sc.session.autosave.error, /this runner image has no dill \(python3-dill\): the Python state cannot be saved/);
+      assert.match(r2.text, /state: NOT saved after run 1: this runner image has no dill/);
+    } finally {
+      if (d) await stopWarm(d);
+      spawnSync('docker', ['image', 'rm', '-f', tag], { stdio: 'ignore' });
+    }
+  });
+});
+
 describe('the daemon stopped and started again on the same SANDBOX_ROOT', () => {
   test('SIGTERM and restart: server_restarted, restored', { timeout: T }, async () => {
     const { root, instance, env } = restartSetup('durable-term');

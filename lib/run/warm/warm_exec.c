@@ -57,33 +57,38 @@ static int warm_put_file(const struct warm_box *b, const char *name,
  * its cap in bytes (z), how many saves it keeps (K), and what it loads
  * before the code (L: "latest" in a new kernel, a run number to rewind).
  */
-static int warm_exec_state_records(const struct warm_box *b,
+static int warm_exec_state_records(struct warm_box *b,
                                    const struct runner_request *req,
                                    const struct config *cfg, unsigned char *rec,
-                                   size_t cap, size_t *off)
+                                   size_t len, size_t *off)
 {
 	char dir[sizeof(WARM_STATE_DIR) + CATALOG_NAME_MAX + 2], num[24];
+	unsigned long long cap = (unsigned long long)cfg->state_max_mb << 20;
 	int n = snprintf(dir, sizeof(dir), "%s/%s", WARM_STATE_DIR, b->lang);
-	int rc = agentframe_tlv_put(rec, cap, off, 's', dir, (size_t)n);
+	int rc = agentframe_tlv_put(rec, len, off, 's', dir, (size_t)n);
 
-	n = snprintf(num, sizeof(num), "%llu",
-	             (unsigned long long)cfg->state_max_mb << 20);
+	/* At most half the workspace: its files must keep room too. */
+	if (cfg->workspace_quota_bytes && cap > cfg->workspace_quota_bytes / 2)
+		cap = cfg->workspace_quota_bytes / 2;
+	n = snprintf(num, sizeof(num), "%llu", cap);
 	if (rc == 0)
-		rc = agentframe_tlv_put(rec, cap, off, 'z', num, (size_t)n);
+		rc = agentframe_tlv_put(rec, len, off, 'z', num, (size_t)n);
 	n = snprintf(num, sizeof(num), "%u", cfg->state_keep);
 	if (rc == 0)
-		rc = agentframe_tlv_put(rec, cap, off, 'K', num, (size_t)n);
+		rc = agentframe_tlv_put(rec, len, off, 'K', num, (size_t)n);
+	b->restoring = false;
 	if (rc == 0 && req->rewind_to) {
 		n = snprintf(num, sizeof(num), "%llu", req->rewind_to);
-		rc = agentframe_tlv_put(rec, cap, off, 'L', num, (size_t)n);
+		rc = agentframe_tlv_put(rec, len, off, 'L', num, (size_t)n);
 	} else if (rc == 0 && b->restore_next) {
-		rc = agentframe_tlv_put(rec, cap, off, 'L', "latest", 6);
+		rc = agentframe_tlv_put(rec, len, off, 'L', "latest", 6);
+		b->restoring = true;
 	}
 	return rc;
 }
 
 /* The exec frame's records. -ENOSPC when they do not fit. */
-static int warm_exec_records(const struct warm_box *b,
+static int warm_exec_records(struct warm_box *b,
                              const struct runner_request *req,
                              const struct catalog_image *img,
                              const struct config *cfg, uint64_t id,
@@ -391,7 +396,19 @@ static void warm_exec_state_after_loss(struct warm_box *b, const char *why)
 	if (!b->kernel)
 		return;
 	if (strcmp(why, "exit") != 0) {
-		b->restore_next = true;
+		/*
+		 * A state whose loading killed the interpreter (it filled the
+		 * memory, say) is not loaded again by itself, or every run
+		 * would die the same way: rewind_to an older run, or session
+		 * "new", is the way on.
+		 */
+		b->restore_next = !b->restoring;
+		if (b->restoring)
+			log_info(
+			    "warm session %.12s: the interpreter died (%s) "
+			    "while loading its saved state; not loading it "
+			    "again",
+			    b->key, why);
 		return;
 	}
 	b->restore_next = false;
