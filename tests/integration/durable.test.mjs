@@ -331,7 +331,7 @@ describe('rewind, session "new", exit(), limits and isolation', () => {
       await sleep(1000);
       const told = await py(d.client, c, 'del big\nsmall = 2');
       assert.equal(told.sc.session.autosave.ok, false, JSON.stringify(told.sc.session.autosave));
-      assert.match(told.sc.session.autosave.error, /larger than its cap of 1 MB \(SANDBOX_STATE_MAX_MB\)/);
+      assert.match(told.sc.session.autosave.error, /larger than its cap of 1 MB \(SANDBOX_STATE_MAX_MB, at most half the workspace quota\)/);
       assert.match(told.text, /state: NOT saved after run \d+: the state is larger than its cap/);
       await expire();
       const back = await py(d.client, c, "print('big' in globals(), small)");
@@ -351,10 +351,12 @@ describe('rewind, session "new", exit(), limits and isolation', () => {
   });
 
   test('the saved state counts against the workspace quota and a full workspace is reported, not failed', { timeout: T }, async () => {
-    const d = await startDurable({ name: 'durable-quota', env: { WORKSPACE_QUOTA_MB: '8', SANDBOX_STATE_MAX_MB: '64' } });
+    // 16 MB: a save may take 8 (half); 10 MB of files and a 6 MB state
+    // do not fit together.
+    const d = await startDurable({ name: 'durable-quota', env: { WORKSPACE_QUOTA_MB: '16', SANDBOX_STATE_MAX_MB: '64' } });
     try {
       const c = conv('d-quota');
-      expectStatus(await py(d.client, c, 'import os\nblob = os.urandom(12 << 20)'), 'completed');
+      expectStatus(await py(d.client, c, "import os\nopen('/data/big.bin', 'wb').write(os.urandom(10 << 20))\nblob = os.urandom(6 << 20)"), 'completed');
       await sleep(3000); // the save after the run
       const r = await py(d.client, c, 'print(len(blob))');
       // In loop mode the save finds the workspace full; in none mode the
