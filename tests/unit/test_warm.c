@@ -595,10 +595,10 @@ static struct warm *start_pool(const struct fake_agent *ag, const char *name)
 	return w;
 }
 
-/* Ticks until the pool has a ready box, for at most a second. */
+/* Ticks until the pool has a ready box, for at most three seconds. */
 static bool pool_ready(struct warm *w)
 {
-	for (int i = 0; i < 100; i++) {
+	for (int i = 0; i < 300; i++) {
 		warm_tick(w, &cat);
 		if (stats(w).pool >= 1)
 			return true;
