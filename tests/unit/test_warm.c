@@ -31,7 +31,7 @@
 #include "config/config.h"
 #include "fake_backend.h"
 #include "run/catalog.h"
-#include "run/runner.h"
+#include "runner.h"
 #include "run/warm/warm.h"
 #include "tap.h"
 #include "util/log.h"
