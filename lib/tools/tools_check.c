@@ -19,8 +19,7 @@
 static const char tools_check_input_schema[] =
     "{\"type\":\"object\",\"properties\":{"
     "\"conversationId\":{\"type\":\"string\"},"
-    "\"language\":{\"type\":\"string\",\"description\":\"As for "
-    "run_code\"},"
+    "\"language\":{\"type\":\"string\"},"
     "\"code\":{\"type\":\"string\"}},"
     "\"required\":[\"language\",\"code\"]}";
 

@@ -324,19 +324,15 @@ void tools_run_describe(struct runner *runner, char **description,
 		}
 	}
 	p = cJSON_GetObjectItemCaseSensitive(props, "code");
-	cJSON_AddStringToObject(p, "description", "Source code, run as a file");
 	cJSON_AddNumberToObject(p, "maxLength", (double)cfg->code_max_bytes);
-	p = cJSON_GetObjectItemCaseSensitive(props, "stdin");
-	cJSON_AddStringToObject(p, "description", "Standard input");
 	p = cJSON_GetObjectItemCaseSensitive(props, "environment");
 	cJSON_AddStringToObject(p, "description",
 	                        "Extra variables (HOME, LANG, FILE_BASE_URL, "
 	                        "LD_* reserved)");
 	p = cJSON_GetObjectItemCaseSensitive(props, "network");
-	cJSON_AddStringToObject(p, "description",
-	                        cfg->allow_network
-	                            ? "Network access for this run"
-	                            : "Turned off on this server");
+	if (!cfg->allow_network)
+		cJSON_AddStringToObject(p, "description",
+		                        "Turned off on this server");
 	p = cJSON_GetObjectItemCaseSensitive(props, "session");
 	cJSON_AddStringToObject(
 	    p, "description",
