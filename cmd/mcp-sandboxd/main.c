@@ -26,7 +26,7 @@
 #include "oauth/oauth.h"
 #include "oauth/oauth_http.h"
 #include "run/budget.h"
-#include "run/runner.h"
+#include "runner.h"
 #include "schema.h"
 #include "store/store.h"
 #include "tasks/tasks.h"

@@ -37,6 +37,24 @@
 
 /* ---- helpers shared by the module ------------------------------------- */
 
+/*
+ * The pending table is the server's (struct oauth); oauth_authz.c fills
+ * and empties its entries, and the server frees what is left when it is
+ * destroyed, so the clearing lives here, below both.
+ */
+void oauth_pending_clear(struct oauth_pending *p)
+{
+	free(p->client_id);
+	free(p->client_name);
+	free(p->redirect_uri);
+	free(p->state);
+	free(p->challenge);
+	free(p->resource);
+	free(p->scope);
+	OPENSSL_cleanse(p->csrf, sizeof(p->csrf));
+	memset(p, 0, sizeof(*p));
+}
+
 void oauth_hash(const void *s, size_t n, unsigned char out[OAUTH_DB_HASH_LEN])
 {
 	unsigned int len = 0;

@@ -24,7 +24,7 @@
 #include "backend/backend.h"
 #include "config/config.h"
 #include "run/catalog.h"
-#include "run/runner.h"
+#include "run/request.h"
 
 /*
  * What one-off runs need; filled by the runner, read-only afterwards but for

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tasks: task records behind a backend interface, and the memory backend
- * (the store's is tasks_db.c).
+ * tasks: task records (task_record.c) behind a backend interface, and the
+ * memory backend (the store's is tasks_db.c).
  * The module owns ids (random, unguessable), the rules (per-tenant cap,
  * result size, retention, what a restart does to a running task) and the
  * mutex; a backend only stores and finds. Thread-safety: one mutex around
@@ -32,36 +32,6 @@ struct tasks {
 	const struct tasks_backend *be;
 	void *bd; /* the backend's data */
 };
-
-void task_record_finish(struct task_record *r)
-{
-	if (!r)
-		return;
-	free(r->message);
-	free(r->result);
-	free(r->error);
-	memset(r, 0, sizeof(*r));
-}
-
-const char *task_status_name(enum task_status s)
-{
-	static const char *const names[] = {"working", "input_required",
-	                                    "completed", "failed", "cancelled"};
-
-	return (unsigned)s < 5 ? names[s] : "failed";
-}
-
-bool task_status_final(enum task_status s)
-{
-	return s == TASK_COMPLETED || s == TASK_FAILED || s == TASK_CANCELLED;
-}
-
-long long tasks_record_bytes(const struct task_record *r)
-{
-	return (long long)((r->message ? strlen(r->message) : 0) +
-	                   (r->result ? strlen(r->result) : 0) +
-	                   (r->error ? strlen(r->error) : 0));
-}
 
 long long tasks_now_ms(void)
 {
@@ -152,7 +122,7 @@ static unsigned mem_trim(struct mem *m, const char *tenant,
 			if (strcmp(t->tenant, tenant) != 0 ||
 			    !task_status_final(t->r.status))
 				continue;
-			total += tasks_record_bytes(&t->r);
+			total += task_record_bytes(&t->r);
 			/* Newest first: on a tie the later one is older. */
 			if (t != keep &&
 			    (!oldest ||

@@ -11,7 +11,7 @@
 
 #include <stdbool.h>
 
-#include "tasks/tasks.h"
+#include "tasks/task_record.h"
 
 struct tasks_backend {
 	const char *name;
@@ -72,8 +72,5 @@ struct tasks_backend {
 
 /* Wall clock in milliseconds since 1970. */
 long long tasks_now_ms(void);
-
-/* The bytes a record keeps: its message, result and error. */
-long long tasks_record_bytes(const struct task_record *r);
 
 #endif

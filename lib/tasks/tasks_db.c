@@ -67,7 +67,7 @@ static void bind_ending(struct store_stmt *s, const struct task_record *r)
 	store_bind_int64(s, 4, r->updated_ms);
 	store_bind_int64(s, 5, r->updated_ms);
 	store_bind_int64(s, 6, r->ttl_ms);
-	store_bind_int64(s, 7, tasks_record_bytes(r));
+	store_bind_int64(s, 7, task_record_bytes(r));
 }
 
 /* Runs a write in a transaction of its own: fn fills and steps. */
@@ -232,7 +232,7 @@ static int do_finish(struct store_tx *tx, const void *arg)
 	store_bind_int64(s, 5, r->updated_ms);
 	store_bind_int64(s, 6, r->updated_ms);
 	store_bind_int64(s, 7, r->ttl_ms);
-	store_bind_int64(s, 8, tasks_record_bytes(r));
+	store_bind_int64(s, 8, task_record_bytes(r));
 	store_bind_text(s, 9, r->id);
 	rc = store_run(tx, s);
 	if (rc == 0 && store_changes(tx) == 0)

@@ -817,9 +817,8 @@ static struct tool_impl tools_run_code_tool = {
 static struct tool_impl tools_run_list_tool = {
     .name = "list_runners",
     .title = "List sandbox runners",
-    .description = "List the languages run_code supports, with their "
-                   "versions, preinstalled libraries and the limits of a "
-                   "run.",
+    .description = "Details of run_code's languages (versions, "
+                   "libraries, code file, flags) and limits.",
     .input_schema = "{\"type\":\"object\",\"properties\":{}}",
     .output_schema = list_runners_output_schema,
     .read_only = true,

@@ -20,7 +20,7 @@
 #include "config/config.h"
 #include "fake_backend.h"
 #include "run/oneoff.h"
-#include "run/runner.h"
+#include "runner.h"
 #include "tap.h"
 #include "util/mono.h"
 

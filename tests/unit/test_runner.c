@@ -16,7 +16,7 @@
 #include "config/config.h"
 #include "run/oneoff.h"
 #include "run/run_arguments.h"
-#include "run/runner.h"
+#include "runner.h"
 #include "tap.h"
 #include "util/buf.h"
 #include "util/jsonx.h"
