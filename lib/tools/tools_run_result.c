@@ -273,9 +273,10 @@ static int tools_run_describe_warm(struct buf *b, const struct config *cfg)
 	        : "No network. Other memory_mb or cpus than the defaults run "
 	          "in a one-off sandbox without the session's state.");
 	if (r == 0 && cfg->state_save)
-		r = buf_puts(b, " Python state is saved after each run and "
-		                "restored when a session ends (state restored); "
-		                "session \"new\" drops it.");
+		r = buf_puts(b,
+		             " Python state is saved after each run and "
+		             "restored when a session ends (state restored); "
+		             "session \"new\" drops it.");
 	return r;
 }
 
