@@ -127,9 +127,8 @@ const char tools_run_input_schema[] =
     "\"packages\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"
     "\"session\":{\"type\":\"string\",\"enum\":[\"continue\",\"new\"],"
     "\"default\":\"continue\"},"
-    "\"rewind_to\":{\"type\":\"integer\",\"minimum\":1},"
-    "\"fork_from\":{\"type\":\"string\",\"minLength\":1,"
-    "\"maxLength\":256}},"
+    "\"rewind_to\":{\"type\":\"integer\"},"
+    "\"fork_from\":{\"type\":\"string\"}},"
     "\"required\":[\"language\",\"code\"]}";
 
 /* ---- descriptions from the catalog -------------------------------------- */
@@ -243,12 +242,11 @@ static int tools_run_describe_compact(struct buf *b, const struct catalog *cat,
 static int tools_run_describe_warm(struct buf *b, const struct config *cfg)
 {
 	char idle[32], life[32], out[32];
-	int r;
 
 	tools_run_span(idle, cfg->warm_idle_s);
 	tools_run_span(life, cfg->warm_max_s);
 	tools_run_size(out, cfg->output_max_bytes);
-	r = buf_printf(
+	return buf_printf(
 	    b,
 	    "Run code in an isolated Linux sandbox. A conversationId is "
 	    "unique to one chat; each keeps a warm session per language: "
@@ -258,26 +256,24 @@ static int tools_run_describe_warm(struct buf *b, const struct config *cfg)
 	    "matplotlib figures as PNG; other languages run as a fresh "
 	    "process. A session ends after %s idle, %s after it started, or "
 	    "on a timeout the code ignores, out of memory or exit(); the "
-	    "result's session.state says new, continued or restarted (then "
+	    "result's session.state says new, continued, %s (then "
 	    "run your setup again). Background processes stop when a run "
 	    "ends. /data, the working directory, belongs to the conversation: "
 	    "save files and charts there to keep them and get links; print "
 	    "results to stdout. Limits per run: %u MB memory (the session's), "
 	    "%g CPU, %u s, %u processes, %u MB /tmp, output up to %s. %s",
-	    idle, life, cfg->memory_mb, cfg->cpus, cfg->timeout_s,
-	    cfg->pids_limit, cfg->tmp_mb, out,
+	    idle, life,
+	    cfg->state_save ? "restored (its saved state back) or "
+	                      "restarted"
+	                    : "or restarted",
+	    cfg->memory_mb, cfg->cpus, cfg->timeout_s, cfg->pids_limit,
+	    cfg->tmp_mb, out,
 	    cfg->allow_network
 	        ? "No network unless network: true. Network, or other "
 	          "memory_mb or cpus than the defaults, run in a one-off "
 	          "sandbox without the session's state."
 	        : "No network. Other memory_mb or cpus than the defaults run "
 	          "in a one-off sandbox without the session's state.");
-	if (r == 0 && cfg->state_save)
-		r = buf_puts(b,
-		             " Python state is saved after each run and "
-		             "restored when a session ends (state restored); "
-		             "session \"new\" drops it.");
-	return r;
 }
 
 /* ... and with every run in a fresh box. */
@@ -352,13 +348,13 @@ void tools_run_describe(struct runner *runner, char **description,
 	p = cJSON_GetObjectItemCaseSensitive(props, "rewind_to");
 	cJSON_AddStringToObject(p, "description",
 	                        cfg->warm && cfg->state_save
-	                            ? "Python: first return to the state after "
-	                              "that run (session.saved_runs)"
-	                            : "Saved states are off on this server");
+	                            ? "Python: first go back to the state "
+	                              "after this run"
+	                            : "Off on this server");
 	p = cJSON_GetObjectItemCaseSensitive(props, "fork_from");
 	cJSON_AddStringToObject(p, "description",
-	                        "A new conversation starts as a copy of this "
-	                        "one of yours: files and Python state");
+	                        "Start as a copy of this conversation: "
+	                        "files, Python state");
 	p = cJSON_GetObjectItemCaseSensitive(props, "memory_mb");
 	cJSON_AddNumberToObject(p, "minimum", RUN_ARGUMENTS_MEMORY_MIN_MB);
 	cJSON_AddNumberToObject(p, "maximum", cfg->memory_max_mb);
