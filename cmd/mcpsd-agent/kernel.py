@@ -540,6 +540,16 @@ def _save(dill, d, run):
             "not_saved_more": more}
 
 
+def _no_dill(e, what):
+    """Why dill cannot be used, in words."""
+    if isinstance(e, ModuleNotFoundError) and e.name == "dill":
+        return ("this runner image has no dill (python3-dill): the Python "
+                "state cannot be %s; rebuild the runner image "
+                "(runners/python)" % what)
+    return _cap(_clean("dill could not be imported (%s: %s): the Python "
+                       "state cannot be %s" % (type(e).__name__, e, what)), 400)
+
+
 def _autosave():
     """Saves the state of the call that just ended (after its X)."""
     d = _Durable.dir
@@ -554,10 +564,8 @@ def _autosave():
               "not_saved": [], "error": None}
     try:
         import dill
-    except ImportError:
-        report["error"] = ("this runner image has no dill (python3-dill): "
-                           "the Python state cannot be saved; rebuild the "
-                           "runner image (runners/python)")
+    except ImportError as e:
+        report["error"] = _no_dill(e, "saved")
         dill = None
     if dill is not None:
         try:
@@ -694,9 +702,8 @@ def _restore(fields, ns):
     latest = what == "latest"
     try:
         import dill  # noqa: F401
-    except ImportError:
-        msg = ("this runner image has no dill (python3-dill): the saved "
-               "Python state cannot be loaded")
+    except ImportError as e:
+        msg = _no_dill(e, "loaded")
         if not latest:
             raise _StateError(msg)
         _Durable.restore = {"kind": "restore", "error": msg}
