@@ -113,6 +113,15 @@ const char *workspace_host_path(const struct workspace *ws);
 int workspace_dirfd(const struct workspace *ws);
 
 /*
+ * A directory of the daemon's own for this workspace, outside /data and
+ * never mounted into a sandbox (SANDBOX_ROOT/private/<name>/, made on first
+ * use, deleted with the workspace). Returns a new fd the caller closes
+ * (O_DIRECTORY), or a negative errno.
+ */
+__attribute__((warn_unused_result)) int
+workspace_private_dirfd(struct workspace *ws);
+
+/*
  * The public URL of a file in a workspace; rel is a validated relative path.
  * Caller frees. NULL on allocation failure.
  */

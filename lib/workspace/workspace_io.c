@@ -368,7 +368,21 @@ static int snap_add(struct workspace_snapshot *s, const struct fstree_entry *e)
  */
 static bool is_package_cache(const struct fstree_entry *e)
 {
-	return S_ISDIR(e->st->st_mode) && strcmp(e->rel, ".mcp/packages") == 0;
+	return S_ISDIR(e->st->st_mode) &&
+	       (strcmp(e->rel, ".mcp/packages") == 0 ||
+	        strcmp(e->rel, ".mcp/view") == 0);
+}
+
+/*
+ * What the kernel and the daemon keep for the run viewer and the notebook
+ * (.mcp/view is skipped with the package cache): not a run's output, so
+ * never listed as one; a result looks the same with or without them.
+ */
+static bool is_view_file(const struct fstree_entry *e)
+{
+	return strcmp(e->rel, ".mcp/value.json") == 0 ||
+	       strcmp(e->rel, ".mcp/value.json.tmp") == 0 ||
+	       strcmp(e->rel, ".mcp/notebook.ipynb") == 0;
 }
 
 static int snap_visit(void *data, const struct fstree_entry *e)
@@ -444,7 +458,7 @@ static int changes_visit(void *data, const struct fstree_entry *e)
 
 	if (is_package_cache(e))
 		return FSTREE_WALK_SKIP;
-	if (S_ISDIR(st->st_mode))
+	if (S_ISDIR(st->st_mode) || is_view_file(e))
 		return 0;
 	old = snap_find(c->before, e->rel);
 	if (!S_ISREG(st->st_mode)) {
