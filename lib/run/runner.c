@@ -714,35 +714,47 @@ int runner_reap(struct runner *r, char *err, size_t errlen)
 	return backend_reap(r->be, err, errlen);
 }
 
-void runner_job_discover(void *runner)
+enum cron_next runner_job_discover(void *runner, long long deadline_ms)
 {
 	struct runner *r = runner;
 	char err[512];
 
+	(void)deadline_ms;
 	if (runner_discover_now(r, err, sizeof(err)) < 0)
 		log_debug("discovery: %s", err);
+	return CRON_DONE;
 }
 
-void runner_job_warm(void *runner)
+enum cron_next runner_job_warm(void *runner, long long deadline_ms)
 {
 	struct runner *r = runner;
 	struct catalog *cat;
 
+	(void)deadline_ms;
 	if (!r->warm)
-		return;
+		return CRON_DONE;
 	cat = runner_catalog_get(r);
 	warm_tick(r->warm, cat);
 	catalog_put(cat);
+	return CRON_DONE;
 }
 
-void runner_job_reap(void *runner)
+enum cron_next runner_job_reap(void *runner, long long deadline_ms)
 {
 	struct runner *r = runner;
 	char err[512];
 
+	(void)deadline_ms;
 	if (runner_reap(r, err, sizeof(err)) < 0)
 		log_debug("reaper: %s", err);
-	oneoff_sweep(&r->oneoff);
+	return CRON_DONE;
+}
+
+enum cron_next runner_job_runs(void *runner, long long deadline_ms)
+{
+	struct runner *r = runner;
+
+	return oneoff_sweep(&r->oneoff, deadline_ms) ? CRON_MORE : CRON_DONE;
 }
 
 /* ---- create, destroy, drain --------------------------------------------- */
@@ -837,7 +849,7 @@ int runner_create(const struct config *cfg, struct runner **out, char *err,
 	rc = runner_reap(r, msg, sizeof(msg));
 	if (rc < 0)
 		log_warnx("start-up reaping: %s", msg);
-	oneoff_sweep(&r->oneoff);
+	(void)oneoff_sweep(&r->oneoff, LLONG_MAX);
 	*out = r;
 	return 0;
 fail:
@@ -850,6 +862,7 @@ void runner_destroy(struct runner *r)
 	if (!r)
 		return;
 	warm_destroy(r->warm);
+	oneoff_sweep_finish(&r->oneoff);
 	/* Removes what is queued for removal and what this boot left. */
 	backend_destroy(r->be);
 	slots_destroy(r->slots);

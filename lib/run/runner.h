@@ -29,6 +29,7 @@
 #include "backend/backend.h"
 #include "config/config.h"
 #include "run/catalog.h"
+#include "util/cron.h"
 
 #define RUNNER_WATCHDOG_GRACE_S 5 /* in-container deadline after ours */
 
@@ -368,16 +369,19 @@ const char *runner_boot_id(const struct runner *r);
 /* ---- housekeeping jobs (cron.h) ---------------------------------------- */
 
 /* Warm sessions: expiry and the pool (every second). */
-void runner_job_warm(void *runner);
+enum cron_next runner_job_warm(void *runner, long long deadline_ms);
 
 /* Rediscovers runner images (SANDBOX_DISCOVERY_INTERVAL_SECONDS). */
-void runner_job_discover(void *runner);
+enum cron_next runner_job_discover(void *runner, long long deadline_ms);
+
+/* Removes leftover boxes (SANDBOX_REAP_INTERVAL_SECONDS). */
+enum cron_next runner_job_reap(void *runner, long long deadline_ms);
 
 /*
- * Removes leftover boxes and code directories older than any run can be
- * (SANDBOX_REAP_INTERVAL_SECONDS).
+ * Removes leftover code directories under runs/ (oneoff_sweep), with a
+ * budget: CRON_MORE when it stopped at deadline_ms with more to look at.
  */
-void runner_job_reap(void *runner);
+enum cron_next runner_job_runs(void *runner, long long deadline_ms);
 
 /* ---- pieces exposed for tests ------------------------------------------- */
 

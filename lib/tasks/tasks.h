@@ -34,6 +34,7 @@
 #include <stddef.h>
 
 #include "config/config.h"
+#include "util/cron.h"
 
 struct store;
 struct tasks;
@@ -149,11 +150,14 @@ size_t tasks_take_cancels(struct tasks *t, char (*ids)[TASK_ID_LEN + 1],
  * tasks of replicas not seen for MCP_REPLICA_LEASE_SECONDS (killed, or cut
  * off), saying so, so that no task stays "working" forever.
  */
-void tasks_job_replica(void *t);
+enum cron_next tasks_job_replica(void *t, long long deadline_ms);
 #define TASKS_LEASE_INTERVAL_MS(cfg) ((cfg)->replica_lease_s * 1000u / 3)
 
-/* Housekeeping (cron.h): deletes ended tasks past their retention. */
-void tasks_job_sweep(void *t);
+/*
+ * Housekeeping (cron.h): deletes ended tasks past their retention, a batch
+ * at a time until deadline_ms; CRON_MORE when it stopped with some left.
+ */
+enum cron_next tasks_job_sweep(void *t, long long deadline_ms);
 #define TASKS_SWEEP_INTERVAL_MS 60000
 
 #endif

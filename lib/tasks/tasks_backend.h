@@ -38,8 +38,12 @@ struct tasks_backend {
 	 * -EBUSY when none of the max has ended.
 	 */
 	int (*make_room)(void *bd, const char *tenant, unsigned max);
-	/* Deletes ended records whose created_ms + ttl_ms is before now_ms. */
-	int (*purge)(void *bd, long long now_ms);
+	/*
+	 * Deletes at most max ended records whose created_ms + ttl_ms is
+	 * before now_ms; *deleted is their number (fewer than max: no more).
+	 */
+	int (*purge)(void *bd, long long now_ms, unsigned max,
+	             unsigned *deleted);
 	/*
 	 * Ends every record of owner r->owner still working or waiting for
 	 * input as r says (status failed, message, error, updated_ms, ttl_ms
