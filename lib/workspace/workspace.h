@@ -260,6 +260,27 @@ __attribute__((warn_unused_result)) int
 workspace_write_file(struct workspace *ws, const char *rel, const void *data,
                      size_t len, bool overwrite, char *err, size_t errlen);
 
+/*
+ * What the daemon and the kernel keep under /data/.mcp for themselves, by
+ * the path below /data (rel) and whether it is a directory. This is the one
+ * list of them, for every walk of a workspace:
+ *   WORKSPACE_OWN_HIDDEN  list_files does not list it (a directory: unless
+ *                         asked for by its own path), and it is never one
+ *                         of a run's files: .mcp/packages (packages.h),
+ *                         .mcp/view (the run viewer's tables), .mcp/value.json
+ *                         (the frame kernel.py saves for the viewer)
+ *   WORKSPACE_OWN_LISTED  listed (a person downloads it), but never one of a
+ *                         run's files: .mcp/notebook.ipynb (notebook.h)
+ *   WORKSPACE_OWN_NONE    anything else: the conversation's files
+ */
+enum workspace_own {
+	WORKSPACE_OWN_NONE,
+	WORKSPACE_OWN_HIDDEN,
+	WORKSPACE_OWN_LISTED,
+};
+
+enum workspace_own workspace_own_path(const char *rel, bool is_dir);
+
 /* ---- additions for run_code ------------------------------------------ */
 
 #define WORKSPACE_CHANGES_MAX 100 /* entries a changes list holds */
