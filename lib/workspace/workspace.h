@@ -270,7 +270,7 @@ workspace_write_file(struct workspace *ws, const char *rel, const void *data,
  *                         .mcp/view (the run viewer's tables), .mcp/value.json
  *                         (the frame kernel.py saves for the viewer)
  *   WORKSPACE_OWN_LISTED  listed (a person downloads it), but never one of a
- *                         run's files: .mcp/notebook.ipynb (notebook.h)
+ *                         run's files: .mcp/notebook.ipynb (tools/notebook/)
  *   WORKSPACE_OWN_NONE    anything else: the conversation's files
  */
 enum workspace_own {

@@ -369,12 +369,12 @@ static const struct {
 } workspace_own_paths[] = {
     /* The installers' cache: thousands of files no result lists. */
     {".mcp/packages", true, WORKSPACE_OWN_HIDDEN},
-    /* The frames view_table pages for the run viewer (tools_view.c). */
+    /* The frames view_table pages for the run viewer (tools/view/). */
     {".mcp/view", true, WORKSPACE_OWN_HIDDEN},
     /* The last value's frame, as kernel.py writes it, and its draft. */
     {".mcp/value.json", false, WORKSPACE_OWN_HIDDEN},
     {".mcp/value.json.tmp", false, WORKSPACE_OWN_HIDDEN},
-    /* The notebook the daemon rewrites after every run (notebook.h). */
+    /* The notebook the daemon rewrites after every run (tools/notebook/). */
     {".mcp/notebook.ipynb", false, WORKSPACE_OWN_LISTED},
 };
 

@@ -3,7 +3,7 @@
  * tools_notebook: the conversation's notebook kept after every run, and
  * replay_notebook. See tools_notebook.h.
  */
-#include "tools/tools_notebook.h"
+#include "tools/notebook/tools_notebook.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "notebook/notebook.h"
+#include "tools/notebook/notebook.h"
 #include "run/run_arguments.h"
 #include "util/buf.h"
 #include "util/log.h"

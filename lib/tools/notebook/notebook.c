@@ -3,7 +3,7 @@
  * notebook: records of runs, kept outside /data, and the nbformat 4.5
  * notebook rendered from them. See notebook.h. No shared state.
  */
-#include "notebook/notebook.h"
+#include "tools/notebook/notebook.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -3,7 +3,7 @@
  * table: a saved data frame parsed as hostile input, sorted and paged for
  * the run viewer. See table.h. No shared state.
  */
-#include "view/table.h"
+#include "tools/view/table.h"
 
 #include <errno.h>
 #include <stdio.h>

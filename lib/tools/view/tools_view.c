@@ -3,7 +3,7 @@
  * tools_view: the run viewer's resource, the view_table tool and what
  * run_code's result carries for it. See tools_view.h.
  */
-#include "tools/tools_view.h"
+#include "tools/view/tools_view.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -18,7 +18,7 @@
 
 #include "fs/fstree.h"
 #include "util/log.h"
-#include "view/table.h"
+#include "tools/view/table.h"
 #include "workspace/files.h"
 
 /* lib/tools/view/viewer.html, embedded at build time (embed.py). */
