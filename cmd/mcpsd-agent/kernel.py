@@ -281,7 +281,7 @@ def _display(value, filename):
 # ---- the run viewer's table --------------------------------------------------
 
 FRAME_FILE = os.path.join(".mcp", "value.json")
-FRAME_CELLS_MAX = 5000000  # the daemon's lib/tools/view/table.h parses no more
+FRAME_CELLS_MAX = 1000000  # the daemon's lib/tools/view/table.h parses no more
 
 
 def _save_frame(value, cwd):

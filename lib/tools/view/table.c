@@ -86,8 +86,8 @@ static int table_index(struct table *t, cJSON *data, char *err, size_t errlen)
 
 	t->n_rows = (size_t)cJSON_GetArraySize(data);
 	if (t->n_cols && t->n_rows > TABLE_MAX_CELLS / t->n_cols)
-		return errmsg_fail(-EINVAL, err, errlen,
-		                   "the table has more than %u cells",
+		return errmsg_fail(-EFBIG, err, errlen,
+		                   "the saved table holds more than %u cells",
 		                   TABLE_MAX_CELLS);
 	t->rows = calloc(t->n_rows ? t->n_rows : 1, sizeof(*t->rows));
 	t->position = calloc(t->n_rows ? t->n_rows : 1, sizeof(*t->position));
@@ -115,6 +115,33 @@ static int table_index(struct table *t, cJSON *data, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * An upper bound on the values in JSON text the scanner accepted: every
+ * value but the first follows a comma or opens an array or object. Strings
+ * are skipped (their commas and brackets are text).
+ */
+static size_t table_values(const char *text, size_t len)
+{
+	size_t n = 1;
+	bool in_string = false;
+
+	for (size_t i = 0; i < len; i++) {
+		char c = text[i];
+
+		if (in_string) {
+			if (c == '\\')
+				i++;
+			else if (c == '"')
+				in_string = false;
+		} else if (c == '"') {
+			in_string = true;
+		} else if (c == ',' || c == '[' || c == '{') {
+			n++;
+		}
+	}
+	return n;
+}
+
 int table_parse(const char *text, size_t len, struct table **out, char *err,
                 size_t errlen)
 {
@@ -135,9 +162,14 @@ int table_parse(const char *text, size_t len, struct table **out, char *err,
 		    -EINVAL, err, errlen,
 		    "the saved table is not a JSON object of arrays "
 		    "(%s)",
-		    r == -E2BIG ? "nested too deeply"
-		    : scan.err  ? scan.err
-		                : "an array");
+		    scan.is_array ? "an array"
+		    : r == -E2BIG ? "nested too deeply"
+		    : scan.err    ? scan.err
+		                  : "not JSON");
+	if (table_values(text, len) > TABLE_MAX_VALUES)
+		return errmsg_fail(-EFBIG, err, errlen,
+		                   "the saved table holds more than %u cells",
+		                   TABLE_MAX_CELLS);
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;

@@ -18,17 +18,24 @@
 
 #include <cjson/cJSON.h>
 
-#define TABLE_MAX_BYTES (64u << 20) /* the largest file parsed */
+/*
+ * What one parse may cost: the file's bytes, and the JSON values it holds
+ * (counted before cJSON sees them, about 80 bytes of memory each): a frame
+ * of TABLE_MAX_CELLS cells in rows of one cell needs two values a cell.
+ */
+#define TABLE_MAX_BYTES (32u << 20)
 #define TABLE_MAX_COLUMNS 1000
-#define TABLE_MAX_CELLS 5000000u
+#define TABLE_MAX_CELLS 1000000u
+#define TABLE_MAX_VALUES (2 * TABLE_MAX_CELLS + TABLE_MAX_COLUMNS + 16)
 #define TABLE_PAGE_MAX 500 /* rows one page holds at most */
 
 struct table;
 
 /*
  * Parses text[0..len). Returns 0 and *out (caller owns; free with
- * table_destroy), -EFBIG when over TABLE_MAX_BYTES, -EINVAL with what is
- * wrong in err for anything else that is not a table, or -ENOMEM.
+ * table_destroy), -EFBIG when over TABLE_MAX_BYTES, TABLE_MAX_VALUES or
+ * TABLE_MAX_CELLS, -EINVAL for anything else that is not a table, or
+ * -ENOMEM; err says what was wrong.
  */
 __attribute__((warn_unused_result)) int table_parse(const char *text,
                                                     size_t len,
