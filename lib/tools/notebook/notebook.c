@@ -90,6 +90,33 @@ static cJSON *notebook_figure(const unsigned char *png, size_t len)
 	return o;
 }
 
+/*
+ * The last value's MIME bundle, as nbformat wants it: text only. The kernel
+ * runs beside the code, which can make it send anything; other members are
+ * left out, and a bundle left empty is no value.
+ */
+static cJSON *notebook_value(const char *json)
+{
+	cJSON *v = json ? cJSON_Parse(json) : NULL, *m = v ? v->child : NULL;
+
+	if (!cJSON_IsObject(v)) {
+		cJSON_Delete(v);
+		return NULL;
+	}
+	while (m) {
+		cJSON *next = m->next;
+
+		if (!cJSON_IsString(m) || !m->string[0])
+			cJSON_Delete(cJSON_DetachItemViaPointer(v, m));
+		m = next;
+	}
+	if (!v->child) {
+		cJSON_Delete(v);
+		return NULL;
+	}
+	return v;
+}
+
 cJSON *notebook_record(const struct notebook_run *run)
 {
 	cJSON *rec = cJSON_CreateObject(), *outs, *v;
@@ -108,16 +135,14 @@ cJSON *notebook_record(const struct notebook_run *run)
 		cJSON_AddItemToArray(outs, notebook_stream("stdout", run->out));
 	if (run->err && run->err[0])
 		cJSON_AddItemToArray(outs, notebook_stream("stderr", run->err));
-	v = run->value_json ? cJSON_Parse(run->value_json) : NULL;
-	if (cJSON_IsObject(v)) {
+	v = notebook_value(run->value_json);
+	if (v) {
 		cJSON *o = cJSON_CreateObject();
 
 		cJSON_AddStringToObject(o, "output_type", "execute_result");
 		cJSON_AddItemToObject(o, "data", v);
 		cJSON_AddObjectToObject(o, "metadata");
 		cJSON_AddItemToArray(outs, o);
-	} else {
-		cJSON_Delete(v);
 	}
 	for (size_t i = 0; i < run->n_figures && i < NOTEBOOK_FIGURES_MAX; i++)
 		if (run->figure_lens[i] <= NOTEBOOK_FIGURE_MAX_BYTES)
@@ -345,8 +370,10 @@ char *notebook_render(const cJSON *records, const char *conversation_id,
 		if (!first)
 			first = l;
 	}
-	if (!first)
+	if (!first) { /* no cell yet: a Python notebook */
 		first = "python";
+		python = true;
+	}
 	cJSON_AddNumberToObject(nb, "nbformat", 4);
 	cJSON_AddNumberToObject(nb, "nbformat_minor", 5);
 	md = cJSON_AddObjectToObject(nb, "metadata");
