@@ -193,18 +193,15 @@ char *tools_notebook_record(struct workspace *ws, const char *conv,
 static const char replay_in[] =
     "{\"type\":\"object\",\"properties\":{"
     "\"conversationId\":{\"type\":\"string\",\"minLength\":1,"
-    "\"maxLength\":256,\"description\":\"the conversation whose notebook "
-    "to replay\"}},"
+    "\"maxLength\":256}},"
     "\"required\":[\"conversationId\"]}";
 
 static const char replay_out[] =
     "{\"type\":\"object\",\"properties\":{"
-    "\"cells\":{\"type\":\"integer\",\"description\":\"Python cells "
-    "replayed\"},"
+    "\"cells\":{\"type\":\"integer\"},"
     "\"same\":{\"type\":\"integer\"},"
     "\"differ\":{\"type\":\"array\",\"items\":{\"type\":\"object\","
-    "\"properties\":{\"cell\":{\"type\":\"integer\",\"description\":"
-    "\"the cell's number in the notebook, from 1\"},"
+    "\"properties\":{\"cell\":{\"type\":\"integer\"},"
     "\"outputs\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"
     "\"status\":{\"type\":\"string\"}}}},"
     "\"notebook_url\":{\"type\":\"string\"}},"
@@ -412,16 +409,10 @@ out:
 static struct tool_impl tools_notebook_replay_tool = {
     .name = "replay_notebook",
     .title = "Replay a conversation's notebook",
-    .description =
-        "Check that a conversation's results can be reproduced: run every "
-        "Python cell of its notebook again, in order, in a fresh Python "
-        "session with the conversation's /data as it is now, and report "
-        "which cells' outputs differ from the recorded ones (stdout, the "
-        "last value, the exception raised, the number of figures). The "
-        "conversation's Python session is replaced by the replayed one, "
-        "and the cells run again with their effects on /data; the "
-        "notebook itself is not changed. Cells in other languages are "
-        "left out.",
+    .description = "Run a conversation's Python notebook cells again in a "
+                   "fresh session (it replaces the current one) and list "
+                   "the cells whose stdout, value, exception or figure "
+                   "count differ.",
     .input_schema = replay_in,
     .output_schema = replay_out,
     .read_only = false,
