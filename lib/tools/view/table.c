@@ -189,11 +189,13 @@ int table_parse(const char *text, size_t len, struct table **out, char *err,
 	}
 	t->n_cols = (size_t)cJSON_GetArraySize(labels);
 	if (t->n_cols == 0 || t->n_cols > TABLE_MAX_COLUMNS) {
+		size_t n = t->n_cols;
+
 		table_destroy(t);
 		return errmsg_fail(-EINVAL, err, errlen,
 		                   "the saved table has %zu columns (1 to %u "
 		                   "are shown)",
-		                   t->n_cols, TABLE_MAX_COLUMNS);
+		                   n, TABLE_MAX_COLUMNS);
 	}
 	r = table_names(t, labels);
 	if (r == 0)
