@@ -15,7 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "mcp/mcp.h"
-#include "run/runner.h"
+#include "runner.h"
 #include "workspace/workspace.h"
 
 /* Registers replay_notebook. r and wm are borrowed for good. */
