@@ -581,9 +581,16 @@ layer_conformance() {
 	fi
 }
 
+# What the integration tests use on the host: socat (faults), chromium
+# (the browser and run viewer tests), and the Jupyter side of the notebook
+# test (notebook.test.mjs validates with nbformat and runs the notebook
+# with nbclient on an ipykernel with pandas and matplotlib).
+INTEGRATION_APT=(socat chromium python3-nbformat python3-nbclient python3-ipykernel
+	python3-matplotlib python3-pandas)
+
 layer_integration() {
 	[ -n "${BUILD_BROKEN:-}" ] && { record integration 0 1; return; }
-	ensure_apt socat chromium
+	ensure_apt "${INTEGRATION_APT[@]}"
 	# C-level runner tests against the real engine and images.
 	meson_suite "$BUILD" docker
 	run_integration integration
@@ -763,7 +770,7 @@ run_single() {
 	ensure_store_deps
 	if [ "$need_docker" -eq 1 ]; then
 		ensure_docker
-		ensure_apt socat chromium
+		ensure_apt "${INTEGRATION_APT[@]}"
 		# A single test does not wait for the images' smoke tests (about
 		# 20 s) when they are all there; the integration layer rebuilds.
 		if runner_images_present; then

@@ -360,12 +360,15 @@ static int list_visit(void *data, const struct fstree_entry *e)
 {
 	struct listing *l = data;
 
-	/* The package cache (packages.h) only when asked for by path. */
+	/*
+	 * What the daemon keeps in /data for itself (workspace.h): its
+	 * directories only when asked for by path, its files never.
+	 */
+	if (workspace_own_path(e->rel, S_ISDIR(e->st->st_mode)) ==
+	    WORKSPACE_OWN_HIDDEN)
+		return S_ISDIR(e->st->st_mode) ? FSTREE_WALK_SKIP : 0;
 	if (S_ISDIR(e->st->st_mode))
-		return strcmp(e->rel, ".mcp/packages") == 0 ||
-		               files_is_private(e->rel)
-		           ? FSTREE_WALK_SKIP
-		           : 0;
+		return 0;
 	if (!S_ISREG(e->st->st_mode)) {
 		if (l->n_skipped++ < SKIPPED_MAX) {
 			cJSON *o = cJSON_CreateObject();
