@@ -177,6 +177,7 @@ async function scratchCheckout(buildSh) {
       `MCP_HTTP_ADDR=127.0.0.1:${port}`,
       `PUBLIC_BASE_URL=http://127.0.0.1:${port}`,
       `MCP_API_TOKEN=${randomBytes(24).toString('hex')}`,
+      `FILE_SECRET=${randomBytes(32).toString('hex')}`,
       `SANDBOX_ROOT=${dir}/var/sandbox`,
       `MCP_INSTANCE_NAME=${instance}`,
       'SANDBOX_POOL_SIZE=0',
@@ -255,7 +256,7 @@ describe('deploy/run.sh while the runner images build', () => {
   });
 
   test('a failed build is named in --status, with its log', T, async () => {
-    rmSync(path.join(dir, 'runners/finish'));
+    rmSync(path.join(dir, 'runners/finish'), { force: true });
     const r = await runSh(dir, ['--detach', '--restart']);
     assert.equal(r.code, 0, r.out);
     writeFileSync(path.join(dir, 'runners/fail'), '');
