@@ -554,9 +554,10 @@ out:
  *
  * npm: bun adds the specs to our manifest in /stage/work; package.json and
  * node_modules then replace the cache as a whole. pip: pip (-I --isolated,
- * reading no file of the cache) installs into the cache with --prefix, so
- * that what is there and what the image has satisfy dependencies; its
- * temporary files are in /stage too.
+ * reading no file of the cache), run from a venv in /stage that sees the
+ * image's packages, installs into the cache with --prefix, so that what is
+ * there and what the image has satisfy dependencies; its temporary files
+ * are in /stage too.
  */
 static const char packages_script[] =
     "umask 022\n"
@@ -566,7 +567,15 @@ static const char packages_script[] =
     "mkdir -p \"$s/home\" \"$s/tmp\" \"$s/work\" && cd \"$s/work\" || exit 71\n"
     "case $d in */node) printf '%s\\n' \"$manifest\" >package.json || exit "
     "71;;\n"
-    "  *) mkdir -p \"$d\" || exit 71;; esac\n"
+    /* pip: Debian 13's pip cannot uninstall what Debian installed (no
+     * RECORD file) and stops when a spec replaces one of the image's
+     * packages. Run from a venv that sees the system's packages, it leaves
+     * those alone ("outside environment") and installs into the prefix, as
+     * Debian 12's pip did; dependencies the image has still satisfy. */
+    "  *) mkdir -p \"$d\" || exit 71\n"
+    "     python3 -m venv --system-site-packages --without-pip \"$s/venv\" "
+    "|| exit 71\n"
+    "     PATH=\"$s/venv/bin:$PATH\";; esac\n"
     "ca=\n"
     "[ -f /sandbox/ca.pem ] && ca=NODE_EXTRA_CA_CERTS=/sandbox/ca.pem\n"
     "env -i PATH=\"$PATH\" LANG=C.UTF-8 HOME=\"$s/home\" TMPDIR=\"$s/tmp\" "
