@@ -320,16 +320,18 @@ bool packages_spec_key(const char *manager, const char *spec, char *name,
 /* ---- the cache ---------------------------------------------------------- */
 
 /*
- * The directory pip --prefix installed into (python/local/lib/python3.N/
- * dist-packages, or lib/python3.N/site-packages on other schemes), found
- * by reading directories, never by following the "site" link the code
- * could have replaced. An O_DIRECTORY fd, or -1.
+ * The directory pip --prefix installed into (python/lib/python3.N/
+ * site-packages from the installer's venv; python/local/lib/python3.N/
+ * dist-packages, Debian's scheme, in a cache an older installer made),
+ * found by reading directories, never by following the "site" link the
+ * code could have replaced. The venv's first, as the installer script
+ * links it. An O_DIRECTORY fd, or -1.
  */
 static int pip_site_fd(int wsfd)
 {
 	static const char *const schemes[][2] = {
-	    {".mcp/packages/python/local/lib", "dist-packages"},
-	    {".mcp/packages/python/lib", "site-packages"}};
+	    {".mcp/packages/python/lib", "site-packages"},
+	    {".mcp/packages/python/local/lib", "dist-packages"}};
 	char rel[256];
 	int fd = -1;
 
@@ -603,7 +605,7 @@ static const char packages_script[] =
      * installed again leaves the metadata of the version it replaced:
      * keep the newest of each name. */
     "seen=' '\n"
-    "for s in local/lib/python3*/dist-packages lib/python3*/site-packages; "
+    "for s in lib/python3*/site-packages local/lib/python3*/dist-packages; "
     "do [ -d \"$s\" ] && [ ! -L \"$s\" ] && { rm -rf site; ln -s \"$s\" site; "
     "break; }; done\n"
     "for i in $(ls -dt -- \"$d\"/site/*.dist-info 2>/dev/null); do\n"
