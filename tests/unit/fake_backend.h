@@ -39,6 +39,7 @@ struct fake_agent {
 	unsigned die_at;  /* ends its stream at that exec, after output */
 	unsigned lose_at; /* the kernel dies at that exec (D "lost"), then R */
 	unsigned hang_at; /* holds that exec until an I for it arrives */
+	bool ready_with_done; /* lose_at's R goes out with its D, at once */
 };
 
 /* What the next box does. */

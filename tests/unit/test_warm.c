@@ -443,10 +443,9 @@ static void test_sandbox_lost(void)
 	stop(w, "lost");
 }
 
-static void test_kernel_lost(void)
+static void kernel_lost(const struct fake_agent *ag)
 {
-	static const struct fake_agent ag = {.lose_at = 1};
-	struct warm *w = start(&ag);
+	struct warm *w = start(ag);
 	struct workspace *ws = conv("conv-kernel");
 	struct runner_result r1, r2;
 
@@ -471,6 +470,27 @@ static void test_kernel_lost(void)
 	runner_result_finish(&r2);
 	workspace_close(ws);
 	stop(w, "kernel");
+}
+
+/* The new kernel's R 50 ms after the D, as a real kernel's start takes. */
+static void test_kernel_lost(void)
+{
+	static const struct fake_agent ag = {.lose_at = 1};
+
+	kernel_lost(&ag);
+}
+
+/*
+ * The R in the same read as the D: it must not be taken for the old
+ * kernel's (the next run then waited 30 s for an R that had come, and
+ * ended as "unresponsive").
+ */
+static void test_kernel_lost_ready_at_once(void)
+{
+	static const struct fake_agent ag = {.lose_at = 1,
+	                                     .ready_with_done = true};
+
+	kernel_lost(&ag);
 }
 
 static void test_timeout_interrupt(void)
@@ -733,6 +753,7 @@ int main(int argc, char **argv)
 	    {"evict", test_eviction},
 	    {"lost", test_sandbox_lost},
 	    {"kernel", test_kernel_lost},
+	    {"kernel-ready-at-once", test_kernel_lost_ready_at_once},
 	    {"timeout", test_timeout_interrupt},
 	    {"damaged", test_damaged_session},
 	    {"restart", test_server_restart},

@@ -460,7 +460,12 @@ static void warm_take_d(struct warm_box *b, const struct warm_call *c,
 		         sizeof(res->session.lost_reason), "%s", r);
 		/* Told again with the next run, which gets a new kernel. */
 		snprintf(b->lost, sizeof(b->lost), "%s", r);
-		b->ready = false;
+		/*
+		 * The new kernel's R may have come in the same read as the D
+		 * (io.ready is cleared at the D): then it is ready already,
+		 * and waiting for another R would end as "unresponsive".
+		 */
+		b->ready = c->io.ready;
 		warm_exec_state_after_loss(b, r);
 		if (strcmp(r, "oom") == 0) {
 			/*

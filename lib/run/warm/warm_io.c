@@ -192,6 +192,8 @@ static int warm_frame(void *arg, unsigned char type, const unsigned char *p,
 		} else {
 			io->d = j;
 			io->done = true;
+			/* An R after this D is a new kernel's (warm_take_d). */
+			io->ready = false;
 		}
 		return 0;
 	case 'R':
