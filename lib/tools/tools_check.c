@@ -269,10 +269,9 @@ static void tools_check_describe(void *data, char **description,
 	catalog_checkable(cat, langs, sizeof(langs));
 	catalog_put(cat);
 	*description = buf_asprintf(
-	    "Check code for syntax errors without running it (the language's "
-	    "own checker, in a sandbox without network or /data, at most %d "
-	    "s); returns each error's line and message. Languages: %s.",
-	    RUN_ARGUMENTS_CHECK_TIMEOUT_S, langs);
+	    "Check code for syntax errors without running it; returns each "
+	    "error's line and message. Languages: %s.",
+	    langs);
 }
 
 static struct tool_impl tools_check_tool = {

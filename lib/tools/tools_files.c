@@ -897,8 +897,7 @@ static const char upload_in[] =
     "{\"type\":\"object\",\"properties\":{" CONV_PROP_OPTIONAL
     "\"filename\":{\"type\":\"string\",\"description\":\"Path in /data, "
     "e.g. 'in/sales.csv'; directories are created\"},"
-    "\"content\":{\"type\":\"string\",\"contentEncoding\":\"base64\","
-    "\"description\":\"Standard base64 with padding\"},"
+    "\"content\":{\"type\":\"string\",\"contentEncoding\":\"base64\"},"
     "\"text\":{\"type\":\"string\",\"description\":\"UTF-8 text, "
     "instead of content\"},"
     "\"overwrite\":{\"type\":\"boolean\",\"default\":false}},"
@@ -957,9 +956,9 @@ static struct tool_impl tools[] = {
         .name = "upload_file",
         .title = "Upload a file",
         .description =
-            "Save a file into the conversation's /data, where run_code "
-            "reads it. Give content (base64) or text (UTF-8); an existing "
-            "file is replaced only with overwrite: true.",
+            "Save a file into the conversation's /data for run_code. Give "
+            "content (base64) or text; a file is replaced only with "
+            "overwrite: true.",
         .input_schema = upload_in,
         .output_schema = upload_out,
         .call = call_upload,

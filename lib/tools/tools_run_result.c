@@ -249,9 +249,8 @@ static int tools_run_describe_warm(struct buf *b, const struct config *cfg)
 	tools_run_size(out, cfg->output_max_bytes);
 	return buf_printf(
 	    b,
-	    "Run code in an isolated Linux sandbox. A conversationId is "
-	    "unique to one chat; each keeps a warm session per language: "
-	    "Python keeps "
+	    "Run code in an isolated Linux sandbox. Each conversation keeps a "
+	    "warm session per language: Python keeps "
 	    "variables, imports and loaded data between calls, shows a final "
 	    "expression's value like a notebook cell and returns open "
 	    "matplotlib figures as PNG; other languages run as a fresh "
@@ -264,8 +263,7 @@ static int tools_run_describe_warm(struct buf *b, const struct config *cfg)
 	    "results to stdout. Limits per run: %u MB memory (the session's), "
 	    "%g CPU, %u s, %u processes, %u MB /tmp, output up to %s. %s",
 	    idle, life,
-	    cfg->state_save ? "restored (its saved state back) or "
-	                      "restarted"
+	    cfg->state_save ? "restored (saved state back) or restarted"
 	                    : "or restarted",
 	    cfg->memory_mb, cfg->cpus, cfg->timeout_s, cfg->pids_limit,
 	    cfg->tmp_mb, out,
@@ -360,26 +358,22 @@ void tools_run_describe(struct runner *runner, char **description,
 	cJSON_AddNumberToObject(p, "minimum", RUN_ARGUMENTS_MEMORY_MIN_MB);
 	cJSON_AddNumberToObject(p, "maximum", cfg->memory_max_mb);
 	cJSON_AddNumberToObject(p, "default", cfg->memory_mb);
-	cJSON_AddStringToObject(p, "description", "Memory limit in MB");
 	p = cJSON_GetObjectItemCaseSensitive(props, "cpus");
 	cJSON_AddNumberToObject(p, "minimum", RUN_ARGUMENTS_CPUS_MIN);
 	cJSON_AddNumberToObject(p, "maximum", cfg->cpus_max);
 	cJSON_AddNumberToObject(p, "default", cfg->cpus);
-	cJSON_AddStringToObject(p, "description", "CPU limit in cores");
 	p = cJSON_GetObjectItemCaseSensitive(props, "inputs");
 	cJSON_AddStringToObject(
 	    p, "description",
-	    "JSON data: /sandbox/inputs.json, and the variable inputs in "
-	    "Python and TypeScript/JavaScript");
+	    "JSON: /sandbox/inputs.json; the variable inputs in Python "
+	    "and TypeScript");
 	p = cJSON_GetObjectItemCaseSensitive(props, "packages");
 	cJSON_AddNumberToObject(p, "maxItems", PACKAGES_MAX);
 	if (cfg->packages && !cfg->swarm)
 		cJSON_AddStringToObject(
 		    p, "description",
-		    "To install first: pip for Python (\"polars==1.2.0\"), "
-		    "npm for TypeScript (\"zod@3\"); cached in "
-		    "/data/.mcp/packages. Only the installer has network; "
-		    "wheels only, no install scripts");
+		    "Installed first: pip specs for Python (\"polars==1.2.0\", "
+		    "wheels only), npm for TypeScript (\"zod@3\")");
 	else
 		cJSON_AddStringToObject(p, "description",
 		                        "Package installation is turned off on "

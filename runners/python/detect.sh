@@ -21,7 +21,11 @@ v = platform.python_version()
 short = ".".join(v.split(".")[:2])
 print(f"version={v}")
 print("libraries=" + ",".join(pairs))
-print(f"description=Python {short} with numpy, pandas, matplotlib (Agg), seaborn, plotly, "
-      "scipy, scikit-learn, statsmodels, sympy, networkx, openpyxl, xlsxwriter, psycopg2, "
-      "SQLAlchemy, requests, beautifulsoup4. No pyarrow/polars. Save files to /data to return them.")
+# run_code's description shows the text up to the first "; " (every
+# conversation pays for it): the libraries a model chooses Python for. The
+# rest, and the whole list with versions, are list_runners'.
+print(f"description=Python {short} with numpy, pandas, matplotlib, seaborn, plotly, "
+      "scipy, scikit-learn, statsmodels and more; also sympy, networkx, openpyxl, "
+      "xlsxwriter, psycopg2, SQLAlchemy, requests, beautifulsoup4; matplotlib draws with "
+      "Agg; no pyarrow or polars (not in Debian). Save files to /data to return them.")
 PY

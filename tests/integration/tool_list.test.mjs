@@ -80,7 +80,7 @@ for (const [name, env] of CONFIGS) {
       assert.match(desc, /\/data, the working directory,( which)? belongs to the conversation/);
       assert.match(desc, /Limits per run: \d+ MB memory[^.]*, [\d.]+ CPU, \d+ s, \d+ processes, \d+ MB \/tmp, output up to \d+ MB/);
       assert.match(desc, /No network unless network: true/);
-      assert.match(desc, /unique to one chat/);
+      assert.match(rc.inputSchema.properties.conversationId.description, /unique to one chat/i, 'conversationId says it is one chat\'s');
       const p = rc.inputSchema.properties;
       assert.equal(p.timeout_seconds.maximum > p.timeout_seconds.default, true, 'timeout_seconds carries its default and maximum');
       assert.ok(p.memory_mb.maximum && p.cpus.maximum, 'memory_mb and cpus carry their maximum');
@@ -89,7 +89,7 @@ for (const [name, env] of CONFIGS) {
         // The state semantics of a warm session.
         assert.match(desc, /warm session per language/);
         assert.match(desc, /Python keeps variables, imports and loaded data between calls/);
-        assert.match(desc, /session\.state says new, continued,? (restored \(its saved state back\) )?or restarted/);
+        assert.match(desc, /session\.state says new, continued,? (restored \(saved state back\) )?or restarted/);
         assert.match(desc, /one-off sandbox without the session's state/);
         assert.deepEqual(p.session.enum, ['continue', 'new']);
       }

@@ -409,10 +409,9 @@ out:
 static struct tool_impl tools_notebook_replay_tool = {
     .name = "replay_notebook",
     .title = "Replay a conversation's notebook",
-    .description = "Run a conversation's Python notebook cells again in a "
-                   "fresh session (it replaces the current one) and list "
-                   "the cells whose stdout, value, exception or figure "
-                   "count differ.",
+    .description = "Re-run a conversation's Python cells in a fresh "
+                   "session (replacing its current one) and list the "
+                   "cells whose output differs.",
     .input_schema = replay_in,
     .output_schema = replay_out,
     .read_only = false,
