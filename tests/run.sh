@@ -147,10 +147,11 @@ layer_format() {
 
 # The settings reference, .env.example and the README's day-one table are
 # generated from the table in lib/config/config.c (deploy/gen-docs.sh): each
-# committed copy must equal what the built daemon generates now, and every
-# setting --help lists must be in the reference and .env.example.
+# committed copy must equal what the built daemon generates now, every
+# setting --help lists must be in the reference and .env.example, and --help
+# must name the language of every runners/*/Dockerfile.
 layer_docs() {
-	local bin="$BUILD/cmd/mcp-sandboxd" tmp f n names day stale=0 missing=()
+	local bin="$BUILD/cmd/mcp-sandboxd" tmp f n names day words shown stale=0 missing=()
 	meson_build "$BUILD" || { record docs 0 1; return; }
 	tmp=$(mktemp -d)
 	if ! "$ROOT/deploy/gen-docs.sh" --bin "$bin" --out "$tmp"; then
@@ -180,6 +181,18 @@ layer_docs() {
 	[ -n "$day" ] || missing+=("the day-one list (--print-reference readme printed no setting)")
 	for n in $day; do
 		grep -q "\`$n\`" "$ROOT/README.md" || missing+=("README.md:$n (day one)")
+	done
+	# --help's opening paragraph names the language of every runner image.
+	words=$("$bin" --help | sed -n '/^A remote MCP server/,/^$/p' | tr ',/ ' '\n\n\n')
+	for f in "$ROOT"/runners/*/Dockerfile; do
+		n=$(basename "$(dirname "$f")")
+		case $n in
+		typescript) shown=TypeScript ;; cpp) shown=C++ ;; php) shown=PHP ;;
+		*) shown=${n^} ;;
+		esac
+		grep -qxF -- "$shown" <<<"$words" && continue
+		echo "--help does not name $shown, the language of runners/$n: add it to the list in usage() in cmd/mcp-sandboxd/main.c"
+		stale=1
 	done
 	rm -rf "$tmp"
 	if [ ${#missing[@]} -ne 0 ]; then

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -26,7 +27,7 @@
 #include "oauth/oauth.h"
 #include "oauth/oauth_http.h"
 #include "run/budget.h"
-#include "run/runner.h"
+#include "runner.h"
 #include "schema.h"
 #include "store/store.h"
 #include "tasks/tasks.h"
@@ -114,7 +115,6 @@ struct daemon {
 	struct workspace_mgr *wm;
 	struct runner *runner;
 	struct cron *cron;
-	struct cron *lease; /* a replica's heartbeat, or NULL */
 	struct stats *stats;
 	struct store *store;
 	struct budget *budget;
@@ -187,7 +187,7 @@ static int daemon_core(struct daemon *d, char *err, size_t errlen)
 	mcp_server_set_tasks(d->mcp, d->tasks);
 	/* Seen by the other replicas before its first task exists. */
 	if (cfg->replica_name[0])
-		tasks_job_replica(d->tasks);
+		(void)tasks_job_replica(d->tasks, LLONG_MAX);
 	if (cfg->oauth &&
 	    oauth_create(cfg, d->store, &d->oauth, err, errlen) < 0) {
 		log_errorx("oauth: %s", err);
@@ -222,43 +222,45 @@ static int daemon_core(struct daemon *d, char *err, size_t errlen)
 	return 0;
 }
 
-/* The housekeeping loop and its jobs. */
+/* The housekeeping loops and their jobs; which lane is which: cron.h. */
 static int daemon_jobs(struct daemon *d)
 {
 	const struct config *cfg = &d->cfg;
+	struct cron *c = cron_create(CRON_BUDGET_MS);
+	bool replica = cfg->replica_name[0] != '\0';
 
-	d->cron = cron_create();
-	if (!d->cron ||
-	    cron_add(d->cron, "discovery", cfg->discovery_interval_s * 1000u,
-	             runner_job_discover, d->runner) < 0 ||
-	    cron_add(d->cron, "reaper", cfg->reap_interval_s * 1000u,
-	             runner_job_reap, d->runner) < 0 ||
-	    cron_add(d->cron, "workspaces", WORKSPACE_SWEEP_INTERVAL_MS(cfg),
-	             workspace_job_sweep, d->wm) < 0 ||
-	    cron_add(d->cron, "warm", 1000, runner_job_warm, d->runner) < 0 ||
-	    cron_add(d->cron, "sessions", MCP_SWEEP_INTERVAL_MS, mcp_job_sweep,
-	             d->mcp) < 0 ||
-	    cron_add(d->cron, "tasks", TASKS_SWEEP_INTERVAL_MS, tasks_job_sweep,
-	             d->tasks) < 0 ||
-	    (d->oauth && cron_add(d->cron, "oauth", OAUTH_PURGE_MS,
-	                          oauth_job_purge, d->oauth) < 0) ||
-	    (cfg->replica_name[0] &&
-	     cron_add(d->cron, "task-cancels", MCP_TASK_CANCELS_INTERVAL_MS,
-	              mcp_job_task_cancels, d->mcp) < 0) ||
-	    cron_start(d->cron) < 0) {
-		log_errorx("cannot start the housekeeping loop");
+	d->cron = c;
+	if (!c) {
+		log_errorx("out of memory");
 		return -1;
 	}
-	if (!cfg->replica_name[0])
-		return 0;
-	/* A thread of its own: the other jobs wait on the engine, and a
-	 * heartbeat late past the lease would fail this replica's tasks. */
-	d->lease = cron_create();
-	if (!d->lease ||
-	    cron_add(d->lease, "replica", TASKS_LEASE_INTERVAL_MS(cfg),
-	             tasks_job_replica, d->tasks) < 0 ||
-	    cron_start(d->lease) < 0) {
-		log_errorx("cannot start the replica's heartbeat");
+	cron_set_stats(c, d->stats);
+	if ((replica &&
+	     (cron_add(c, CRON_PROMPT, "task-cancels",
+	               MCP_TASK_CANCELS_INTERVAL_MS, mcp_job_task_cancels,
+	               d->mcp) < 0 ||
+	      cron_add(c, CRON_PROMPT, "replica", TASKS_LEASE_INTERVAL_MS(cfg),
+	               tasks_job_replica, d->tasks) < 0)) ||
+	    cron_add(c, CRON_PROMPT, "sessions", MCP_SWEEP_INTERVAL_MS,
+	             mcp_job_sweep, d->mcp) < 0 ||
+	    cron_add(c, CRON_SLOW, "discovery",
+	             cfg->discovery_interval_s * 1000u, runner_job_discover,
+	             d->runner) < 0 ||
+	    cron_add(c, CRON_SLOW, "reaper", cfg->reap_interval_s * 1000u,
+	             runner_job_reap, d->runner) < 0 ||
+	    cron_add(c, CRON_SLOW, "runs", cfg->reap_interval_s * 1000u,
+	             runner_job_runs, d->runner) < 0 ||
+	    cron_add(c, CRON_SLOW, "workspaces",
+	             WORKSPACE_SWEEP_INTERVAL_MS(cfg), workspace_job_sweep,
+	             d->wm) < 0 ||
+	    cron_add(c, CRON_SLOW, "warm", 1000, runner_job_warm, d->runner) <
+	        0 ||
+	    cron_add(c, CRON_SLOW, "tasks", TASKS_SWEEP_INTERVAL_MS,
+	             tasks_job_sweep, d->tasks) < 0 ||
+	    (d->oauth && cron_add(c, CRON_SLOW, "oauth", OAUTH_PURGE_MS,
+	                          oauth_job_purge, d->oauth) < 0) ||
+	    cron_start(c) < 0) {
+		log_errorx("cannot start the housekeeping loops");
 		return -1;
 	}
 	return 0;
@@ -341,7 +343,6 @@ static void daemon_drain(struct daemon *d, int sig)
 static void daemon_free(struct daemon *d)
 {
 	mcp_stdio_stop(d->sio, 0);
-	cron_destroy(d->lease);
 	cron_destroy(d->cron);
 	http_server_destroy(d->http);
 	mcp_server_destroy(d->mcp);

@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * config: one table describes every setting (name, type, default, limits,
- * an example and a sentence of help). Loading walks the table, then derives
- * the settings that depend on others (URLs, allow-lists, tokens). Messages
+ * an example and a sentence of help). Here: the table, the raw value of a
+ * setting (the environment, then the .env file, then the default), the
+ * parsing of the table's rows into struct config and the helpers the
+ * derived settings use (config_derive.c), freeing and printing. Loading
+ * (config_load.c) reads the .env file, parses the table, then derives the
+ * settings that depend on others. Messages
  * name the variable, say what is wrong and give a good example, because the
  * person reading them is setting up a server, not debugging this file.
  */
@@ -448,110 +452,6 @@ const struct setting *config_setting_find(const char *name)
 	return NULL;
 }
 
-/* Parses one .env value: trims, strips matching quotes, drops comments. */
-static char *dotenv_value(char *v)
-{
-	size_t n;
-
-	while (*v == ' ' || *v == '\t')
-		v++;
-	n = strlen(v);
-	while (n && (v[n - 1] == ' ' || v[n - 1] == '\t' || v[n - 1] == '\r'))
-		v[--n] = '\0';
-	if (n >= 2 && (v[0] == '"' || v[0] == '\'') && v[n - 1] == v[0]) {
-		v[n - 1] = '\0';
-		return v + 1;
-	}
-	/* An unquoted value ends at " #", as in shells. */
-	for (char *p = v; *p; p++) {
-		if (*p == '#' && (p == v || p[-1] == ' ' || p[-1] == '\t')) {
-			*p = '\0';
-			n = strlen(v);
-			while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
-				v[--n] = '\0';
-			break;
-		}
-	}
-	return v;
-}
-
-static int dotenv_read(struct config *cfg, const char *path, char *err,
-                       size_t errlen)
-{
-	FILE *f;
-	char line[8192];
-	size_t n = 0, cap = 0;
-	char **pairs = NULL;
-	int lineno = 0, r = 0;
-
-	if (!path)
-		return 0;
-	f = fopen(path, "re");
-	if (!f)
-		return 0; /* an absent .env is normal */
-	while (fgets(line, sizeof(line), f)) {
-		char *k = line, *eq, *v;
-
-		lineno++;
-		if (!strchr(line, '\n') && !feof(f)) {
-			r = errmsg_fail(
-			    -EINVAL, err, errlen,
-			    "%s:%d: line longer than %zu bytes; shorten "
-			    "it",
-			    path, lineno, sizeof(line) - 2);
-			goto out;
-		}
-		line[strcspn(line, "\n")] = '\0';
-		while (*k == ' ' || *k == '\t')
-			k++;
-		if (*k == '\0' || *k == '#')
-			continue;
-		if (strncmp(k, "export ", 7) == 0)
-			k += 7;
-		eq = strchr(k, '=');
-		if (!eq) {
-			r = errmsg_fail(-EINVAL, err, errlen,
-			                "%s:%d: expected NAME=value, e.g. "
-			                "MCP_HTTP_ADDR=127.0.0.1:8080",
-			                path, lineno);
-			goto out;
-		}
-		*eq = '\0';
-		for (char *e = eq - 1; e >= k && (*e == ' ' || *e == '\t'); e--)
-			*e = '\0';
-		v = dotenv_value(eq + 1);
-		if (n + 2 > cap) {
-			size_t ncap = cap ? cap * 2 : 32;
-			char **np = realloc(pairs, ncap * sizeof(*np));
-
-			if (!np) {
-				r = -ENOMEM;
-				goto out;
-			}
-			pairs = np;
-			cap = ncap;
-		}
-		size_t kl = strlen(k), vl = strlen(v);
-		char *kv = malloc(kl + vl + 2);
-
-		if (!kv) {
-			r = -ENOMEM;
-			goto out;
-		}
-		memcpy(kv, k, kl);
-		kv[kl] = '=';
-		memcpy(kv + kl + 1, v, vl + 1);
-		pairs[n++] = kv;
-		pairs[n] = NULL;
-	}
-out:
-	fclose(f);
-	cfg->dotenv_ = pairs;
-	if (r == -ENOMEM)
-		snprintf(err, errlen, "out of memory reading %s", path);
-	return r;
-}
-
 static const char *lookup(const struct config *cfg, const char *name)
 {
 	const char *v = getenv(name);
@@ -684,7 +584,7 @@ int config_set_str(char **dst, const char *v)
 	return 0;
 }
 
-static int parse_table(struct config *cfg, char *err, size_t errlen)
+int config_parse_table(struct config *cfg, char *err, size_t errlen)
 {
 	for (size_t i = 0; i < N_SETTINGS; i++) {
 		const struct setting *s = &settings[i];
@@ -882,44 +782,6 @@ void config_url_parts(const char *url, char *origin, size_t olen,
 	snprintf(origin, olen, "%s", url);
 	h = h ? h + 3 : url;
 	snprintf(hostport, hlen, "%.*s", (int)strcspn(h, "/"), h);
-}
-
-int config_load(struct config *cfg, const char *dotenv_path, char *err,
-                size_t errlen)
-{
-	int r;
-
-	memset(cfg, 0, sizeof(*cfg));
-	if (errlen)
-		err[0] = '\0';
-	r = dotenv_read(cfg, dotenv_path, err, errlen);
-	if (r < 0)
-		return -EINVAL;
-	/* Catch typos: a MCP_/SANDBOX_ name in .env that nothing reads. */
-	for (char **p = cfg->dotenv_; p && *p; p++) {
-		size_t kl = strcspn(*p, "=");
-		char name[128];
-
-		snprintf(name, sizeof(name), "%.*s", (int)kl, *p);
-		if (!config_setting_find(name) &&
-		    (strncmp(name, "MCP_", 4) == 0 ||
-		     strncmp(name, "SANDBOX_", 8) == 0 ||
-		     strncmp(name, "WORKSPACE_", 10) == 0 ||
-		     strncmp(name, "OAUTH_", 6) == 0 ||
-		     strncmp(name, "STORE_", 6) == 0))
-			log_warnx("%s sets %s, which is not a setting of this "
-			          "version; see --help",
-			          dotenv_path, name);
-	}
-	r = parse_table(cfg, err, errlen);
-	if (r == 0)
-		r = config_derive(cfg, err, errlen);
-	if (r == -ENOMEM) {
-		snprintf(err, errlen,
-		         "out of memory loading the configuration");
-		r = -EINVAL;
-	}
-	return r;
 }
 
 void config_finish(struct config *cfg)

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * config_internal: what config.c (the table, parsing, loading, printing)
- * and config_derive.c (the settings that depend on others) share. Not for
- * other modules: they read struct config.
+ * config_internal: what config.c (the table, parsing, printing),
+ * config_derive.c (the settings that depend on others), config_load.c
+ * (which calls both, in order) and config_doc.c share. Not for other
+ * modules: they read struct config.
  */
 #ifndef MCPSD_CONFIG_INTERNAL_H
 #define MCPSD_CONFIG_INTERNAL_H
@@ -79,6 +80,12 @@ size_t config_strlen_list(char **v);
 /* A URL's origin (scheme://host[:port]) and host[:port]. */
 void config_url_parts(const char *url, char *origin, size_t olen,
                       char *hostport, size_t hlen);
+
+/*
+ * Parses the table's rows into cfg (its raw values: config_raw); derived
+ * rows are left to config_derive. -EINVAL with a message, -ENOMEM.
+ */
+int config_parse_table(struct config *cfg, char *err, size_t errlen);
 
 /* The settings that depend on others (config_derive.c). */
 int config_derive(struct config *cfg, char *err, size_t errlen);

@@ -722,11 +722,12 @@ out:
 /* ------------------------------------------------------------------ */
 /* server-wide */
 
-void mcp_job_sweep(void *arg)
+enum cron_next mcp_job_sweep(void *arg, long long deadline_ms)
 {
 	struct mcp_server *srv = arg;
 	time_t t = mono_s();
 
+	(void)deadline_ms; /* in memory, and bounded per tenant */
 	mcp_lock(srv);
 	for (struct session *s = srv->sessions, *next; s; s = next) {
 		next = s->next;
@@ -737,6 +738,7 @@ void mcp_job_sweep(void *arg)
 	}
 	/* What the sweep let go is freed here, outside the lock. */
 	mcp_unlock(srv);
+	return CRON_DONE;
 }
 
 struct mcp_server *mcp_server_create(const struct config *cfg)

@@ -24,6 +24,7 @@
 #include <cjson/cJSON.h>
 
 #include "config/config.h"
+#include "util/cron.h"
 
 struct mcp_server;
 struct mcp_call;
@@ -125,14 +126,15 @@ struct mcp_server *mcp_server_create(const struct config *cfg);
  * Housekeeping (cron.h, every MCP_SWEEP_INTERVAL_MS): ends sessions idle
  * for MCP_SESSION_IDLE_SECONDS and frees ended streams nobody reads.
  */
-void mcp_job_sweep(void *srv);
+enum cron_next mcp_job_sweep(void *srv, long long deadline_ms);
 
 /*
  * Replicas (cron.h, every MCP_TASK_CANCELS_INTERVAL_MS): stops the tasks of
  * this replica that a client cancelled through another replica (their
- * marks in the shared store).
+ * marks in the shared store), TASKS_MAX_CANCELS a run: CRON_MORE after a
+ * full batch.
  */
-void mcp_job_task_cancels(void *srv);
+enum cron_next mcp_job_task_cancels(void *srv, long long deadline_ms);
 #define MCP_TASK_CANCELS_INTERVAL_MS 1000
 #define MCP_SWEEP_INTERVAL_MS 5000
 
@@ -426,9 +428,6 @@ mcp_call_request(struct mcp_call *call, const char *method, cJSON *params,
  * the others are made tasks before their handler runs.
  */
 bool mcp_call_become_task(struct mcp_call *call);
-
-/* Whether the call runs as a task. */
-bool mcp_call_is_task(const struct mcp_call *call);
 
 /*
  * Ends the HTTP response currently carrying this request's event stream

@@ -132,11 +132,6 @@ static void run_free(struct task_run *t)
 /* ------------------------------------------------------------------ */
 /* a call becomes a task */
 
-bool mcp_call_is_task(const struct mcp_call *c)
-{
-	return c->task != NULL;
-}
-
 /* Whether c may become a task. */
 static bool can_be_task(const struct mcp_call *c)
 {
@@ -659,14 +654,15 @@ char *mcp_task_cancel(struct mcp_call *c)
 	return ack(c);
 }
 
-void mcp_job_task_cancels(void *arg)
+enum cron_next mcp_job_task_cancels(void *arg, long long deadline_ms)
 {
 	struct mcp_server *srv = arg;
 	char ids[TASKS_MAX_CANCELS][TASK_ID_LEN + 1];
 	size_t n;
 
+	(void)deadline_ms; /* a batch of at most TASKS_MAX_CANCELS */
 	if (!srv->tasks)
-		return;
+		return CRON_DONE;
 	n = tasks_take_cancels(srv->tasks, ids, TASKS_MAX_CANCELS);
 	for (size_t i = 0; i < n; i++) {
 		struct task_run *run;
@@ -686,4 +682,6 @@ void mcp_job_task_cancels(void *arg)
 		               "replica"
 		             : "a cancel from another replica found it ended");
 	}
+	/* A full batch: more may be waiting; the loop comes back soon. */
+	return n == TASKS_MAX_CANCELS ? CRON_MORE : CRON_DONE;
 }

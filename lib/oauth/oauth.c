@@ -9,6 +9,7 @@
 #include "oauth/oauth_internal.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -35,6 +36,24 @@
 #define CONSENT_PER_S (1.0 / 30) /* two failures a minute */
 
 /* ---- helpers shared by the module ------------------------------------- */
+
+/*
+ * The pending table is the server's (struct oauth); oauth_authz.c fills
+ * and empties its entries, and the server frees what is left when it is
+ * destroyed, so the clearing lives here, below both.
+ */
+void oauth_pending_clear(struct oauth_pending *p)
+{
+	free(p->client_id);
+	free(p->client_name);
+	free(p->redirect_uri);
+	free(p->state);
+	free(p->challenge);
+	free(p->resource);
+	free(p->scope);
+	OPENSSL_cleanse(p->csrf, sizeof(p->csrf));
+	memset(p, 0, sizeof(*p));
+}
 
 void oauth_hash(const void *s, size_t n, unsigned char out[OAUTH_DB_HASH_LEN])
 {
@@ -303,35 +322,72 @@ void oauth_destroy(struct oauth *o)
 	free(o);
 }
 
-long long oauth_purge(struct oauth *o)
+/*
+ * Rows of each kind deleted in one transaction: a long purge never holds
+ * the store for long at a time.
+ */
+#define OAUTH_PURGE_BATCH 500
+
+/* One batch in one transaction; *full: a kind filled its batch. */
+static long long oauth_purge_batch(struct oauth *o, long long now, bool *full)
 {
 	struct store_tx *tx;
-	long long now = oauth_now(), n = 0, clients = 0;
+	long long n = 0, clients = 0;
 	int r = store_begin(o->st, true, &tx);
 
+	*full = false;
 	if (r == 0)
-		r = oauth_db_purge(tx, now, &n);
+		r = oauth_db_purge(tx, now, OAUTH_PURGE_BATCH, &n, full);
 	if (r == 0)
-		r = oauth_db_clients_prune(
-		    tx, now - UNUSED_CLIENT_DAYS * 86400LL, 1000, &clients);
+		r = oauth_db_clients_prune(tx,
+		                           now - UNUSED_CLIENT_DAYS * 86400LL,
+		                           OAUTH_PURGE_BATCH, &clients);
 	if (r == 0)
 		r = store_commit(tx);
 	else if (tx)
 		store_rollback(tx);
 	if (r < 0) {
 		log_warnx("oauth: purging expired rows failed");
+		*full = false;
 		return r;
 	}
-	if (n + clients > 0)
-		log_debug("oauth: purged %lld expired row(s) and %lld unused "
-		          "client(s)",
-		          n, clients);
+	if (clients >= OAUTH_PURGE_BATCH)
+		*full = true;
 	return n + clients;
 }
 
-void oauth_job_purge(void *o)
+/* Batches until none is full or deadline_ms has passed; after one. */
+static long long oauth_purge_until(struct oauth *o, long long deadline_ms,
+                                   bool *more)
 {
-	(void)oauth_purge(o);
+	long long now = oauth_now(), total = 0, n;
+
+	do {
+		n = oauth_purge_batch(o, now, more);
+		if (n < 0)
+			return n;
+		total += n;
+	} while (*more && !cron_past(deadline_ms));
+	if (total > 0)
+		log_debug("oauth: purged %lld expired row(s) and unused "
+		          "client(s)%s",
+		          total, *more ? "; more next time" : "");
+	return total;
+}
+
+long long oauth_purge(struct oauth *o)
+{
+	bool more;
+
+	return oauth_purge_until(o, LLONG_MAX, &more);
+}
+
+enum cron_next oauth_job_purge(void *o, long long deadline_ms)
+{
+	bool more = false;
+
+	(void)oauth_purge_until(o, deadline_ms, &more);
+	return more ? CRON_MORE : CRON_DONE;
 }
 
 struct oauth_emit {

@@ -31,6 +31,7 @@
 #include "config/config.h"
 #include "oauth/oauth_form.h"
 #include "store/store.h"
+#include "util/cron.h"
 
 /* The one scope: using this server's MCP endpoint. */
 #define OAUTH_SCOPE "mcp"
@@ -152,13 +153,17 @@ char *oauth_challenge(struct oauth *o, const char *path, enum oauth_verdict v,
 
 /*
  * Removes expired codes, tokens and grants and prunes clients never used
- * for a week. Returns the rows removed, or a negative errno.
+ * for a week, all of them, in batches of a transaction each. Returns the
+ * rows removed, or a negative errno.
  */
 long long oauth_purge(struct oauth *o);
 
-/* oauth_purge as a housekeeping job (cron.h), every OAUTH_PURGE_MS. */
+/*
+ * oauth_purge as a housekeeping job (cron.h), every OAUTH_PURGE_MS, with a
+ * budget: batches until deadline_ms; CRON_MORE when rows are left.
+ */
 #define OAUTH_PURGE_MS (10 * 60 * 1000)
-void oauth_job_purge(void *o);
+enum cron_next oauth_job_purge(void *o, long long deadline_ms);
 
 struct stats;
 /* Registers mcpsd_oauth_grants{tenant} (grants in the store) with s. */

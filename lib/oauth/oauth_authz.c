@@ -40,19 +40,6 @@
 
 #define START_AGAIN "Go back to the application and start connecting again."
 
-void oauth_pending_clear(struct oauth_pending *p)
-{
-	free(p->client_id);
-	free(p->client_name);
-	free(p->redirect_uri);
-	free(p->state);
-	free(p->challenge);
-	free(p->resource);
-	free(p->scope);
-	OPENSSL_cleanse(p->csrf, sizeof(p->csrf));
-	memset(p, 0, sizeof(*p));
-}
-
 /*
  * The oldest entry of the source holding the most entries (of the oldest
  * such source on a tie): what goes when the table is full, so that one

@@ -461,33 +461,45 @@ int oauth_db_token_delete(struct store_tx *tx, const unsigned char *hash)
 	return store_run(tx, s);
 }
 
-int oauth_db_purge(struct store_tx *tx, long long now, long long *deleted)
+int oauth_db_purge(struct store_tx *tx, long long now, long long max,
+                   long long *deleted, bool *full)
 {
 	/*
 	 * A redeemed code is kept an hour past its expiry, so a second use
 	 * within that time is recognized as a replay and revokes the grant.
+	 * Batches of max: a LIMIT in a subquery, which both stores take.
 	 */
 	static const char *const sqls[] = {
-	    "DELETE FROM oauth_tokens WHERE expires_at < ?1",
-	    "DELETE FROM oauth_codes WHERE expires_at < ?1 - 3600",
-	    "DELETE FROM oauth_grants WHERE NOT EXISTS (SELECT 1 FROM "
-	    "oauth_tokens t WHERE t.grant_id = oauth_grants.grant_id) AND NOT "
-	    "EXISTS (SELECT 1 FROM oauth_codes c WHERE c.grant_id = "
-	    "oauth_grants.grant_id AND c.expires_at >= ?1)",
+	    "DELETE FROM oauth_tokens WHERE token_hash IN (SELECT token_hash "
+	    "FROM oauth_tokens WHERE expires_at < ?1 LIMIT ?2)",
+	    "DELETE FROM oauth_codes WHERE code_hash IN (SELECT code_hash "
+	    "FROM oauth_codes WHERE expires_at < ?1 - 3600 LIMIT ?2)",
+	    "DELETE FROM oauth_grants WHERE grant_id IN (SELECT g.grant_id "
+	    "FROM oauth_grants g WHERE NOT EXISTS (SELECT 1 FROM oauth_tokens "
+	    "t WHERE t.grant_id = g.grant_id) AND NOT EXISTS (SELECT 1 FROM "
+	    "oauth_codes c WHERE c.grant_id = g.grant_id AND c.expires_at >= "
+	    "?1) LIMIT ?2)",
 	};
 	long long total = 0;
 
+	if (full)
+		*full = false;
 	for (size_t i = 0; i < sizeof(sqls) / sizeof(sqls[0]); i++) {
 		struct store_stmt *s = store_stmt(tx, sqls[i]);
+		long long n;
 		int r;
 
 		if (!s)
 			return -EIO;
 		store_bind_int64(s, 1, now);
+		store_bind_int64(s, 2, max);
 		r = store_run(tx, s);
 		if (r < 0)
 			return r;
-		total += store_changes(tx);
+		n = store_changes(tx);
+		total += n;
+		if (full && n >= max)
+			*full = true;
 	}
 	if (deleted)
 		*deleted = total;

@@ -253,11 +253,13 @@ __attribute__((warn_unused_result)) int
 oauth_db_token_delete(struct store_tx *tx, const unsigned char *hash);
 
 /*
- * Deletes what has expired: tokens past their time, codes past theirs, and
- * grants left with neither a token nor a code. *deleted (optional) counts
- * the rows.
+ * Deletes what has expired, at most max rows of each kind: tokens past
+ * their time, codes past theirs, and grants left with neither a token nor
+ * a code. *deleted (optional) counts the rows; *full (optional) says
+ * whether a kind reached max (there may be more).
  */
 __attribute__((warn_unused_result)) int
-oauth_db_purge(struct store_tx *tx, long long now, long long *deleted);
+oauth_db_purge(struct store_tx *tx, long long now, long long max,
+               long long *deleted, bool *full);
 
 #endif

@@ -124,7 +124,10 @@ bool oauth_vschar(const char *s, size_t max);
  */
 void oauth_source_key(const struct oauth_req *rq, char out[OAUTH_SOURCE_MAX]);
 
-/* Frees a pending entry's strings and marks it unused. Lock held. */
+/*
+ * Frees a pending entry's strings and marks it unused (oauth.c: the table
+ * is the server's). Lock held, or the server being destroyed.
+ */
 void oauth_pending_clear(struct oauth_pending *p);
 
 #endif

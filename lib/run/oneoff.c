@@ -810,28 +810,45 @@ static bool oneoff_leftover(DIR *d, const char *name, time_t max_age)
 	return free_now;
 }
 
-void oneoff_sweep(const struct oneoff_context *r)
+void oneoff_sweep_finish(struct oneoff_context *r)
+{
+	if (r->sweep_dir)
+		closedir(r->sweep_dir);
+	r->sweep_dir = NULL;
+	if (r->sweep_removed)
+		log_info("removed %u leftover code director%s under %s",
+		         r->sweep_removed, r->sweep_removed == 1 ? "y" : "ies",
+		         r->runs_dir);
+	r->sweep_removed = 0;
+}
+
+/* Names looked at between two looks at the clock. */
+#define ONEOFF_SWEEP_NAMES_PER_CHECK 64
+
+bool oneoff_sweep(struct oneoff_context *r, long long deadline_ms)
 {
 	time_t max_age = oneoff_sweep_age(r->cfg);
-	DIR *d = opendir(r->runs_dir);
-	struct dirent *e;
 	char path[PATH_MAX];
-	unsigned n = 0;
+	struct dirent *e;
+	unsigned seen = 0;
 
-	if (!d)
-		return;
-	while ((e = readdir(d))) {
-		if (e->d_name[0] == '.' ||
-		    !oneoff_leftover(d, e->d_name, max_age))
-			continue;
-		if ((size_t)snprintf(path, sizeof(path), "%s/%s", r->runs_dir,
-		                     e->d_name) >= sizeof(path))
-			continue;
-		oneoff_rmdir_flat(path);
-		n++;
+	if (!r->sweep_dir && !(r->sweep_dir = opendir(r->runs_dir)))
+		return false;
+	while ((e = readdir(r->sweep_dir))) {
+		bool removed = false;
+
+		if (e->d_name[0] != '.' &&
+		    oneoff_leftover(r->sweep_dir, e->d_name, max_age) &&
+		    (size_t)snprintf(path, sizeof(path), "%s/%s", r->runs_dir,
+		                     e->d_name) < sizeof(path)) {
+			oneoff_rmdir_flat(path);
+			r->sweep_removed++;
+			removed = true;
+		}
+		if ((removed || ++seen % ONEOFF_SWEEP_NAMES_PER_CHECK == 0) &&
+		    mono_ms() >= deadline_ms)
+			return true;
 	}
-	closedir(d);
-	if (n)
-		log_info("removed %u leftover code director%s under %s", n,
-		         n == 1 ? "y" : "ies", r->runs_dir);
+	oneoff_sweep_finish(r);
+	return false;
 }

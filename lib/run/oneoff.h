@@ -14,6 +14,7 @@
 #ifndef MCPSD_ONEOFF_H
 #define MCPSD_ONEOFF_H
 
+#include <dirent.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <time.h>
@@ -23,14 +24,19 @@
 #include "backend/backend.h"
 #include "config/config.h"
 #include "run/catalog.h"
-#include "run/runner.h"
+#include "run/request.h"
 
-/* What one-off runs need; filled by the runner, read-only afterwards. */
+/*
+ * What one-off runs need; filled by the runner, read-only afterwards but for
+ * the sweep's place, which only oneoff_sweep touches.
+ */
 struct oneoff_context {
 	const struct config *cfg;
 	struct backend *be;
 	char runs_dir[PATH_MAX];      /* SANDBOX_ROOT/runs */
 	char runs_host_dir[PATH_MAX]; /* ... as the engine's host sees it */
+	DIR *sweep_dir;               /* a walk of runs_dir left unfinished */
+	unsigned sweep_removed;       /* ... and what it removed so far */
 };
 
 /*
@@ -54,9 +60,15 @@ __attribute__((warn_unused_result)) int oneoff_dir_hold(const char *path);
 /*
  * Removes code directories under runs/ that nobody holds and that are
  * older than SANDBOX_RUNS_SWEEP_SECONDS (by default, than any run can be):
- * what a crash left.
+ * what a crash left. Stops once deadline_ms (mono_ms; LLONG_MAX for a whole
+ * pass) has passed, after one directory at least, and returns true when
+ * the walk has more to go: the next call goes on where this one stopped.
+ * One caller at a time (start-up, then the housekeeping thread).
  */
-void oneoff_sweep(const struct oneoff_context *env);
+bool oneoff_sweep(struct oneoff_context *env, long long deadline_ms);
+
+/* Forgets an unfinished sweep (closes its walk). */
+void oneoff_sweep_finish(struct oneoff_context *env);
 
 /* Everything that varies between one-off runs, for oneoff_box_spec. */
 struct oneoff_spec {

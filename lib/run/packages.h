@@ -34,7 +34,7 @@
 
 #include "config/config.h"
 #include "run/catalog.h"
-#include "run/runner.h"
+#include "run/request.h"
 
 #define PACKAGES_MAX 32       /* packages in one run */
 #define PACKAGES_SPEC_MAX 128 /* bytes of one spec */

@@ -18,7 +18,7 @@
 #include <cjson/cJSON.h>
 
 #include "config/config.h"
-#include "run/runner.h"
+#include "run/request.h"
 
 #define RUN_ARGUMENTS_ENV_NAME_MAX 128
 #define RUN_ARGUMENTS_MEMORY_MIN_MB                                            \

@@ -2,10 +2,11 @@
 /*
  * store: the backend-neutral half of the store. It picks the backend from
  * the location (a path or a postgresql:// URL), holds the one mutex that a
- * transaction keeps from begin to commit or rollback, applies the migrations it is
- * given (the daemon's list is in lib/schema.c) and keeps a cache of prepared statements per SQL text, and
- * marks a transaction failed when one of its statements fails. What SQL
- * means and how it reaches the database is the backend's (store_impl.h).
+ * transaction keeps from begin to commit or rollback, applies the migrations it
+ * is given (the daemon's list is in lib/schema.c) and keeps a cache of prepared
+ * statements per SQL text, and marks a transaction failed when one of its
+ * statements fails. What SQL means and how it reaches the database is the
+ * backend's (store_impl.h).
  */
 #include "store/store.h"
 

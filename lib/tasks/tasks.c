@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tasks: task records behind a backend interface, and the memory backend
- * (the store's is tasks_db.c).
+ * tasks: task records (task_record.c) behind a backend interface, and the
+ * memory backend (the store's is tasks_db.c).
  * The module owns ids (random, unguessable), the rules (per-tenant cap,
  * result size, retention, what a restart does to a running task) and the
  * mutex; a backend only stores and finds. Thread-safety: one mutex around
@@ -10,6 +10,7 @@
 #include "tasks/tasks.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,36 +32,6 @@ struct tasks {
 	const struct tasks_backend *be;
 	void *bd; /* the backend's data */
 };
-
-void task_record_finish(struct task_record *r)
-{
-	if (!r)
-		return;
-	free(r->message);
-	free(r->result);
-	free(r->error);
-	memset(r, 0, sizeof(*r));
-}
-
-const char *task_status_name(enum task_status s)
-{
-	static const char *const names[] = {"working", "input_required",
-	                                    "completed", "failed", "cancelled"};
-
-	return (unsigned)s < 5 ? names[s] : "failed";
-}
-
-bool task_status_final(enum task_status s)
-{
-	return s == TASK_COMPLETED || s == TASK_FAILED || s == TASK_CANCELLED;
-}
-
-long long tasks_record_bytes(const struct task_record *r)
-{
-	return (long long)((r->message ? strlen(r->message) : 0) +
-	                   (r->result ? strlen(r->result) : 0) +
-	                   (r->error ? strlen(r->error) : 0));
-}
 
 long long tasks_now_ms(void)
 {
@@ -151,7 +122,7 @@ static unsigned mem_trim(struct mem *m, const char *tenant,
 			if (strcmp(t->tenant, tenant) != 0 ||
 			    !task_status_final(t->r.status))
 				continue;
-			total += tasks_record_bytes(&t->r);
+			total += task_record_bytes(&t->r);
 			/* Newest first: on a tie the later one is older. */
 			if (t != keep &&
 			    (!oldest ||
@@ -248,17 +219,20 @@ static int mem_make_room(void *bd, const char *tenant, unsigned max)
 	}
 }
 
-static int mem_purge(void *bd, long long now_ms)
+static int mem_purge(void *bd, long long now_ms, unsigned max,
+                     unsigned *deleted)
 {
 	struct mem *m = bd;
 
-	for (struct mem_task **pp = &m->head; *pp;) {
+	*deleted = 0;
+	for (struct mem_task **pp = &m->head; *pp && *deleted < max;) {
 		struct mem_task *t = *pp;
 
 		if (task_status_final(t->r.status) &&
 		    t->r.created_ms + t->r.ttl_ms < now_ms) {
 			*pp = t->next;
 			mem_free(t);
+			(*deleted)++;
 		} else {
 			pp = &t->next;
 		}
@@ -313,6 +287,33 @@ static const struct tasks_backend mem_backend = {
 	"stopped, crashed or cut off), so its result is lost; run it again."
 
 /* This daemon's name among replicas, "" for the only daemon. */
+/*
+ * Records deleted in one transaction: a long purge never holds the store
+ * (and the tasks lock) for long at a time.
+ */
+#define TASKS_PURGE_BATCH 256
+
+/*
+ * Deletes ended records past their retention (at now_ms) in batches until
+ * none is left or deadline_ms (mono_ms) has passed, after one batch at
+ * least; *more (when not NULL) says whether it stopped with some left.
+ */
+static int tasks_purge(struct tasks *t, long long now_ms, long long deadline_ms,
+                       bool *more)
+{
+	unsigned n = 0;
+	int r;
+
+	do {
+		pthread_mutex_lock(&t->lock);
+		r = t->be->purge(t->bd, now_ms, TASKS_PURGE_BATCH, &n);
+		pthread_mutex_unlock(&t->lock);
+	} while (r == 0 && n == TASKS_PURGE_BATCH && !cron_past(deadline_ms));
+	if (more)
+		*more = r == 0 && n == TASKS_PURGE_BATCH;
+	return r;
+}
+
 static const char *owner_of(const struct config *cfg)
 {
 	return cfg->replica_name ? cfg->replica_name : "";
@@ -356,7 +357,7 @@ int tasks_open(const struct config *cfg, struct store *st, struct tasks **out,
 	                                "\"" STOPPED_MSG "\"}";
 	r = t->be->fail_running(t->bd, &rec);
 	if (r == 0)
-		r = t->be->purge(t->bd, rec.updated_ms);
+		r = tasks_purge(t, rec.updated_ms, LLONG_MAX, NULL);
 	if (r < 0) {
 		snprintf(err, errlen,
 		         "cannot read the task records in the store (%s); "
@@ -499,15 +500,16 @@ size_t tasks_take_cancels(struct tasks *t, char (*ids)[TASK_ID_LEN + 1],
 	return n;
 }
 
-void tasks_job_replica(void *arg)
+enum cron_next tasks_job_replica(void *arg, long long deadline_ms)
 {
 	struct tasks *t = arg;
 	struct task_record rec = {.status = TASK_FAILED};
 	long long n = 0;
 	int r;
 
+	(void)deadline_ms; /* one statement of the store's */
 	if (!t->be->heartbeat)
-		return;
+		return CRON_DONE;
 	rec.updated_ms = tasks_now_ms();
 	rec.ttl_ms = (long long)t->cfg->task_retention_s * 1000;
 	rec.message = (char *)(uintptr_t)GONE_MSG;
@@ -528,16 +530,16 @@ void tasks_job_replica(void *arg)
 		log_warnx("%lld task(s) of replicas not seen for %u s marked "
 		          "failed",
 		          n, t->cfg->replica_lease_s);
+	return CRON_DONE;
 }
 
-void tasks_job_sweep(void *arg)
+enum cron_next tasks_job_sweep(void *arg, long long deadline_ms)
 {
 	struct tasks *t = arg;
-	int r;
+	bool more = false;
+	int r = tasks_purge(t, tasks_now_ms(), deadline_ms, &more);
 
-	pthread_mutex_lock(&t->lock);
-	r = t->be->purge(t->bd, tasks_now_ms());
-	pthread_mutex_unlock(&t->lock);
 	if (r < 0)
 		log_warnx("deleting expired tasks failed: %s", strerror(-r));
+	return more ? CRON_MORE : CRON_DONE;
 }

@@ -34,44 +34,11 @@
 #include <stddef.h>
 
 #include "config/config.h"
+#include "tasks/task_record.h"
+#include "util/cron.h"
 
 struct store;
 struct tasks;
-
-/* 32 hex digits: 128 random bits, an unguessable handle. */
-#define TASK_ID_LEN 32
-
-enum task_status {
-	TASK_WORKING = 0,
-	TASK_INPUT_REQUIRED,
-	TASK_COMPLETED,
-	TASK_FAILED,
-	TASK_CANCELLED,
-};
-
-/* A task as recorded. Strings are owned; free with task_record_finish. */
-struct task_record {
-	char id[TASK_ID_LEN + 1];
-	enum task_status status;
-	long long created_ms; /* wall clock, milliseconds since 1970 */
-	long long updated_ms;
-	long long ttl_ms; /* from created_ms until it may be deleted */
-	unsigned poll_ms; /* suggested polling interval */
-	char *message;    /* statusMessage, or NULL */
-	char *result;     /* completed: the result object as JSON */
-	char *error;      /* failed: the JSON-RPC error object */
-	/* The replica running it (MCP_REPLICA_NAME), "" for the only daemon. */
-	char owner[MCP_REPLICA_NAME_MAX + 1];
-};
-
-/* Frees a record's strings and clears it. NULL-safe. */
-void task_record_finish(struct task_record *r);
-
-/* "working", "input_required", "completed", "failed", "cancelled". */
-const char *task_status_name(enum task_status s);
-
-/* Whether s is completed, failed or cancelled. */
-bool task_status_final(enum task_status s);
 
 /*
  * Opens the records: in store st when it is not NULL (durable; st is
@@ -149,11 +116,14 @@ size_t tasks_take_cancels(struct tasks *t, char (*ids)[TASK_ID_LEN + 1],
  * tasks of replicas not seen for MCP_REPLICA_LEASE_SECONDS (killed, or cut
  * off), saying so, so that no task stays "working" forever.
  */
-void tasks_job_replica(void *t);
+enum cron_next tasks_job_replica(void *t, long long deadline_ms);
 #define TASKS_LEASE_INTERVAL_MS(cfg) ((cfg)->replica_lease_s * 1000u / 3)
 
-/* Housekeeping (cron.h): deletes ended tasks past their retention. */
-void tasks_job_sweep(void *t);
+/*
+ * Housekeeping (cron.h): deletes ended tasks past their retention, a batch
+ * at a time until deadline_ms; CRON_MORE when it stopped with some left.
+ */
+enum cron_next tasks_job_sweep(void *t, long long deadline_ms);
 #define TASKS_SWEEP_INTERVAL_MS 60000
 
 #endif

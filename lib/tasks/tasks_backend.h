@@ -11,7 +11,7 @@
 
 #include <stdbool.h>
 
-#include "tasks/tasks.h"
+#include "tasks/task_record.h"
 
 struct tasks_backend {
 	const char *name;
@@ -38,8 +38,12 @@ struct tasks_backend {
 	 * -EBUSY when none of the max has ended.
 	 */
 	int (*make_room)(void *bd, const char *tenant, unsigned max);
-	/* Deletes ended records whose created_ms + ttl_ms is before now_ms. */
-	int (*purge)(void *bd, long long now_ms);
+	/*
+	 * Deletes at most max ended records whose created_ms + ttl_ms is
+	 * before now_ms; *deleted is their number (fewer than max: no more).
+	 */
+	int (*purge)(void *bd, long long now_ms, unsigned max,
+	             unsigned *deleted);
 	/*
 	 * Ends every record of owner r->owner still working or waiting for
 	 * input as r says (status failed, message, error, updated_ms, ttl_ms
@@ -68,8 +72,5 @@ struct tasks_backend {
 
 /* Wall clock in milliseconds since 1970. */
 long long tasks_now_ms(void);
-
-/* The bytes a record keeps: its message, result and error. */
-long long tasks_record_bytes(const struct task_record *r);
 
 #endif

@@ -67,7 +67,7 @@ static void bind_ending(struct store_stmt *s, const struct task_record *r)
 	store_bind_int64(s, 4, r->updated_ms);
 	store_bind_int64(s, 5, r->updated_ms);
 	store_bind_int64(s, 6, r->ttl_ms);
-	store_bind_int64(s, 7, tasks_record_bytes(r));
+	store_bind_int64(s, 7, task_record_bytes(r));
 }
 
 /* Runs a write in a transaction of its own: fn fills and steps. */
@@ -232,7 +232,7 @@ static int do_finish(struct store_tx *tx, const void *arg)
 	store_bind_int64(s, 5, r->updated_ms);
 	store_bind_int64(s, 6, r->updated_ms);
 	store_bind_int64(s, 7, r->ttl_ms);
-	store_bind_int64(s, 8, tasks_record_bytes(r));
+	store_bind_int64(s, 8, task_record_bytes(r));
 	store_bind_text(s, 9, r->id);
 	rc = store_run(tx, s);
 	if (rc == 0 && store_changes(tx) == 0)
@@ -349,23 +349,39 @@ static int db_make_room(void *bd, const char *tenant, unsigned max)
 	return write_tx(bd, do_make_room, &a);
 }
 
+struct purge_args {
+	long long now_ms;
+	unsigned max;
+	unsigned *deleted;
+};
+
 static int do_purge(struct store_tx *tx, const void *arg)
 {
+	/* A batch: the subquery's LIMIT is portable, DELETE ... LIMIT not. */
 	static const char sql[] =
-	    "DELETE FROM task_records WHERE "
-	    "status NOT IN ('working', 'input_required') AND "
-	    "created_ms + ttl_ms < ?";
+	    "DELETE FROM task_records WHERE id IN (SELECT id FROM task_records "
+	    "WHERE status NOT IN ('working', 'input_required') AND "
+	    "created_ms + ttl_ms < ? LIMIT ?)";
+	const struct purge_args *a = arg;
 	struct store_stmt *s = store_stmt(tx, sql);
+	int rc;
 
 	if (!s)
 		return -EIO;
-	store_bind_int64(s, 1, *(const long long *)arg);
-	return store_run(tx, s);
+	store_bind_int64(s, 1, a->now_ms);
+	store_bind_int64(s, 2, a->max);
+	rc = store_run(tx, s);
+	if (rc == 0)
+		*a->deleted = (unsigned)store_changes(tx);
+	return rc;
 }
 
-static int db_purge(void *bd, long long now_ms)
+static int db_purge(void *bd, long long now_ms, unsigned max, unsigned *deleted)
 {
-	return write_tx(bd, do_purge, &now_ms);
+	struct purge_args a = {now_ms, max, deleted};
+
+	*deleted = 0;
+	return write_tx(bd, do_purge, &a);
 }
 
 static int do_fail_running(struct store_tx *tx, const void *arg)

@@ -17,7 +17,7 @@
 #include <cjson/cJSON.h>
 
 #include "mcp/mcp.h"
-#include "run/runner.h"
+#include "runner.h"
 
 /*
  * Registers check_code on srv. srv and r are borrowed and must outlive the

@@ -20,7 +20,7 @@
 #include "config/config.h"
 #include "mcp/mcp.h"
 #include "run/catalog.h"
-#include "run/runner.h"
+#include "runner.h"
 #include "util/buf.h"
 #include "workspace/workspace.h"
 

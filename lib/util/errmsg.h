@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * errmsg: the one way a message for a person is written into a caller's
- * "char *err, size_t errlen" buffer (see ../shared/STYLE.md's Errors).
- * Stateless and thread-safe.
+ * "char *err, size_t errlen" buffer; such a message says what was wrong and
+ * what to do next ("no runner for language 'rust'; available: python,
+ * typescript"). Stateless and thread-safe.
  */
 #ifndef MCPSD_UTIL_ERRMSG_H
 #define MCPSD_UTIL_ERRMSG_H

@@ -20,6 +20,7 @@
 #include <cjson/cJSON.h>
 
 #include "config/config.h"
+#include "util/cron.h"
 
 #define WORKSPACE_NAME_LEN 64 /* hex characters */
 
@@ -169,17 +170,22 @@ const struct config *workspace_mgr_config(const struct workspace_mgr *mgr);
 bool workspace_mgr_health(void *data, cJSON *health);
 
 /*
- * Runs the retention sweep now (the housekeeping job does this every
- * WORKSPACE_SWEEP_INTERVAL_MS): deletes workspaces whose last use (a marker
- * in SANDBOX_ROOT/meta, out of reach of code in a container) is older than
- * the retention in effect (cfg->retention_s) and that no handle holds, and
- * in loop mode unmounts images idle for a minute (all idle ones when
- * unmount_all is true). Returns the number deleted.
+ * Runs a whole retention sweep now (the housekeeping job does it in steps
+ * every WORKSPACE_SWEEP_INTERVAL_MS): deletes workspaces whose last use (a
+ * marker in SANDBOX_ROOT/meta, out of reach of code in a container) is
+ * older than the retention in effect (cfg->retention_s) and that no handle
+ * holds, and in loop mode unmounts images idle for a minute (all idle ones
+ * when unmount_all is true). A sweep the job left unfinished starts over.
+ * Returns the number deleted.
  */
 unsigned workspace_mgr_sweep(struct workspace_mgr *mgr, bool unmount_all);
 
-/* workspace_mgr_sweep(mgr, false), as a housekeeping job (cron.h). */
-void workspace_job_sweep(void *mgr);
+/*
+ * The sweep as a housekeeping job (cron.h) with a budget: it unmounts and
+ * deletes until deadline_ms has passed (one workspace at least), then
+ * returns CRON_MORE and the next run goes on where this one stopped.
+ */
+enum cron_next workspace_job_sweep(void *mgr, long long deadline_ms);
 /* How often the job runs: every minute, or every half of the retention
  * when that is shorter (at least once a second). */
 #define WORKSPACE_SWEEP_INTERVAL_MS(cfg)                                       \

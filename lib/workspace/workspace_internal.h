@@ -16,6 +16,7 @@
 #ifndef MCPSD_WORKSPACE_INTERNAL_H
 #define MCPSD_WORKSPACE_INTERNAL_H
 
+#include <dirent.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -67,6 +68,15 @@ struct workspace_mgr {
 	struct ws_entry *entries;
 	unsigned count; /* complete workspaces on disk, plus reservations */
 	unsigned sweep_gen;
+	/*
+	 * The retention sweep's place (workspace_mgr.c): a run of the job
+	 * that stopped at its budget resumes the walk of meta/ there, or the
+	 * unmounting of idle images when sweep_unmounting. sweep_mu
+	 * serializes runs of the sweep and guards these two.
+	 */
+	pthread_mutex_t sweep_mu;
+	DIR *sweep_dir;
+	bool sweep_unmounting;
 	/*
 	 * Workspaces per tenant (of count; those made before markers named
 	 * their tenant count for nobody until their tenant opens them).

@@ -5,7 +5,8 @@
  * probes whether loop images work to choose the quota mode, and recovers
  * what an earlier instance left (counting workspaces, adopting or unmounting
  * mounts, removing unfinished ones); the retention sweep deletes expired
- * workspaces and unmounts idle images; shutdown unmounts what is idle.
+ * workspaces and unmounts idle images, in steps with a budget when it runs
+ * as the housekeeping job; shutdown unmounts what is idle.
  * The layout on disk and the locking model are described in workspace.c.
  * Thread-safety as workspace.h.
  */
@@ -14,6 +15,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -172,13 +174,21 @@ static int try_delete(struct workspace_mgr *m, const char *name)
 	return r == 0;
 }
 
-/* Unmounts idle images. all: regardless of how long they were idle. */
-static void unmount_idle(struct workspace_mgr *m, bool all)
+/*
+ * Unmounts idle images (all: regardless of how long they were idle), each
+ * once per pass: fresh starts a pass. Returns true when it stopped because
+ * deadline_ms had passed, with images of this pass left to look at.
+ */
+static bool unmount_idle(struct workspace_mgr *m, bool all, bool fresh,
+                         long long deadline_ms)
 {
+	bool stopped = false;
 	unsigned gen;
 
 	pthread_mutex_lock(&m->mu);
-	gen = ++m->sweep_gen;
+	if (fresh)
+		++m->sweep_gen;
+	gen = m->sweep_gen;
 	for (;;) {
 		struct ws_entry *e;
 		char dir[400], img[400];
@@ -193,6 +203,10 @@ static void unmount_idle(struct workspace_mgr *m, bool all)
 				break;
 		if (!e)
 			break;
+		if (now >= deadline_ms) {
+			stopped = true;
+			break;
+		}
 		e->sweep_gen = gen;
 		e->busy = true;
 		pthread_mutex_unlock(&m->mu);
@@ -212,35 +226,96 @@ static void unmount_idle(struct workspace_mgr *m, bool all)
 		workspace_entry_maybe_free(m, e);
 	}
 	pthread_mutex_unlock(&m->mu);
+	return stopped;
+}
+
+/* Forgets where an unfinished sweep stopped. sweep_mu held. */
+static void sweep_reset(struct workspace_mgr *m)
+{
+	if (m->sweep_dir)
+		closedir(m->sweep_dir);
+	m->sweep_dir = NULL;
+	m->sweep_unmounting = false;
+}
+
+/* Opens the walk of meta/ for a new pass. sweep_mu held. */
+static bool sweep_open(struct workspace_mgr *m)
+{
+	int fd = openat(m->metafd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	m->sweep_dir = fdopendir(fd);
+	if (!m->sweep_dir) {
+		close(fd);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Goes on with the sweep where the last step stopped, or starts a pass:
+ * unmounting idle images, then walking meta/ and deleting what expired,
+ * until the pass ends or deadline_ms has passed (checked after each
+ * deletion and every SWEEP_NAMES_PER_CHECK names, so a step always makes
+ * progress). Adds the deletions to *deleted. Returns true when the pass has
+ * more to go. sweep_mu held.
+ */
+#define SWEEP_NAMES_PER_CHECK 64
+static bool sweep_step(struct workspace_mgr *m, bool unmount_all,
+                       long long deadline_ms, unsigned *deleted)
+{
+	unsigned seen = 0;
+	struct dirent *de;
+
+	if (!m->sweep_dir && !m->sweep_unmounting) {
+		m->sweep_unmounting = m->loop;
+		if (m->loop && unmount_idle(m, unmount_all, true, deadline_ms))
+			return true;
+	} else if (m->sweep_unmounting &&
+	           unmount_idle(m, unmount_all, false, deadline_ms)) {
+		return true;
+	}
+	m->sweep_unmounting = false;
+	if (!m->sweep_dir && !sweep_open(m))
+		return false;
+	while ((de = readdir(m->sweep_dir))) {
+		bool tried = false;
+
+		if (workspace_is_name(de->d_name) && expired(m, de->d_name)) {
+			*deleted += (unsigned)try_delete(m, de->d_name);
+			tried = true;
+		}
+		if ((tried || ++seen % SWEEP_NAMES_PER_CHECK == 0) &&
+		    cron_past(deadline_ms))
+			return true;
+	}
+	sweep_reset(m);
+	return false;
 }
 
 unsigned workspace_mgr_sweep(struct workspace_mgr *mgr, bool unmount_all)
 {
 	unsigned deleted = 0;
-	struct dirent *de;
-	DIR *d;
-	int fd;
 
-	if (mgr->loop)
-		unmount_idle(mgr, unmount_all);
-	fd = openat(mgr->metafd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return 0;
-	}
-	while ((de = readdir(d)))
-		if (workspace_is_name(de->d_name) && expired(mgr, de->d_name))
-			deleted += (unsigned)try_delete(mgr, de->d_name);
-	closedir(d);
+	pthread_mutex_lock(&mgr->sweep_mu);
+	sweep_reset(mgr);
+	while (sweep_step(mgr, unmount_all, LLONG_MAX, &deleted))
+		;
+	pthread_mutex_unlock(&mgr->sweep_mu);
 	return deleted;
 }
 
-void workspace_job_sweep(void *mgr)
+enum cron_next workspace_job_sweep(void *mgr, long long deadline_ms)
 {
-	workspace_mgr_sweep(mgr, false);
+	struct workspace_mgr *m = mgr;
+	unsigned deleted = 0;
+	bool more;
+
+	pthread_mutex_lock(&m->sweep_mu);
+	more = sweep_step(m, false, deadline_ms, &deleted);
+	pthread_mutex_unlock(&m->sweep_mu);
+	return more ? CRON_MORE : CRON_DONE;
 }
 
 /* ---- start-up ------------------------------------------------------------ */
@@ -612,6 +687,7 @@ int workspace_mgr_create(const struct config *cfg, struct workspace_mgr **out,
 	m->rootfd = m->wsfd = m->metafd = m->imgfd = m->lockfd = -1;
 	m->replica_lockfd = -1;
 	pthread_mutex_init(&m->mu, NULL);
+	pthread_mutex_init(&m->sweep_mu, NULL);
 	mono_cond_init(&m->cond);
 
 	/* A key for this purpose only, so names say nothing of others. */
@@ -680,8 +756,9 @@ void workspace_mgr_destroy(struct workspace_mgr *mgr)
 
 	if (!mgr)
 		return;
+	sweep_reset(mgr);
 	if (mgr->loop && mgr->wsfd >= 0)
-		unmount_idle(mgr, true);
+		(void)unmount_idle(mgr, true, true, LLONG_MAX);
 	for (e = mgr->entries; e; e = next) {
 		next = e->next;
 		if (e->refs)
@@ -711,6 +788,7 @@ void workspace_mgr_destroy(struct workspace_mgr *mgr)
 	OPENSSL_cleanse(mgr->key, sizeof(mgr->key));
 	OPENSSL_cleanse(mgr->tenant_key, sizeof(mgr->tenant_key));
 	pthread_cond_destroy(&mgr->cond);
+	pthread_mutex_destroy(&mgr->sweep_mu);
 	pthread_mutex_destroy(&mgr->mu);
 	free(mgr);
 }

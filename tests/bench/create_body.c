@@ -27,7 +27,7 @@
 #include "config/config.h"
 #include "run/catalog.h"
 #include "run/oneoff.h"
-#include "run/runner.h"
+#include "runner.h"
 
 static char *read_all(FILE *f)
 {

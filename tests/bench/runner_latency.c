@@ -17,7 +17,7 @@
 
 #include "backend/seccomp.h"
 #include "config/config.h"
-#include "run/runner.h"
+#include "runner.h"
 #include "util/log.h"
 #include "util/mono.h"
 

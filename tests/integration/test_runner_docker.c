@@ -22,7 +22,7 @@
 #include "backend/docker/backend_docker.h"
 #include "backend/docker/docker.h"
 #include "config/config.h"
-#include "run/runner.h"
+#include "runner.h"
 #include "tap.h"
 #include "util/log.h"
 

@@ -20,7 +20,7 @@
 
 #include "config/config.h"
 #include "mcp/mcp.h"
-#include "run/runner.h"
+#include "runner.h"
 #include "tap.h"
 #include "tools/tools_run.h"
 #include "util/buf.h"

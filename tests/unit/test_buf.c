@@ -1,10 +1,32 @@
 /* SPDX-License-Identifier: MIT */
+/* test_buf: the bounded buffer (limits, consume, take, finish and reuse). */
 #include <errno.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "tap.h"
 #include "util/buf.h"
+
+/* The exit status of a child that calls buf_finish(NULL); -1 if it did
+ * not exit normally (a crash). */
+static int exit_of_finish_null(void)
+{
+	int status;
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		buf_finish(NULL);
+		_exit(0);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status))
+		return -1;
+	return WEXITSTATUS(status);
+}
 
 int main(void)
 {
@@ -33,8 +55,15 @@ int main(void)
 	s = buf_take(&b, NULL);
 	ok(s && s[0] == '\0', "take of an empty buffer gives an empty string");
 	free(s);
+	is_int(buf_puts(&b, "kept"), 0, "append after a take");
 	buf_finish(&b);
-	buf_finish(NULL);
-	ok(true, "finish accepts NULL");
+	ok(b.data == NULL && b.len == 0 && b.cap == 0,
+	   "finish frees and clears the buffer");
+	buf_init(&b, 8);
+	is_int(buf_puts(&b, "again"), 0, "a finished buffer is reusable");
+	is_str(b.data, "again", "its text after reuse");
+	buf_finish(&b);
+	is_int(exit_of_finish_null(), 0,
+	       "finish accepts NULL (a child calls it)");
 	return tap_done();
 }

@@ -140,8 +140,11 @@ static void test_capture(void)
 	   "fd copy capped at its limit");
 	close(fds[0]);
 	capture_finish(&c);
+	ok(c.head == NULL && c.tail == NULL,
+	   "finish frees and clears both halves");
 	capture_finish(&c);
-	ok(true, "finish twice is harmless");
+	ok(c.head == NULL && c.tail == NULL && c.saved == 10,
+	   "a second finish frees nothing again");
 }
 
 int main(void)

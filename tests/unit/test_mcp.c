@@ -15,6 +15,7 @@
  * per-tenant session cap and idle expiry (driven by calling the sweep job).
  * Every wait is bounded.
  */
+#include <limits.h>
 #include <errno.h>
 #include <semaphore.h>
 #include <stdatomic.h>
@@ -1464,10 +1465,10 @@ static void test_expiry(const struct config *base)
 	open_session(s, "alice", "2025-11-25", busy);
 	call_http(s, mcp_http_get, &(struct req){.sid = busy}, NULL, &g);
 	ok(g.stream != NULL, "one session has a stream open");
-	mcp_job_sweep(s);
+	(void)mcp_job_sweep(s, LLONG_MAX);
 	is_int(stats_of(s).sessions, 2, "a sweep at once ends no session");
 	usleep(2200 * 1000);
-	mcp_job_sweep(s);
+	(void)mcp_job_sweep(s, LLONG_MAX);
 	is_int(stats_of(s).sessions, 1, "a sweep 2.2 s later ends one");
 	call_http(s, mcp_http_post, &(struct req){.sid = idle},
 	          "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}", &r);
@@ -1479,7 +1480,7 @@ static void test_expiry(const struct config *base)
 	reply_finish(&r);
 	reply_finish(&g);
 	usleep(2200 * 1000);
-	mcp_job_sweep(s);
+	(void)mcp_job_sweep(s, LLONG_MAX);
 	is_int(stats_of(s).sessions, 0,
 	       "once its stream closed and it idled, it expired too");
 	mcp_server_destroy(s);

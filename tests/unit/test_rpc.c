@@ -1,4 +1,9 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * test_rpc: the JSON-RPC scanner (depth, strings, grammar, ids), the parser's
+ * message kinds and refusals, id keys and error envelopes. Each case runs
+ * alone: `test_rpc CASE...` (`test_rpc --list` names them).
+ */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,14 +28,12 @@ static char *nested(size_t n)
 	return s;
 }
 
-int main(void)
+/* The scanner records raw id spans and refuses nesting past the limit without
+ * recursing. */
+static void test_scan_depth(void)
 {
 	struct rpc_scan sc;
-	struct rpc_batch b;
-	int code;
-	const char *msg;
-	char *s, *out;
-	const char *body;
+	char *s;
 
 	is_int(scan("{\"jsonrpc\":\"2.0\",\"id\":12345678901234567890,"
 	            "\"method\":\"ping\"}",
@@ -49,6 +52,12 @@ int main(void)
 	s = nested(64);
 	is_int(rpc_scan(s, strlen(s), 64, &sc), 0, "64 levels accepted");
 	free(s);
+}
+
+/* Strings: escapes and UTF-8 the scanner refuses or accepts. */
+static void test_scan_strings(void)
+{
+	struct rpc_scan sc;
 
 	ok(scan("{\"a\":\"\\u0000\"}", 64, &sc) == -EINVAL,
 	   "NUL escape refused");
@@ -62,6 +71,14 @@ int main(void)
 	   "overlong UTF-8 refused");
 	ok(scan("{\"a\":\"\xed\xa0\x80\"}", 64, &sc) == -EINVAL,
 	   "UTF-8 encoded surrogate refused");
+}
+
+/* Grammar the scanner refuses, batches it counts, escaped keys it recognises.
+ */
+static void test_scan_grammar(void)
+{
+	struct rpc_scan sc;
+
 	ok(scan("{\"a\":1,}", 64, &sc) == -EINVAL, "trailing comma refused");
 	ok(scan("{\"a\":01}", 64, &sc) == -EINVAL, "leading zero refused");
 	ok(scan("{} x", 64, &sc) == -EINVAL, "trailing garbage refused");
@@ -73,6 +90,16 @@ int main(void)
 	is_int(scan("{\"\\u0069d\":7,\"method\":\"x\"}", 64, &sc), 0,
 	       "escaped id key");
 	is_int(sc.ids[0].len, 1, "escaped id key recognized");
+}
+
+/* Ids are kept exactly as sent and echoed back unchanged. */
+static void test_parse_ids(void)
+{
+	struct rpc_batch b;
+	int code;
+	const char *msg;
+	const char *body;
+	char *out;
 
 	body =
 	    "{\"jsonrpc\":\"2.0\",\"id\":9007199254740993,\"method\":\"ping\"}";
@@ -92,6 +119,15 @@ int main(void)
 	       "string id parses");
 	is_str(b.msgs[0].id_key, "s:a\"b", "string id key decoded");
 	rpc_batch_finish(&b);
+}
+
+/* What kind of message each envelope is, and which are invalid. */
+static void test_parse_kinds(void)
+{
+	struct rpc_batch b;
+	int code;
+	const char *msg;
+	const char *body;
 
 	body = "{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"x\"}";
 	is_int(rpc_parse(body, strlen(body), 64, &b, &code, &msg), 0,
@@ -129,6 +165,15 @@ int main(void)
 	       "scalar params parses");
 	is_int(b.msgs[0].kind, RPC_KIND_INVALID, "scalar params is invalid");
 	rpc_batch_finish(&b);
+}
+
+/* Bodies refused as a whole: truncated JSON, empty and oversized batches. */
+static void test_parse_refusals(void)
+{
+	struct rpc_batch b;
+	int code;
+	const char *msg;
+	const char *body;
 
 	body = "{\"jsonrpc\":";
 	ok(rpc_parse(body, strlen(body), 64, &b, &code, &msg) < 0 &&
@@ -155,24 +200,31 @@ int main(void)
 		       code == RPC_INVALID_REQUEST,
 		   "oversized batch refused");
 	}
+}
 
-	{
-		cJSON *n = cJSON_CreateNumber(9007199254740991.0);
-		char *k = rpc_id_key(n);
+/* Number ids are keys only while a double holds them exactly. */
+static void test_id_key(void)
+{
+	cJSON *n = cJSON_CreateNumber(9007199254740991.0);
+	char *k = rpc_id_key(n);
 
-		is_str(k, "n:9007199254740991", "2^53 - 1 is an exact id key");
-		free(k);
-		cJSON_SetNumberValue(n, 9007199254740992.0);
-		k = rpc_id_key(n);
-		ok(k == NULL,
-		   "2^53 is refused: 2^53 + 1 reads as the same double");
-		free(k);
-		cJSON_SetNumberValue(n, 1.5);
-		k = rpc_id_key(n);
-		ok(k == NULL, "a fraction is not an id");
-		free(k);
-		cJSON_Delete(n);
-	}
+	is_str(k, "n:9007199254740991", "2^53 - 1 is an exact id key");
+	free(k);
+	cJSON_SetNumberValue(n, 9007199254740992.0);
+	k = rpc_id_key(n);
+	ok(k == NULL, "2^53 is refused: 2^53 + 1 reads as the same double");
+	free(k);
+	cJSON_SetNumberValue(n, 1.5);
+	k = rpc_id_key(n);
+	ok(k == NULL, "a fraction is not an id");
+	free(k);
+	cJSON_Delete(n);
+}
+
+/* Error envelopes: escaped, formatted, and cut at 511 bytes. */
+static void test_error_envelopes(void)
+{
+	char *out;
 
 	out = rpc_error(NULL, RPC_METHOD_NOT_FOUND, "no \"such\" method", NULL);
 	is_str(out,
@@ -202,5 +254,21 @@ int main(void)
 		cJSON_Delete(o);
 		free(out);
 	}
-	return tap_done();
+}
+
+int main(int argc, char **argv)
+{
+	static const struct tap_case cases[] = {
+	    {"scan-depth", test_scan_depth},
+	    {"scan-strings", test_scan_strings},
+	    {"scan-grammar", test_scan_grammar},
+	    {"parse-ids", test_parse_ids},
+	    {"parse-kinds", test_parse_kinds},
+	    {"parse-refusals", test_parse_refusals},
+	    {"id-key", test_id_key},
+	    {"error-envelopes", test_error_envelopes},
+	};
+
+	return tap_run_cases(argc, argv, cases,
+	                     sizeof(cases) / sizeof(cases[0]));
 }

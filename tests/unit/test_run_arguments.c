@@ -14,7 +14,7 @@
 
 #include "config/config.h"
 #include "run/run_arguments.h"
-#include "run/runner.h"
+#include "runner.h"
 #include "tap.h"
 
 static void fill_config(struct config *cfg)

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_runner: the pure parts of the runner: the container create body
- * (checked against SECURITY.md), environment validation and the reaper's
- * decision. Label parsing and resolution: test_catalog.c.
+ * (checked against docs/security.md, "The sandbox"), environment
+ * validation and the reaper's decision. Label parsing and resolution:
+ * test_catalog.c.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -15,7 +16,7 @@
 #include "config/config.h"
 #include "run/oneoff.h"
 #include "run/run_arguments.h"
-#include "run/runner.h"
+#include "runner.h"
 #include "tap.h"
 #include "util/buf.h"
 #include "util/jsonx.h"

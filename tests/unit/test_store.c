@@ -267,8 +267,8 @@ static void test_refusals_pg(void)
 
 	/* No server there: -EIO, naming where, never the password. */
 	r = schema_open("postgresql://mcpsd:hunter2-secret@/nodb?host=/"
-	               "nonexistent-sock&port=5432",
-	               &st, err, sizeof(err));
+	                "nonexistent-sock&port=5432",
+	                &st, err, sizeof(err));
 	is_int(r, -EIO, "an unreachable server fails the open");
 	ok(strstr(err, "nodb") && strstr(err, "/nonexistent-sock") &&
 	       strstr(err, "check that the server runs"),
@@ -908,8 +908,7 @@ static void test_migration_race(void)
 			pthread_join(t[i], NULL);
 		pthread_barrier_destroy(&go);
 		for (int i = 0; i < 2; i++) {
-			if (o[i].r != 0 ||
-			    o[i].version != schema_version()) {
+			if (o[i].r != 0 || o[i].version != schema_version()) {
 				printf("# round %d, opener %d: %d, version "
 				       "%u: %s\n",
 				       round, i, o[i].r, o[i].version,

@@ -16,6 +16,7 @@
  * SQLite in a temporary directory, or the PostgreSQL server that
  * MCPSD_TEST_PG_URL names (tests/lib/pg.sh run, suite pg).
  */
+#include <limits.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,7 +109,7 @@ static void contract(struct store *st)
 	   "a cancelled task has neither result nor error");
 	task_record_finish(&g);
 
-	tasks_job_sweep(t);
+	(void)tasks_job_sweep(t, LLONG_MAX);
 	is_int(tasks_get(t, "alice", c.id, &g), 0,
 	       "a task within its retention survives the sweep");
 	task_record_finish(&g);
@@ -226,12 +227,12 @@ static void replicas(const char *where)
 		ok(false, "replicas: store and records open (%s)", err);
 		goto out;
 	}
-	tasks_job_replica(t1);
+	(void)tasks_job_replica(t1, LLONG_MAX);
 	is_int(tasks_create(t1, "alice", "run_code", &a), 0, "r1 runs task a");
 	is_int(tasks_create(t1, "alice", "run_code", &b), 0, "r1 runs task b");
 	is_int(tasks_open(&c2, s2, &t2, err, sizeof(err)), 0,
 	       "r2 starts on the same store");
-	tasks_job_replica(t2);
+	(void)tasks_job_replica(t2, LLONG_MAX);
 	is_int(tasks_get(t2, "alice", a.id, &g), 0,
 	       "r2 finds r1's task, still working");
 	is_int(g.status, TASK_WORKING, "r2's start left it running");
@@ -258,13 +259,13 @@ static void replicas(const char *where)
 	/* r1 beats once more, then stays silent past its lease (2 s; the
 	 * check right after its beat has that long even under valgrind);
 	 * r2's next beat fails b. */
-	tasks_job_replica(t1);
-	tasks_job_replica(t2);
+	(void)tasks_job_replica(t1, LLONG_MAX);
+	(void)tasks_job_replica(t2, LLONG_MAX);
 	is_int(tasks_get(t2, "alice", b.id, &g), 0, "b found");
 	is_int(g.status, TASK_WORKING, "within r1's lease b runs on");
 	task_record_finish(&g);
 	usleep(2500 * 1000);
-	tasks_job_replica(t2);
+	(void)tasks_job_replica(t2, LLONG_MAX);
 	is_int(tasks_get(t2, "alice", b.id, &g), 0, "b found after the lease");
 	is_int(g.status, TASK_FAILED, "r1 gone past its lease: b failed");
 	ok(g.message && strstr(g.message, "replica") && g.error &&
@@ -275,7 +276,7 @@ static void replicas(const char *where)
 	is_int(tasks_finish(t1, b.id, TASK_COMPLETED, NULL, "{}", NULL),
 	       -ENOENT, "r1 coming back late cannot overwrite that");
 	is_int(tasks_create(t2, "alice", "run_code", &g), 0, "r2 runs task c");
-	tasks_job_replica(t2);
+	(void)tasks_job_replica(t2, LLONG_MAX);
 	is_int(tasks_get(t1, "alice", g.id, &b), 0, "r1 sees task c");
 	is_int(b.status, TASK_WORKING, "r2's own beat leaves its task alone");
 	task_record_finish(&b);

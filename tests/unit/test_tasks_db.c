@@ -10,6 +10,7 @@
  * running one is never swept; a store written before the tasks table
  * existed (schema 1) is upgraded in place.
  */
+#include <limits.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -283,7 +284,7 @@ static void test_expiry(void)
 	is_int(tasks_get(t, "alice", z.id, &g), -ENOENT,
 	       "past its retention: not found, though not yet swept");
 	is_int(rows_of(st, z.id), 1, "its row is still there");
-	tasks_job_sweep(t);
+	(void)tasks_job_sweep(t, LLONG_MAX);
 	is_int(rows_of(st, z.id), 0, "the sweep deleted it");
 	is_int(rows_of(st, w.id), 1, "a running task is never swept");
 	is_int(tasks_get(t, "alice", w.id, &g), 0, "and is found");
@@ -292,6 +293,61 @@ static void test_expiry(void)
 	close_both(t, st);
 	task_record_finish(&z);
 	task_record_finish(&w);
+out:
+	cfg.task_retention_s = 60;
+}
+
+/* Rows of task_records, or -1. */
+static long long rows_all(struct store *st)
+{
+	struct store_tx *tx;
+	struct store_stmt *s;
+	long long v = -1;
+
+	if (store_begin(st, false, &tx) < 0)
+		return -1;
+	s = store_stmt(tx, "SELECT count(*) FROM task_records");
+	if (s && store_step(tx, s) == 1)
+		v = store_col_int64(s, 0);
+	store_rollback(tx);
+	return v;
+}
+
+/* The sweep deletes in batches and says when some are left. */
+static void test_purge_batches(void)
+{
+	struct task_record r, w;
+	struct timespec ms5 = {0, 5000000};
+	struct store *st;
+	struct tasks *t;
+	char tenant[16];
+	int made = 0;
+
+	cfg.task_retention_s = 0;
+	t = open_both("batches.db", &st);
+	if (!t)
+		goto out;
+	for (int i = 0; i < 600; i++) {
+		snprintf(tenant, sizeof(tenant), "t%d", i % 10);
+		if (tasks_create(t, tenant, "run_code", &r) == 0 &&
+		    tasks_finish(t, r.id, TASK_COMPLETED, NULL, "{}", NULL) ==
+		        0)
+			made++;
+		task_record_finish(&r);
+	}
+	is_int(made, 600, "600 tasks ended");
+	is_int(tasks_create(t, "t0", "run_code", &w), 0, "one still running");
+	nanosleep(&ms5, NULL);
+	is_int(tasks_job_sweep(t, 0), CRON_MORE,
+	       "a run past its deadline stops after a batch, with more left");
+	is_int(rows_all(st), 601 - 256, "one batch of 256 deleted");
+	is_int(tasks_job_sweep(t, 0), CRON_MORE, "the next run goes on");
+	is_int(rows_all(st), 601 - 512, "another batch deleted");
+	is_int(tasks_job_sweep(t, 0), CRON_DONE, "the last batch is short");
+	is_int(rows_all(st), 1, "only the running task stays");
+	is_int(rows_of(st, w.id), 1, "and it is the running one");
+	task_record_finish(&w);
+	close_both(t, st);
 out:
 	cfg.task_retention_s = 60;
 }
@@ -437,6 +493,7 @@ int main(void)
 	test_restart();
 	test_crash();
 	test_expiry();
+	test_purge_batches();
 	test_upgrade();
 	test_upgrade_bytes();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);

@@ -9,7 +9,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "run/runner.h"
+#include "runner.h"
 #include "tap.h"
 #include "tools/tools_check.h"
 

@@ -10,7 +10,7 @@
 #include <cjson/cJSON.h>
 
 #include "config/config.h"
-#include "run/runner.h"
+#include "runner.h"
 #include "tap.h"
 #include "tools/tools_run.h"
 

@@ -8,8 +8,10 @@
  * MCPSD_TEST_DOCKER_IMAGE set (e.g. mcp-sandboxd/runner-bash:latest) a real
  * container also tries to break the loop quota.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -634,6 +636,7 @@ static void test_tenant_rate(void)
 	fresh_root();
 
 	cfg_init(&c, mode_none, 0x47);
+	c.workspace_max_per_tenant = 100;
 	c.workspace_create_burst = 3;
 	c.workspace_create_per_hour = 1;
 	ok(workspace_mgr_create(&c, &m, err, sizeof(err)) == 0,
@@ -1408,6 +1411,89 @@ out:
 		printf("# cannot remove %s\n", droot);
 }
 
+/* ---- the sweep's budget ------------------------------------------------ */
+
+/* Workspace markers in SANDBOX_ROOT/meta. */
+static int count_markers(void)
+{
+	char p[512];
+	struct dirent *de;
+	DIR *d;
+	int n = 0;
+
+	snprintf(p, sizeof(p), "%s/meta", root);
+	d = opendir(p);
+	if (!d)
+		return -1;
+	while ((de = readdir(d)))
+		n += strlen(de->d_name) == WORKSPACE_NAME_LEN;
+	closedir(d);
+	return n;
+}
+
+/* Makes n workspaces of tenant t named prefix0.. and ages them 2 hours. */
+static void make_expired(struct workspace_mgr *m, const char *prefix, int n)
+{
+	char err[600], id[32], name[WORKSPACE_NAME_LEN + 1];
+	int made = 0;
+
+	for (int i = 0; i < n; i++) {
+		snprintf(id, sizeof(id), "%s%d", prefix, i);
+		made += open_new(m, "t", id, err, sizeof(err)) == 0;
+		workspace_name_for(m, "t", id, name);
+		age_marker(name, 2);
+	}
+	is_int(made, n, "expired workspaces made");
+}
+
+static void test_sweep_budget(void)
+{
+	struct config c;
+	struct workspace_mgr *m = NULL;
+	struct workspace *held = NULL;
+	char err[600];
+	int calls = 0, most = 0, before, after;
+	enum cron_next next = CRON_MORE;
+
+	fresh_root();
+	cfg_init(&c, mode_none, 0x47);
+	ok(workspace_mgr_create(&c, &m, err, sizeof(err)) == 0,
+	   "sweep budget: manager (%s)", err);
+	make_expired(m, "old", 40);
+	ok(workspace_open(m, "t", "old7", false, &held, err, sizeof(err)) == 0,
+	   "sweep budget: one of them is in use");
+	/* A deadline already past: one workspace a run, then it stops. */
+	before = count_markers();
+	while (next == CRON_MORE && calls < 100) {
+		next = workspace_job_sweep(m, 0);
+		after = count_markers();
+		if (before - after > most)
+			most = before - after;
+		before = after;
+		calls++;
+	}
+	is_int(next, CRON_DONE, "sweep budget: the walk ended");
+	is_int(most, 1, "sweep budget: at most one deletion a run");
+	/* 39 deletions, one run each, and the run that finds the end. */
+	is_int(calls, 40, "sweep budget: a run each, resumed where it stopped");
+	is_int(count_markers(), 1, "sweep budget: only the one in use stays");
+	workspace_close(held);
+
+	/* A whole sweep starts over, whatever a run left unfinished. */
+	make_expired(m, "more", 10);
+	is_int(workspace_job_sweep(m, 0), CRON_MORE,
+	       "sweep budget: a run stops early");
+	is_int(workspace_mgr_sweep(m, false), 9,
+	       "sweep budget: a whole sweep deletes the other nine");
+	/* Opening it was a use: it is young again. */
+	is_int(count_markers(), 1, "sweep budget: the one used stays");
+	make_expired(m, "last", 5);
+	is_int(workspace_job_sweep(m, LLONG_MAX), CRON_DONE,
+	       "sweep budget: with time enough one run does it all");
+	is_int(count_markers(), 1, "sweep budget: all five deleted");
+	workspace_mgr_destroy(m);
+}
+
 int main(void)
 {
 	char tmpl[] = "/tmp/mcpsd-ws-XXXXXX";
@@ -1431,6 +1517,7 @@ int main(void)
 	test_tenant_auto_cap();
 	test_tenant_rate();
 	test_disk_advice();
+	test_sweep_budget();
 	/* Each test below starts from an empty SANDBOX_ROOT. */
 	{
 		char cmd[600];

@@ -1,17 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * backend_docker: the execution backend (backend.h) on the local Docker
- * engine. A box is one container created with the hardened body of
- * ../shared/SECURITY.md: no network unless allowed and asked for, memory
- * with equal swap, CPU and pids limits, all capabilities dropped,
- * no-new-privileges, the seccomp profile of seccomp.h, a read-only root
- * with a capped /tmp, Init, private IPC, ulimits, no logging, an
- * unprivileged uid:gid, bind Mounts only. Every container carries the
- * labels sandbox.managed, sandbox.owner (the instance), sandbox.boot (this
- * process) and sandbox.deadline, so the reaper can remove what an earlier
- * boot left and what outlived its deadline even if no daemon is watching.
- * Released containers are removed by a background thread that retries
- * while the engine is away.
+ * engine. A box is one container created with the hardened body that
+ * docs/security.md ("The sandbox") explains: no network unless allowed and
+ * asked for, memory with equal swap, CPU and pids limits, all capabilities
+ * dropped, no-new-privileges, the seccomp profile of seccomp.h, a read-only
+ * root with a capped /tmp, Init, private IPC, ulimits, no logging, an
+ * unprivileged uid:gid, bind Mounts only. Every container carries the labels
+ * sandbox.managed, sandbox.owner (the instance), sandbox.boot (this process)
+ * and sandbox.deadline, so the reaper can remove what an earlier boot left
+ * and what outlived its deadline even if no daemon is watching. Released
+ * containers are removed by a background thread that retries while the
+ * engine is away.
  *
  * It can do everything backend.h asks (BACKEND_CAN_* but REPLICAS: its
  * conversation locks are one daemon's), and it needs the daemon and the

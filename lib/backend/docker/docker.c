@@ -117,11 +117,6 @@ const char *docker_host(const struct docker *d)
 	return d->host;
 }
 
-unsigned docker_timeout_ms(const struct docker *d)
-{
-	return d->timeout_ms;
-}
-
 void docker_health(struct docker *d, struct docker_health *out)
 {
 	pthread_mutex_lock(&d->lock);

@@ -64,9 +64,6 @@ void docker_destroy(struct docker *d);
 /* The DOCKER_HOST it was created with (borrowed, valid until destroy). */
 const char *docker_host(const struct docker *d);
 
-/* The default per-call timeout in milliseconds. */
-unsigned docker_timeout_ms(const struct docker *d);
-
 /*
  * GET /version: checks that the engine answers, (re)negotiates the API
  * version and refreshes the health record. -ENOTSUP when the engine's API

@@ -41,7 +41,7 @@
 #include "backend/backend.h"
 #include "config/config.h"
 #include "run/catalog.h"
-#include "run/runner.h"
+#include "run/request.h"
 
 struct warm;
 struct budget;

@@ -27,7 +27,7 @@
 #include "backend/backend.h"
 #include "config/config.h"
 #include "run/catalog.h"
-#include "run/runner.h"
+#include "run/request.h"
 #include "run/warm/agentframe.h"
 
 #define WARM_KEY_LEN (64 + 1 + CATALOG_NAME_MAX + 1) /* "<ws>.<lang>" */

@@ -12,7 +12,7 @@
 #define MCPSD_WARM_EXEC_H
 
 #include "run/catalog.h"
-#include "run/runner.h"
+#include "run/request.h"
 #include "run/warm/warm_agent.h"
 
 /*

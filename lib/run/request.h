@@ -1,51 +1,36 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * runner: runs untrusted code. A struct runner owns
- *   - the catalog of runner images (catalog.h), discovered by label
- *     (sandbox.runner=true) by a housekeeping job and on demand, with a
- *     callback when it changes (so MCP clients can be told tools/list
- *     changed);
- *   - the execution backend (backend.h; the local Docker engine today),
- *     which turns what to run into a hardened box;
- *   - the scheduler (sched.h): a cap on runs at once, a bounded FIFO queue;
- *   - one-off runs: a box per run, created, attached, started, its output
- *     captured with caps (capture.h), waited for with the time limit
- *     counted from its start, inspected and released.
- * Arguments are checked by run_arguments.h, here too, before anything starts.
+ * request: what a run is asked and what it answers, shared by every part of
+ * the run layer: the request (struct runner_request), the result and its
+ * status names, the events a caller may follow, the one-shot cancel a run
+ * watches, and the two helpers each way of running uses to fill a result
+ * (the outputs from its captures, and freeing the texts). The names keep
+ * the runner_ prefix their callers (tools/, the tests) know them by: they
+ * are the requests and results of runner_run (runner.h).
  *
- * Threads: every function is thread-safe. Catalog snapshots are immutable
- * and reference-counted. Periodic work (discovery, reaping) runs in the
- * job functions below, which cmd/ registers with cron.h.
+ * Calls go one way: runner.c (lib/, the dispatcher) -> one-off runs
+ * (oneoff.c), warm sessions (warm/) and packages (packages.c) -> this
+ * module. It calls none of them. The dispatcher lives above run/ rather
+ * than in it because warm/ uses pieces of run/ (one-off helpers, the
+ * catalog, captures) while the dispatcher calls warm/: inside run/ the two
+ * folders would include each other.
+ *
+ * Threads: a request and a result belong to the thread of the run; a
+ * cancel may be triggered from any thread.
  */
-#ifndef MCPSD_RUNNER_H
-#define MCPSD_RUNNER_H
+#ifndef MCPSD_REQUEST_H
+#define MCPSD_REQUEST_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <time.h>
 
-#include <cjson/cJSON.h>
+/* The container's own deadline (its watchdog), this long after ours. */
+#define RUNNER_WATCHDOG_GRACE_S 5
 
-#include "backend/backend.h"
-#include "config/config.h"
-#include "run/catalog.h"
-
-#define RUNNER_WATCHDOG_GRACE_S 5 /* in-container deadline after ours */
-
-struct runner;
+struct capture;
 struct runner_cancel;
 struct workspace;
-
-/* ---- the catalog ----------------------------------------------------------
- */
-
-/*
- * Takes a reference to the current catalog of runner images (see
- * catalog.h); release with catalog_put. Never NULL after runner_create.
- */
-struct catalog *runner_catalog_get(struct runner *r);
-
-/* ---- one run ------------------------------------------------------------ */
 
 enum runner_status {
 	RUNNER_COMPLETED = 0, /* exited 0 */
@@ -216,8 +201,6 @@ struct runner_result {
 	long long packages_cpu_ms; /* the installer's CPU time */
 };
 
-struct capture;
-
 /*
  * Moves a run's two captures (capture.h) into res->out and res->err: their
  * texts (allocated, valid UTF-8, head and tail) and totals, then finishes
@@ -229,24 +212,6 @@ void runner_output_collect(struct capture *out, struct capture *err,
 
 /* Frees the texts of a result. NULL-safe. */
 void runner_result_finish(struct runner_result *res);
-
-/*
- * Runs req. Returns 0 with res filled for anything that happened to the
- * run, engine trouble included (status RUNNER_ERROR with a message), and
- * RUNNER_BUSY at once when the queue is full, RUNNER_RATE_LIMITED at once
- * when the tenant has used its CPU budget or has as many runs waiting as it
- * may. Returns a negative errno with
- * a message for the caller in res->message when the request was refused
- * before any work: -ENOENT unknown language (the message lists the
- * available ones), -EOPNOTSUPP a check asked of a runner without one
- * (the message lists those with one), -EINVAL bad limits, sizes or
- * variables, -EPERM network asked for but not allowed by the operator,
- * -ESHUTDOWN draining. Blocks for the run; release res with
- * runner_result_finish in every case.
- */
-__attribute__((warn_unused_result)) int
-runner_run(struct runner *r, const struct runner_request *req,
-           struct runner_result *res);
 
 /* ---- cancellation ------------------------------------------------------- */
 
@@ -269,116 +234,5 @@ bool runner_cancel_for_quota(const struct runner_cancel *c);
 bool runner_cancel_requested(const struct runner_cancel *c);
 /* A descriptor that becomes readable on cancellation; -1 for NULL. */
 int runner_cancel_fd(const struct runner_cancel *c);
-
-/* ---- the runner --------------------------------------------------------- */
-
-typedef void (*runner_changed_fn)(void *arg);
-
-/*
- * Creates a runner from cfg (borrowed; must outlive it): a Docker client,
- * the seccomp profile, a random boot id, SANDBOX_ROOT/runs; then discovers
- * images and reaps leftovers once (both fail softly when the engine is
- * down: the threads retry) and starts the threads. Caller owns; free with
- * runner_destroy. -errno with a message for a person in err.
- */
-__attribute__((warn_unused_result)) int runner_create(const struct config *cfg,
-                                                      struct runner **out,
-                                                      char *err, size_t errlen);
-
-/*
- * Stops the threads, removes containers still queued for removal and frees
- * the runner. Runs must have ended (see runner_drain). Warm sessions hold
- * their workspaces open: destroy the runner before the workspace manager.
- * NULL-safe.
- */
-void runner_destroy(struct runner *r);
-
-struct stats;
-
-/*
- * Registers the runner's metrics in s (runs by status, language and
- * tenant; run and queue time; runs running and queued; warm boxes) and
- * counts into them from now on. s must outlive r.
- */
-void runner_set_stats(struct runner *r, struct stats *s);
-
-struct budget;
-
-/*
- * Applies a per-tenant CPU budget (budget.h; borrowed, must outlive r):
- * runs of a tenant past it are refused with RUNNER_RATE_LIMITED, and every
- * run that started is charged its CPU time when it ends (wall time x cpus
- * when the CPU time is unknown). Call before runs start; NULL for none.
- */
-void runner_set_budget(struct runner *r, struct budget *b);
-
-/* Sets the catalog change callback; it runs on a runner thread. */
-void runner_set_changed_cb(struct runner *r, runner_changed_fn fn, void *arg);
-
-/*
- * Rediscovers images now (at most once every two seconds; later calls
- * return the last outcome). Calls the change callback if the catalog
- * changed. 0 or -errno with a message.
- */
-__attribute__((warn_unused_result)) int
-runner_refresh(struct runner *r, char *err, size_t errlen);
-
-/*
- * Removes leftover containers now (see the file comment). Returns the
- * number removed or -errno with a message.
- */
-__attribute__((warn_unused_result)) int runner_reap(struct runner *r, char *err,
-                                                    size_t errlen);
-
-/*
- * Stops accepting runs (queued ones are refused), then waits up to
- * timeout_ms for running ones. Returns how many are still running.
- */
-unsigned runner_drain(struct runner *r, unsigned timeout_ms);
-
-struct runner_stats {
-	unsigned running;
-	unsigned queued;
-	unsigned max_concurrent;
-	unsigned queue_length;
-	unsigned long long runs_total;
-	size_t runners; /* images in the catalog */
-	bool draining;
-	unsigned avg_run_ms; /* recent runs, for retry estimates */
-};
-void runner_stats(struct runner *r, struct runner_stats *out);
-
-/*
- * Adds "docker" (engine reachable, versions, last error) and "runs"
- * (running, queued, limits, runners found) to a /healthz document; false
- * when runs cannot happen (engine unreachable or no runner image). The
- * signature matches http_health_fn; data is the runner.
- */
-bool runner_health(void *runner, cJSON *health);
-
-/* The execution backend (borrowed, valid until runner_destroy). */
-struct backend *runner_backend(struct runner *r);
-
-/* The configuration it was created with (borrowed). */
-const struct config *runner_config(const struct runner *r);
-
-/* This process's boot id (16 hex characters, borrowed). */
-const char *runner_boot_id(const struct runner *r);
-
-/* ---- housekeeping jobs (cron.h) ---------------------------------------- */
-
-/* Warm sessions: expiry and the pool (every second). */
-void runner_job_warm(void *runner);
-
-/* Rediscovers runner images (SANDBOX_DISCOVERY_INTERVAL_SECONDS). */
-void runner_job_discover(void *runner);
-
-/*
- * Removes leftover boxes and code directories older than any run can be
- * (SANDBOX_REAP_INTERVAL_SECONDS).
- */
-void runner_job_reap(void *runner);
-
-/* ---- pieces exposed for tests ------------------------------------------- */
 
 #endif

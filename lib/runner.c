@@ -1,15 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * runner: the catalog, one-off runs and the glue to the scheduler and the
- * backend. Layers, bottom up: catalog.c resolves images; run_arguments.c checks
- * requests; slots.c hands out slots; the backend (backend.h) makes boxes;
- * capture.c drives a one-off run's stream. runner_run strings them
- * together; the job functions run discovery and reaping for cron.c.
+ * runner: the dispatcher (runner.h). Layers, bottom up: catalog.c resolves
+ * images; run_arguments.c checks requests; slots.c hands out slots; the
+ * backend (backend.h) makes boxes; packages.c installs what a run asks;
+ * warm/ runs in a conversation's session, oneoff.c in a box of its own.
+ * runner_run strings them together; the job functions run discovery and
+ * reaping for cron.c. The request and result types are run/request.h's.
  * Locks: r->lock guards the catalog pointer and the change callback;
  * r->disc_lock serializes discoveries. No lock is held across an engine
  * call.
  */
-#include "run/runner.h"
+#include "runner.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -17,19 +18,15 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
-#include <stdatomic.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "backend/backend.h"
 #include "run/budget.h"
-#include "run/capture.h"
 #include "run/oneoff.h"
 #include "run/packages.h"
 #include "run/run_arguments.h"
@@ -65,138 +62,6 @@ struct runner {
 	int last_refresh_rc;
 	char last_refresh_err[256];
 };
-
-struct runner_cancel {
-	int fd;
-	atomic_bool flag;
-	atomic_bool quota; /* by the quota watch, not the caller */
-};
-
-const char *runner_status_name(enum runner_status s)
-{
-	switch (s) {
-	case RUNNER_COMPLETED:
-		return "completed";
-	case RUNNER_FAILED:
-		return "failed";
-	case RUNNER_TIMED_OUT:
-		return "timed_out";
-	case RUNNER_OOM_KILLED:
-		return "oom_killed";
-	case RUNNER_OUTPUT_LIMIT:
-		return "output_limit";
-	case RUNNER_CANCELLED:
-		return "cancelled";
-	case RUNNER_BUSY:
-		return "busy";
-	case RUNNER_RATE_LIMITED:
-		return "rate_limited";
-	case RUNNER_ERROR:
-		return "error";
-	case RUNNER_QUOTA_EXCEEDED:
-		return "quota_exceeded";
-	}
-	return "error";
-}
-
-/* ---- cancellation ------------------------------------------------------- */
-
-int runner_cancel_create(struct runner_cancel **out)
-{
-	struct runner_cancel *c = calloc(1, sizeof(*c));
-
-	*out = NULL;
-	if (!c)
-		return -ENOMEM;
-	c->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (c->fd < 0) {
-		int e = errno;
-
-		free(c);
-		return -e;
-	}
-	atomic_init(&c->flag, false);
-	atomic_init(&c->quota, false);
-	*out = c;
-	return 0;
-}
-
-void runner_cancel_destroy(struct runner_cancel *c)
-{
-	if (!c)
-		return;
-	close(c->fd);
-	free(c);
-}
-
-void runner_cancel_trigger(void *arg)
-{
-	struct runner_cancel *c = arg;
-	uint64_t one = 1;
-
-	if (!c || atomic_exchange(&c->flag, true))
-		return;
-	/* Leaves the eventfd readable for good: pollers see it at once. */
-	if (write(c->fd, &one, sizeof(one)) < 0)
-		log_debug("cancel: eventfd write failed");
-}
-
-void runner_cancel_quota(struct runner_cancel *c)
-{
-	if (c)
-		atomic_store(&c->quota, true);
-	runner_cancel_trigger(c);
-}
-
-bool runner_cancel_for_quota(const struct runner_cancel *c)
-{
-	return c && atomic_load(&c->quota);
-}
-
-bool runner_cancel_requested(const struct runner_cancel *c)
-{
-	return c && atomic_load(&c->flag);
-}
-
-int runner_cancel_fd(const struct runner_cancel *c)
-{
-	return c ? c->fd : -1;
-}
-
-static int runner_output_fill(const struct capture *c, struct runner_output *o)
-{
-	if (!c->head)
-		return 0; /* never initialized: nothing to say */
-	o->total = c->total;
-	o->saved = c->saved;
-	o->text = capture_text(c, &o->truncated);
-	return o->text ? 0 : -ENOMEM;
-}
-
-void runner_output_collect(struct capture *out, struct capture *err,
-                           struct runner_result *res)
-{
-	if (runner_output_fill(out, &res->out) < 0 ||
-	    runner_output_fill(err, &res->err) < 0) {
-		res->status = RUNNER_ERROR;
-		snprintf(res->message, sizeof(res->message), "out of memory");
-	}
-	capture_finish(out);
-	capture_finish(err);
-}
-
-void runner_result_finish(struct runner_result *res)
-{
-	if (!res)
-		return;
-	free(res->out.text);
-	free(res->err.text);
-	cJSON_free(res->value_json);
-	cJSON_free(res->packages_json);
-	res->out.text = res->err.text = NULL;
-	res->value_json = NULL;
-	res->packages_json = NULL;
-}
 
 /* What a result says before the run: the limits, nothing measured. */
 static void runner_result_init(struct runner_result *res,
@@ -345,9 +210,9 @@ static int runner_take_slot(struct runner *r, const struct runner_request *req,
 {
 	unsigned retry = 0;
 	const struct runner_request *arg = req;
-	int got = slots_acquire(r->slots, req->tenant,
-	                        req->cancel ? req->cancel->fd : -1,
-	                        runner_on_queued, &arg, &retry);
+	int got =
+	    slots_acquire(r->slots, req->tenant, runner_cancel_fd(req->cancel),
+	                  runner_on_queued, &arg, &retry);
 
 	*rc = 0;
 	if (got == 0 && !runner_cancel_requested(req->cancel))
@@ -714,35 +579,47 @@ int runner_reap(struct runner *r, char *err, size_t errlen)
 	return backend_reap(r->be, err, errlen);
 }
 
-void runner_job_discover(void *runner)
+enum cron_next runner_job_discover(void *runner, long long deadline_ms)
 {
 	struct runner *r = runner;
 	char err[512];
 
+	(void)deadline_ms;
 	if (runner_discover_now(r, err, sizeof(err)) < 0)
 		log_debug("discovery: %s", err);
+	return CRON_DONE;
 }
 
-void runner_job_warm(void *runner)
+enum cron_next runner_job_warm(void *runner, long long deadline_ms)
 {
 	struct runner *r = runner;
 	struct catalog *cat;
 
+	(void)deadline_ms;
 	if (!r->warm)
-		return;
+		return CRON_DONE;
 	cat = runner_catalog_get(r);
 	warm_tick(r->warm, cat);
 	catalog_put(cat);
+	return CRON_DONE;
 }
 
-void runner_job_reap(void *runner)
+enum cron_next runner_job_reap(void *runner, long long deadline_ms)
 {
 	struct runner *r = runner;
 	char err[512];
 
+	(void)deadline_ms;
 	if (runner_reap(r, err, sizeof(err)) < 0)
 		log_debug("reaper: %s", err);
-	oneoff_sweep(&r->oneoff);
+	return CRON_DONE;
+}
+
+enum cron_next runner_job_runs(void *runner, long long deadline_ms)
+{
+	struct runner *r = runner;
+
+	return oneoff_sweep(&r->oneoff, deadline_ms) ? CRON_MORE : CRON_DONE;
 }
 
 /* ---- create, destroy, drain --------------------------------------------- */
@@ -834,7 +711,7 @@ int runner_create(const struct config *cfg, struct runner **out, char *err,
 	rc = runner_reap(r, msg, sizeof(msg));
 	if (rc < 0)
 		log_warnx("start-up reaping: %s", msg);
-	oneoff_sweep(&r->oneoff);
+	(void)oneoff_sweep(&r->oneoff, LLONG_MAX);
 	*out = r;
 	return 0;
 fail:
@@ -847,6 +724,7 @@ void runner_destroy(struct runner *r)
 	if (!r)
 		return;
 	warm_destroy(r->warm);
+	oneoff_sweep_finish(&r->oneoff);
 	/* Removes what is queued for removal and what this boot left. */
 	backend_destroy(r->be);
 	slots_destroy(r->slots);
