@@ -278,6 +278,46 @@ def _display(value, filename):
     return data
 
 
+# ---- the run viewer's table --------------------------------------------------
+
+FRAME_FILE = os.path.join(".mcp", "value.json")
+FRAME_CELLS_MAX = 1000000  # the daemon's lib/tools/view/table.h parses no more
+
+
+def _save_frame(value, cwd):
+    """The last value's data frame (or series) as /data/.mcp/value.json, in
+    pandas' "split" layout, for the run viewer (an MCP App): the daemon's
+    view_table tool pages and sorts it for the view, never for the model.
+    The file of an earlier call is removed first, so it always belongs to
+    this call; nothing here may disturb the call, so failures are silent."""
+    if cwd is None:
+        return
+    path = os.path.join(cwd, FRAME_FILE)
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+    pd = sys.modules.get("pandas")
+    if pd is None or value is None:
+        return
+    try:
+        if isinstance(value, pd.Series):
+            value = value.to_frame()
+        if not isinstance(value, pd.DataFrame) or value.shape[1] == 0:
+            return
+        if value.shape[0] * value.shape[1] > FRAME_CELLS_MAX:
+            return
+        if not isinstance(value.index, pd.RangeIndex):
+            value = value.reset_index()
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = path + ".tmp"
+        value.to_json(tmp, orient="split", index=False, date_format="iso",
+                      default_handler=str)
+        os.replace(tmp, path)
+    except Exception:
+        pass
+
+
 # ---- figures ----------------------------------------------------------------
 
 
@@ -514,6 +554,7 @@ def _call(fields, result, ctx, ns):
             _set_error(result, e, "error", filename)
             return
         _State.running = True
+        value = None
         try:
             value = _run(filename, ns)
             if value is not None:
@@ -526,6 +567,7 @@ def _call(fields, result, ctx, ns):
         except BaseException as e:
             _set_error(result, e, "error", filename)
         _save_figures(ctx)
+        _save_frame(value, ctx.cwd)
     finally:
         _State.running = False
         result["figures"] = list(ctx.figures)

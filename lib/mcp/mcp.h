@@ -75,6 +75,16 @@ struct tool_impl {
 	 * what it needs (e.g. after asking the client for input).
 	 */
 	bool task_deferred;
+	/*
+	 * MCP Apps (the io.modelcontextprotocol/ui extension). ui_meta, the
+	 * JSON text of the tool's _meta (e.g. {"ui":{"resourceUri":
+	 * "ui://..."}}), is listed only to clients that declare the extension
+	 * (mcp_call_client_has_ui), so others see exactly the tool they saw
+	 * before. A ui_only tool is for views, which call it through their
+	 * host: it is listed to, and callable by, such clients only.
+	 */
+	const char *ui_meta;
+	bool ui_only;
 };
 
 /*
@@ -295,6 +305,17 @@ enum mcp_log_level {
 
 /* The authenticated tenant (borrowed, valid during the call). */
 const char *mcp_call_tenant(const struct mcp_call *call);
+
+/* MCP Apps: the extension's key and the media type of its views. */
+#define MCP_UI_EXTENSION "io.modelcontextprotocol/ui"
+#define MCP_UI_MIME "text/html;profile=mcp-app"
+
+/*
+ * Whether the request's client renders MCP Apps: its capabilities declare
+ * extensions["io.modelcontextprotocol/ui"] with MCP_UI_MIME among its
+ * mimeTypes.
+ */
+bool mcp_call_client_has_ui(const struct mcp_call *call);
 /*
  * The protocol version of the request: the one its session negotiated, or
  * the one it named itself (2026-07-28). Borrowed, valid during the call.

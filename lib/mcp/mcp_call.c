@@ -263,6 +263,11 @@ const cJSON *mcp_call_client_capabilities(const struct mcp_call *c)
 	return c->sess->client_caps;
 }
 
+bool mcp_call_client_has_ui(const struct mcp_call *c)
+{
+	return mcp_revision_client_has_ui(c->sess->client_caps);
+}
+
 bool mcp_call_cancelled(const struct mcp_call *c)
 {
 	bool v;

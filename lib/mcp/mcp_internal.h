@@ -670,6 +670,9 @@ cJSON *mcp_revision_missing(const char *capability);
 /* Whether caps (a client's capabilities) declare capability. */
 bool mcp_revision_client_has(const cJSON *caps, const char *capability);
 
+/* Whether caps declare the MCP Apps extension (mcp_call_client_has_ui). */
+bool mcp_revision_client_has_ui(const cJSON *caps);
+
 /* ------------------------------------------------------------------ */
 /* lib/mcp/mcp_methods.c: method handlers and dispatch */
 

@@ -129,6 +129,8 @@ static cJSON *tool_entry(struct mcp_server *srv, const struct session *s,
 		cJSON_AddBoolToObject(ann, "openWorldHint", t->open_world);
 	}
 	free(desc);
+	if (t->ui_meta && mcp_revision_client_has_ui(s->client_caps))
+		cJSON_AddItemToObject(o, "_meta", cJSON_Parse(t->ui_meta));
 	mcp_revision_annotate_tool(srv, s, i, o);
 	return o;
 }
@@ -144,8 +146,12 @@ static char *do_tools_list(struct mcp_call *c)
 		return answer(c, NULL);
 	}
 	for (size_t i = 0; i < srv->n_tools; i++) {
-		cJSON *e = tool_entry(srv, c->sess, i);
+		cJSON *e;
 
+		if (srv->tools[i]->ui_only &&
+		    !mcp_revision_client_has_ui(c->sess->client_caps))
+			continue;
+		e = tool_entry(srv, c->sess, i);
 		if (e)
 			cJSON_AddItemToArray(arr, e);
 	}
@@ -193,9 +199,11 @@ static char *unknown_tool(struct mcp_call *c, const char *name)
 	char *out;
 
 	buf_init(&b, 2048);
-	for (size_t i = 0; i < srv->n_tools; i++) {
-		if (buf_printf(&b, "%s%s", i ? ", " : "", srv->tools[i]->name) <
-		    0)
+	for (size_t i = 0, n = 0; i < srv->n_tools; i++) {
+		if (srv->tools[i]->ui_only)
+			continue;
+		if (buf_printf(&b, "%s%s", n++ ? ", " : "",
+		               srv->tools[i]->name) < 0)
 			break;
 	}
 	out =
@@ -252,6 +260,16 @@ static bool do_tools_call(struct mcp_call *c, char **out)
 	c->tool = find_tool(srv, name->valuestring, NULL);
 	if (!c->tool) {
 		*out = unknown_tool(c, name->valuestring);
+		return false;
+	}
+	if (c->tool->ui_only &&
+	    !mcp_revision_client_has_ui(c->sess->client_caps)) {
+		*out = fail(c, RPC_INVALID_PARAMS,
+		            "tool '%s' serves the run viewer (an MCP App) "
+		            "and is called by the view through a host that "
+		            "declares the " MCP_UI_EXTENSION
+		            " extension; call run_code or list_files instead",
+		            c->tool->name);
 		return false;
 	}
 	if (args && !cJSON_IsObject(args) && !cJSON_IsNull(args)) {

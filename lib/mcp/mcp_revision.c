@@ -560,6 +560,21 @@ cJSON *mcp_revision_missing(const char *capability)
 	return data;
 }
 
+bool mcp_revision_client_has_ui(const cJSON *caps)
+{
+	const cJSON *ui = cJSON_GetObjectItemCaseSensitive(
+	    cJSON_GetObjectItemCaseSensitive(caps, "extensions"),
+	    MCP_UI_EXTENSION);
+	const cJSON *t;
+
+	cJSON_ArrayForEach (t,
+	                    cJSON_GetObjectItemCaseSensitive(ui, "mimeTypes"))
+		if (cJSON_IsString(t) &&
+		    strcmp(t->valuestring, MCP_UI_MIME) == 0)
+			return true;
+	return false;
+}
+
 bool mcp_revision_client_has(const cJSON *caps, const char *capability)
 {
 	if (strcmp(capability, TASKS_EXTENSION) == 0)

@@ -63,16 +63,6 @@ __attribute__((warn_unused_result)) int run_arguments_opt_str(const cJSON *args,
 #define RUN_ARGUMENTS_CONV_MINT_LEN (sizeof(RUN_ARGUMENTS_CONV_PREFIX) - 1 + 32)
 
 /*
- * What a tool that may open a conversation says of conversationId (plain
- * text without quotes: it also goes into JSON schemas as a literal).
- */
-#define RUN_ARGUMENTS_CONV_DESCRIPTION                                         \
-	"One chat's id, unique to that chat: calls with the same id, in any "  \
-	"chat of this user, share its /data files and state. Omit it on the "  \
-	"chat's first call; the server then makes one and returns it: pass "   \
-	"that on every later call of the chat"
-
-/*
  * The conversationId of a tool call that may open a conversation (run_code,
  * upload_file). Given as a string: *id is borrowed from args (its text is
  * checked where the workspace is opened) and minted is "". Absent or null:

@@ -18,12 +18,9 @@
 
 static const char tools_check_input_schema[] =
     "{\"type\":\"object\",\"properties\":{"
-    "\"conversationId\":{\"type\":\"string\",\"description\":\"Accepted "
-    "for symmetry with run_code; a check never sees /data\"},"
-    "\"language\":{\"type\":\"string\",\"description\":\"The language "
-    "or alias, as for run_code\"},"
-    "\"code\":{\"type\":\"string\",\"description\":\"The program's "
-    "source code; it is parsed, never run\"}},"
+    "\"conversationId\":{\"type\":\"string\"},"
+    "\"language\":{\"type\":\"string\"},"
+    "\"code\":{\"type\":\"string\"}},"
     "\"required\":[\"language\",\"code\"]}";
 
 const char tools_check_output_schema[] =
@@ -272,11 +269,9 @@ static void tools_check_describe(void *data, char **description,
 	catalog_checkable(cat, langs, sizeof(langs));
 	catalog_put(cat);
 	*description = buf_asprintf(
-	    "Check code for syntax errors without running it, and return the "
-	    "first error's line and message (structuredContent.errors lists "
-	    "them, with columns where the checker gives them). The language's "
-	    "own checker runs in a sandbox without network or /data for at "
-	    "most %d s. Languages: %s.",
+	    "Check code for syntax errors without running it (the language's "
+	    "own checker, in a sandbox without network or /data, at most %d "
+	    "s); returns each error's line and message. Languages: %s.",
 	    RUN_ARGUMENTS_CHECK_TIMEOUT_S, langs);
 }
 

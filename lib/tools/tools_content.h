@@ -13,6 +13,19 @@
 #include "workspace/workspace.h"
 
 /*
+ * What the tools' input schemas say of conversationId (plain text without
+ * quotes: it goes into JSON schemas as a literal). Every tools/list carries
+ * it, so it says only what a model needs to call right. The first is for
+ * tools that may open a conversation (run_code, upload_file), the second
+ * for those that need an existing one.
+ */
+#define TOOLS_CONV_DESCRIPTION                                                 \
+	"Unique to one chat: omit it on the chat's first call, then pass "     \
+	"the id the result returns"
+#define TOOLS_CONV_KNOWN_DESCRIPTION                                           \
+	"Unique to one chat, as run_code or upload_file returned it"
+
+/*
  * {"bytesUsed", "bytesQuota", "files", "filesQuota", "enforced", "over"}
  * (caller owns; NULL on allocation failure).
  */

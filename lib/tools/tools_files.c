@@ -360,10 +360,15 @@ static int list_visit(void *data, const struct fstree_entry *e)
 {
 	struct listing *l = data;
 
-	/* The package cache (packages.h) only when asked for by path. */
+	/*
+	 * What the daemon keeps in /data for itself (workspace.h): its
+	 * directories only when asked for by path, its files never.
+	 */
+	if (workspace_own_path(e->rel, S_ISDIR(e->st->st_mode)) ==
+	    WORKSPACE_OWN_HIDDEN)
+		return S_ISDIR(e->st->st_mode) ? FSTREE_WALK_SKIP : 0;
 	if (S_ISDIR(e->st->st_mode))
-		return strcmp(e->rel, ".mcp/packages") == 0 ? FSTREE_WALK_SKIP
-		                                            : 0;
+		return 0;
 	if (!S_ISREG(e->st->st_mode)) {
 		if (l->n_skipped++ < SKIPPED_MAX) {
 			cJSON *o = cJSON_CreateObject();
@@ -873,25 +878,22 @@ static int res_read(void *data, struct mcp_call *call, const char *uri,
 
 #define CONV_PROP                                                              \
 	"\"conversationId\":{\"type\":\"string\",\"minLength\":1,"             \
-	"\"maxLength\":256,\"description\":\"This chat's id, unique to one "   \
-	"chat: the one run_code or upload_file returned or was given earlier " \
-	"in it. Files live in that conversation's /data directory.\"},"
+	"\"maxLength\":256,\"description\":\"" TOOLS_CONV_KNOWN_DESCRIPTION    \
+	"\"},"
 /* upload_file may open a chat: its id may be left out, as run_code's. */
 #define CONV_PROP_OPTIONAL                                                     \
 	"\"conversationId\":{\"type\":\"string\",\"minLength\":1,"             \
-	"\"maxLength\":256,\"description\":\"" RUN_ARGUMENTS_CONV_DESCRIPTION  \
-	"\"},"
+	"\"maxLength\":256,\"description\":\"" TOOLS_CONV_DESCRIPTION "\"},"
 
 static const char upload_in[] =
     "{\"type\":\"object\",\"properties\":{" CONV_PROP_OPTIONAL
-    "\"filename\":{\"type\":\"string\",\"description\":\"Path relative to "
-    "/data, e.g. 'data/sales.csv'; missing directories are created\"},"
+    "\"filename\":{\"type\":\"string\",\"description\":\"Path in /data, "
+    "e.g. 'in/sales.csv'; directories are created\"},"
     "\"content\":{\"type\":\"string\",\"contentEncoding\":\"base64\","
-    "\"description\":\"The file as standard base64 with padding\"},"
-    "\"text\":{\"type\":\"string\",\"description\":\"The file as UTF-8 "
-    "text, instead of content\"},"
-    "\"overwrite\":{\"type\":\"boolean\",\"default\":false,"
-    "\"description\":\"Replace an existing file of that name\"}},"
+    "\"description\":\"Standard base64 with padding\"},"
+    "\"text\":{\"type\":\"string\",\"description\":\"UTF-8 text, "
+    "instead of content\"},"
+    "\"overwrite\":{\"type\":\"boolean\",\"default\":false}},"
     "\"required\":[\"filename\"]}";
 
 static const char upload_out[] =
@@ -907,10 +909,10 @@ static const char upload_out[] =
 
 static const char list_in[] =
     "{\"type\":\"object\",\"properties\":{" CONV_PROP
-    "\"path\":{\"type\":\"string\",\"description\":\"Only list below this "
-    "directory (relative to /data)\"},"
+    "\"path\":{\"type\":\"string\",\"description\":\"Only below this "
+    "directory of /data\"},"
     "\"limit\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1000,"
-    "\"default\":200,\"description\":\"Most files to list\"}},"
+    "\"default\":200}},"
     "\"required\":[\"conversationId\"]}";
 
 static const char list_out[] =
@@ -932,11 +934,9 @@ static const char list_out[] =
 
 static const char delete_in[] =
     "{\"type\":\"object\",\"properties\":{" CONV_PROP
-    "\"filename\":{\"type\":\"string\",\"description\":\"Path relative to "
-    "/data of a file or an empty directory\"},"
-    "\"recursive\":{\"type\":\"boolean\",\"default\":false,"
-    "\"description\":\"Also delete a directory that is not empty, with "
-    "everything in it\"}},"
+    "\"filename\":{\"type\":\"string\",\"description\":\"Path in /data "
+    "of a file or directory\"},"
+    "\"recursive\":{\"type\":\"boolean\",\"default\":false}},"
     "\"required\":[\"conversationId\",\"filename\"]}";
 
 static const char delete_out[] =
@@ -949,12 +949,9 @@ static struct tool_impl tools[] = {
         .name = "upload_file",
         .title = "Upload a file",
         .description =
-            "Save a file into the conversation's /data directory, where "
-            "run_code can read it (e.g. upload a CSV, then analyse "
-            "/data/sales.csv with pandas). Give the content as base64 "
-            "('content') or as UTF-8 text ('text'). Returns the size, "
-            "SHA-256 and a URL. An existing file is only replaced with "
-            "overwrite: true.",
+            "Save a file into the conversation's /data, where run_code "
+            "reads it. Give content (base64) or text (UTF-8); an existing "
+            "file is replaced only with overwrite: true.",
         .input_schema = upload_in,
         .output_schema = upload_out,
         .call = call_upload,
@@ -963,8 +960,8 @@ static struct tool_impl tools[] = {
         .name = "list_files",
         .title = "List files",
         .description =
-            "List the files in the conversation's /data directory with "
-            "size, type, modification time (UTC) and a URL for each.",
+            "List the files in the conversation's /data (size, type, "
+            "modified time, URL).",
         .input_schema = list_in,
         .output_schema = list_out,
         .read_only = true,
@@ -975,9 +972,8 @@ static struct tool_impl tools[] = {
         .name = "delete_file",
         .title = "Delete a file",
         .description =
-            "Delete a file (or an empty directory, or with recursive: "
-            "true a whole directory) from the conversation's /data "
-            "directory.",
+            "Delete a file or an empty directory (any directory with "
+            "recursive: true) from the conversation's /data.",
         .input_schema = delete_in,
         .output_schema = delete_out,
         .destructive = true,

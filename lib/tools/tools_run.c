@@ -13,12 +13,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "run/capture.h"
 #include "run/run_arguments.h"
 #include "tools/tools_check.h"
 #include "tools/tools_content.h"
+#include "tools/notebook/tools_notebook.h"
+#include "tools/view/tools_view.h"
 #include "util/buf.h"
 #include "util/log.h"
 #include "util/mono.h"
@@ -541,8 +544,9 @@ static cJSON *tools_run_code_call(void *data, struct mcp_call *call,
 	                                  .on = mcp_call_has_progress(call)};
 	struct workspace_snapshot *snap = NULL;
 	int out_fd = -1, err_fd = -1;
-	char *base_url = NULL;
+	char *base_url = NULL, *notebook_url = NULL;
 	cJSON *result = NULL;
+	time_t started;
 	int rc;
 
 	memset(&res, 0, sizeof(res));
@@ -604,6 +608,7 @@ static cJSON *tools_run_code_call(void *data, struct mcp_call *call,
 		prog.cancel = cancel;
 	}
 	mcp_call_on_cancel(call, runner_cancel_trigger, cancel);
+	started = time(NULL);
 	rc = runner_run(ctx->runner, &req, &res);
 	mcp_call_on_cancel(call, NULL, NULL);
 	if (rc >= 0 && prog.over && res.status == RUNNER_QUOTA_EXCEEDED)
@@ -613,9 +618,17 @@ static cJSON *tools_run_code_call(void *data, struct mcp_call *call,
 	} else {
 		result = tools_run_result(&res, cfg);
 		if (result && res.status != RUNNER_BUSY &&
-		    res.status != RUNNER_RATE_LIMITED)
+		    res.status != RUNNER_RATE_LIMITED) {
 			tools_run_add_workspace(result, ws, snap, &res, out_fd,
 			                        err_fd, cfg->output_max_bytes);
+			notebook_url =
+			    tools_notebook_record(ws, conv, &req, &res, result);
+			/* What only a view shows: nothing for other hosts. */
+			if (mcp_call_client_has_ui(call))
+				tools_view_annotate(ws, conv, started,
+				                    res.value_json != NULL,
+				                    notebook_url, result);
+		}
 	}
 	if (result)
 		tools_run_add_conversation(result, conv, minted[0] != '\0');
@@ -628,6 +641,7 @@ out:
 	runner_result_finish(&res);
 	runner_cancel_destroy(cancel);
 	free(base_url);
+	free(notebook_url);
 	workspace_close(ws);
 	run_arguments_store_finish(&st);
 	return result;
@@ -753,14 +767,14 @@ static struct tool_impl tools_run_code_tool = {
     .describe = tools_run_code_describe,
     .call = tools_run_code_call,
     .tasks = MCP_TASK_OPTIONAL,
+    .ui_meta = TOOLS_VIEW_TOOL_META,
 };
 
 static struct tool_impl tools_run_list_tool = {
     .name = "list_runners",
     .title = "List sandbox runners",
-    .description = "List the languages run_code supports, with their "
-                   "versions, preinstalled libraries and the limits of a "
-                   "run.",
+    .description = "Details of run_code's languages (versions, "
+                   "libraries, code file, flags) and limits.",
     .input_schema = "{\"type\":\"object\",\"properties\":{}}",
     .output_schema = list_runners_output_schema,
     .read_only = true,
@@ -786,5 +800,7 @@ void tools_run_register(struct mcp_server *srv, struct runner *r,
 	mcp_server_add_tool(srv, &tools_run_code_tool);
 	mcp_server_add_tool(srv, &tools_run_list_tool);
 	tools_check_register(srv, r);
+	tools_view_register(srv, wm);
+	tools_notebook_register(srv, r, wm);
 	runner_set_changed_cb(r, tools_run_changed, srv);
 }

@@ -16,6 +16,7 @@
 #include "backend/backend.h"
 #include "run/packages.h"
 #include "run/run_arguments.h"
+#include "tools/tools_content.h"
 #include "util/buf.h"
 #include "workspace/files.h"
 
@@ -95,8 +96,8 @@ const char tools_run_output_schema[] =
     "{\"type\":\"string\"}},"
     "\"error_name\":{\"type\":\"string\",\"description\":\"Python: the "
     "type of an uncaught exception\"},"
-    "\"cpu_ms\":{\"type\":\"integer\",\"description\":\"CPU time the "
-    "run used (all its processes), beside the wall time duration_ms\"},"
+    "\"cpu_ms\":{\"type\":\"integer\",\"description\":\"CPU time of "
+    "all the run's processes\"},"
     "\"memory_peak_bytes\":{\"type\":\"integer\",\"description\":"
     "\"highest memory use: a one-off run's own; in a warm session the "
     "session's so far, this run included\"},"
@@ -105,7 +106,8 @@ const char tools_run_output_schema[] =
     "\"cpus\":{\"type\":\"number\",\"description\":\"the CPU limit "
     "that applied, in cores\"},"
     "\"packages\":{\"type\":\"object\",\"description\":\"installed now, "
-    "reused from the cache; failed: the code did not run\"}},"
+    "reused from the cache; failed: the code did not run\"},"
+    "\"notebook_url\":{\"type\":\"string\"}},"
     "\"required\":[\"status\",\"exit_code\",\"stdout\",\"stderr\","
     "\"stdout_truncated\",\"stderr_truncated\",\"duration_ms\","
     "\"queue_ms\"]}";
@@ -183,70 +185,117 @@ static void tools_run_span(char out[32], unsigned s)
 		snprintf(out, 32, "%u second%s", s, s == 1 ? "" : "s");
 }
 
+/* A size for a person: "16 MB" when whole megabytes, else bytes. */
+static void tools_run_size(char out[32], size_t n)
+{
+	if (n >= 1048576 && n % 1048576 == 0)
+		snprintf(out, 32, "%zu MB", n / 1048576);
+	else
+		snprintf(out, 32, "%zu bytes", n);
+}
+
+/*
+ * The length of a runner description's summary: its first clause, up to
+ * the first ". " or "; " outside parentheses. The rest (flags, tips) is
+ * for list_runners; tools/list reaches every conversation.
+ */
+static size_t tools_run_summary_len(const char *d)
+{
+	int depth = 0;
+	size_t i;
+
+	for (i = 0; d[i]; i++) {
+		if (d[i] == '(')
+			depth++;
+		else if (d[i] == ')' && depth > 0)
+			depth--;
+		else if (depth == 0 && (d[i] == '.' || d[i] == ';') &&
+		         (d[i + 1] == ' ' || d[i + 1] == '\0'))
+			return i;
+	}
+	return i;
+}
+
+/*
+ * run_code's list of languages: each name (the enum carries the aliases)
+ * and the summary of its description. Versions, libraries, the code file
+ * and tips are list_runners' (tools_run_describe_runners).
+ */
+static int tools_run_describe_compact(struct buf *b, const struct catalog *cat,
+                                      bool packages)
+{
+	int r;
+
+	if (cat->n == 0)
+		return buf_puts(b, "\n\nNo runner images are installed on this "
+		                   "server yet; run_code will fail until the "
+		                   "operator builds them (runners/build.sh).");
+	r = buf_puts(b, "\n\nLanguages (details: list_runners):");
+	for (size_t i = 0; r == 0 && i < cat->n; i++) {
+		const struct catalog_image *m = &cat->items[i];
+		size_t n = tools_run_summary_len(m->description);
+
+		r = buf_printf(b, "\n- %s", m->language);
+		if (r == 0 && n)
+			r = buf_printf(b, ": %.*s", (int)n, m->description);
+		if (r == 0 && packages && m->packages[0])
+			r = buf_printf(b, "; packages: %s", m->packages);
+	}
+	return r;
+}
+
 /* The opening of run_code's description with warm sessions on. */
 static int tools_run_describe_warm(struct buf *b, const struct config *cfg)
 {
-	char idle[32], life[32];
+	char idle[32], life[32], out[32];
 
 	tools_run_span(idle, cfg->warm_idle_s);
 	tools_run_span(life, cfg->warm_max_s);
+	tools_run_size(out, cfg->output_max_bytes);
 	return buf_printf(
 	    b,
-	    "Run code in an isolated Linux sandbox and return its exit "
-	    "status, stdout and stderr. A conversationId names one chat and "
-	    "must be unique to that chat: leave it out on the chat's first "
-	    "call and pass the id the result returns on every later call. "
-	    "Each conversation keeps a warm session per language: Python runs "
-	    "in a persistent "
-	    "interpreter, so variables, imports, functions and loaded data "
-	    "stay available to the next run_code call of the same "
-	    "conversation, and the value of a final expression is shown like "
-	    "a notebook cell; open matplotlib figures are saved as PNG files "
-	    "and shown. Other languages run as a fresh process in the same "
-	    "sandbox. A session ends after %s without a run and at most %s "
-	    "after it started; a timeout that the code does not stop for, "
-	    "running out of memory, or exit() also end it. Every "
-	    "result says whether the state was kept (session.state: new, "
-	    "continued, restarted with a reason): after a restart, run your "
-	    "setup code (imports, loading data) again. Pass session: \"new\" "
-	    "to "
-	    "start with a fresh interpreter. Processes a run starts in the "
-	    "background are stopped when it ends. /data, the working "
-	    "directory, belongs to the conversation: files written there stay "
-	    "and come back as links. Limits per run: %u MB memory (the "
-	    "session's, shared by its runs), %g CPU, %u s (timeout_seconds up "
-	    "to %u), %u processes, %u MB in /tmp, output beyond %zu bytes "
-	    "stops the run. %s Print results to stdout; save charts and files "
-	    "to /data.",
+	    "Run code in an isolated Linux sandbox. A conversationId is "
+	    "unique to one chat; each keeps a warm session per language: "
+	    "Python keeps "
+	    "variables, imports and loaded data between calls, shows a final "
+	    "expression's value like a notebook cell and returns open "
+	    "matplotlib figures as PNG; other languages run as a fresh "
+	    "process. A session ends after %s idle, %s after it started, or "
+	    "on a timeout the code ignores, out of memory or exit(); the "
+	    "result's session.state says new, continued or restarted (then "
+	    "run your setup again). Background processes stop when a run "
+	    "ends. /data, the working directory, belongs to the conversation: "
+	    "save files and charts there to keep them and get links; print "
+	    "results to stdout. Limits per run: %u MB memory (the session's), "
+	    "%g CPU, %u s, %u processes, %u MB /tmp, output up to %s. %s",
 	    idle, life, cfg->memory_mb, cfg->cpus, cfg->timeout_s,
-	    cfg->max_timeout_s, cfg->pids_limit, cfg->tmp_mb,
-	    cfg->output_max_bytes,
-	    cfg->allow_network ? "No network unless network is true (such "
-	                         "runs use a one-off sandbox, without the "
-	                         "session's state)."
-	                       : "No network access.");
+	    cfg->pids_limit, cfg->tmp_mb, out,
+	    cfg->allow_network
+	        ? "No network unless network: true. Network, or other "
+	          "memory_mb or cpus than the defaults, run in a one-off "
+	          "sandbox without the session's state."
+	        : "No network. Other memory_mb or cpus than the defaults run "
+	          "in a one-off sandbox without the session's state.");
 }
 
 /* ... and with every run in a fresh box. */
 static int tools_run_describe_cold(struct buf *b, const struct config *cfg)
 {
+	char out[32];
+
+	tools_run_size(out, cfg->output_max_bytes);
 	return buf_printf(
 	    b,
-	    "Run code in a fresh, isolated Linux container and return its "
-	    "exit status, stdout and stderr. A conversationId names one "
-	    "chat and must be unique to that chat: leave it out on the "
-	    "chat's first call and pass the id the result returns on every "
-	    "later call. Each run starts clean except for /data, the working "
-	    "directory, which belongs to the conversation: files written "
-	    "there are kept between runs with the same conversationId and "
-	    "can be read back later. Limits per "
-	    "run: %u MB memory, %g CPU, %u s (timeout_seconds up to %u), %u "
-	    "processes, %u MB in /tmp, output beyond %zu bytes stops the run. "
-	    "%s Print results to stdout; save charts and files to /data.",
-	    cfg->memory_mb, cfg->cpus, cfg->timeout_s, cfg->max_timeout_s,
-	    cfg->pids_limit, cfg->tmp_mb, cfg->output_max_bytes,
-	    cfg->allow_network ? "No network unless network is true."
-	                       : "No network access.");
+	    "Run code in a fresh, isolated Linux container. A conversationId "
+	    "is unique to one chat. Each run starts clean except for /data, "
+	    "the working directory, which belongs to the conversation: files "
+	    "saved there stay for its later runs and come back as links; "
+	    "print results to stdout. Limits per run: %u MB memory, %g "
+	    "CPU, %u s, %u processes, %u MB /tmp, output up to %s. %s",
+	    cfg->memory_mb, cfg->cpus, cfg->timeout_s, cfg->pids_limit,
+	    cfg->tmp_mb, out,
+	    cfg->allow_network ? "No network unless network: true."
+	                       : "No network.");
 }
 
 void tools_run_describe(struct runner *runner, char **description,
@@ -262,7 +311,7 @@ void tools_run_describe(struct runner *runner, char **description,
 	r = cfg->warm ? tools_run_describe_warm(&b, cfg)
 	              : tools_run_describe_cold(&b, cfg);
 	if (r == 0)
-		r = tools_run_describe_runners(&b, cat,
+		r = tools_run_describe_compact(&b, cat,
 		                               tools_run_packages_on(runner));
 	if (r == 0)
 		*description = buf_take(&b, NULL);
@@ -270,11 +319,8 @@ void tools_run_describe(struct runner *runner, char **description,
 
 	props = cJSON_GetObjectItemCaseSensitive(s, "properties");
 	p = cJSON_GetObjectItemCaseSensitive(props, "conversationId");
-	cJSON_AddStringToObject(p, "description",
-	                        RUN_ARGUMENTS_CONV_DESCRIPTION);
+	cJSON_AddStringToObject(p, "description", TOOLS_CONV_DESCRIPTION);
 	p = cJSON_GetObjectItemCaseSensitive(props, "language");
-	cJSON_AddStringToObject(p, "description",
-	                        "Which runner executes the code");
 	if (cat->n > 0 && (e = cJSON_AddArrayToObject(p, "enum"))) {
 		for (size_t i = 0; i < cat->n; i++) {
 			cJSON_AddItemToArray(
@@ -286,79 +332,52 @@ void tools_run_describe(struct runner *runner, char **description,
 		}
 	}
 	p = cJSON_GetObjectItemCaseSensitive(props, "code");
-	cJSON_AddStringToObject(p, "description",
-	                        "The program's source code, run as a file");
 	cJSON_AddNumberToObject(p, "maxLength", (double)cfg->code_max_bytes);
-	p = cJSON_GetObjectItemCaseSensitive(props, "stdin");
-	cJSON_AddStringToObject(p, "description",
-	                        "Text given to the program on standard input");
 	p = cJSON_GetObjectItemCaseSensitive(props, "environment");
 	cJSON_AddStringToObject(p, "description",
-	                        "Extra environment variables (names like "
-	                        "MY_VAR; HOME, LANG, FILE_BASE_URL and LD_* "
-	                        "are reserved)");
+	                        "Extra variables (HOME, LANG, FILE_BASE_URL, "
+	                        "LD_* reserved)");
 	p = cJSON_GetObjectItemCaseSensitive(props, "network");
-	cJSON_AddStringToObject(p, "description",
-	                        cfg->allow_network
-	                            ? "Give the run network access"
-	                            : "Network access; disabled by the "
-	                              "operator of this server");
+	if (!cfg->allow_network)
+		cJSON_AddStringToObject(p, "description",
+		                        "Turned off on this server");
 	p = cJSON_GetObjectItemCaseSensitive(props, "session");
 	cJSON_AddStringToObject(
 	    p, "description",
-	    cfg->warm ? "continue (default): run in this conversation's warm "
-	                "session, keeping Python state; new: end the session "
-	                "first and start with a fresh interpreter"
+	    cfg->warm ? "new: end the warm session first, start afresh"
 	              : "Warm sessions are off on this server: every run "
 	                "starts fresh");
 	p = cJSON_GetObjectItemCaseSensitive(props, "memory_mb");
 	cJSON_AddNumberToObject(p, "minimum", RUN_ARGUMENTS_MEMORY_MIN_MB);
 	cJSON_AddNumberToObject(p, "maximum", cfg->memory_max_mb);
 	cJSON_AddNumberToObject(p, "default", cfg->memory_mb);
-	cJSON_AddStringToObject(
-	    p, "description",
-	    cfg->warm ? "Memory limit of this run in MB; another value than "
-	                "the default runs in a one-off sandbox, without the "
-	                "session's state"
-	              : "Memory limit of this run in MB");
+	cJSON_AddStringToObject(p, "description", "Memory limit in MB");
 	p = cJSON_GetObjectItemCaseSensitive(props, "cpus");
 	cJSON_AddNumberToObject(p, "minimum", RUN_ARGUMENTS_CPUS_MIN);
 	cJSON_AddNumberToObject(p, "maximum", cfg->cpus_max);
 	cJSON_AddNumberToObject(p, "default", cfg->cpus);
-	cJSON_AddStringToObject(
-	    p, "description",
-	    cfg->warm ? "CPU limit of this run in cores; another value than "
-	                "the default runs in a one-off sandbox, without the "
-	                "session's state"
-	              : "CPU limit of this run in cores");
+	cJSON_AddStringToObject(p, "description", "CPU limit in cores");
 	p = cJSON_GetObjectItemCaseSensitive(props, "inputs");
 	cJSON_AddStringToObject(
 	    p, "description",
-	    "Data for the program: readable as JSON in /sandbox/inputs.json, "
-	    "and in Python and TypeScript/JavaScript already loaded as the "
-	    "variable inputs");
+	    "JSON data: /sandbox/inputs.json, and the variable inputs in "
+	    "Python and TypeScript/JavaScript");
 	p = cJSON_GetObjectItemCaseSensitive(props, "packages");
 	cJSON_AddNumberToObject(p, "maxItems", PACKAGES_MAX);
 	if (tools_run_packages_on(runner))
 		cJSON_AddStringToObject(
 		    p, "description",
-		    "Packages to install before the run, for Python (pip: "
-		    "\"tabulate\", \"polars==1.2.0\") and TypeScript/"
-		    "JavaScript (npm: \"lodash\", \"zod@3.23.8\"); kept in "
-		    "the conversation's cache (/data/.mcp/packages, counts "
-		    "against its quota) and reused by later runs. Only the "
-		    "installer has network, never the code; pip installs "
-		    "wheels only and npm packages' install scripts are "
-		    "skipped");
+		    "To install first: pip for Python (\"polars==1.2.0\"), "
+		    "npm for TypeScript (\"zod@3\"); cached in "
+		    "/data/.mcp/packages. Only the installer has network; "
+		    "wheels only, no install scripts");
 	else
 		cJSON_AddStringToObject(p, "description",
 		                        "Package installation is turned off on "
-		                        "this server: use the libraries the "
-		                        "runners have");
+		                        "this server");
 	p = cJSON_GetObjectItemCaseSensitive(props, "timeout_seconds");
 	cJSON_AddNumberToObject(p, "maximum", cfg->max_timeout_s);
 	cJSON_AddNumberToObject(p, "default", cfg->timeout_s);
-	cJSON_AddStringToObject(p, "description", "Time limit of the run");
 	*input_schema = s;
 	catalog_put(cat);
 }

@@ -11,6 +11,8 @@
  *   images/<name>.img    the ext4 image of a loop-mode workspace
  *   meta/<name>          marker: exists once the workspace is complete; its
  *                        mtime is the last use, out of reach of code
+ *   private/<name>/      what the daemon keeps of a conversation outside
+ *                        /data, out of reach of code (the notebook's cells)
  * In memory, an entry per workspace that is open, being prepared or torn
  * down, or mounted. One mutex guards the entries; slow work (mkfs, mount,
  * unmount, deletion) happens outside it with the entry marked busy, and
@@ -677,6 +679,18 @@ const char *workspace_host_path(const struct workspace *ws)
 int workspace_dirfd(const struct workspace *ws)
 {
 	return ws->dirfd;
+}
+
+int workspace_private_dirfd(struct workspace *ws)
+{
+	int fd;
+
+	/* private/<name>: made on first use, 0700, never mounted anywhere. */
+	if (mkdirat(ws->mgr->privfd, ws->e->name, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	fd = openat(ws->mgr->privfd, ws->e->name,
+	            O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
 }
 
 char *workspace_file_url(const struct workspace_mgr *mgr,

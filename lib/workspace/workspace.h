@@ -114,6 +114,15 @@ const char *workspace_host_path(const struct workspace *ws);
 int workspace_dirfd(const struct workspace *ws);
 
 /*
+ * A directory of the daemon's own for this workspace, outside /data and
+ * never mounted into a sandbox (SANDBOX_ROOT/private/<name>/, made on first
+ * use, deleted with the workspace). Returns a new fd the caller closes
+ * (O_DIRECTORY), or a negative errno.
+ */
+__attribute__((warn_unused_result)) int
+workspace_private_dirfd(struct workspace *ws);
+
+/*
  * The public URL of a file in a workspace; rel is a validated relative path.
  * Caller frees. NULL on allocation failure.
  */
@@ -250,6 +259,27 @@ workspace_check_quota(struct workspace *ws, unsigned long long extra, char *err,
 __attribute__((warn_unused_result)) int
 workspace_write_file(struct workspace *ws, const char *rel, const void *data,
                      size_t len, bool overwrite, char *err, size_t errlen);
+
+/*
+ * What the daemon and the kernel keep under /data/.mcp for themselves, by
+ * the path below /data (rel) and whether it is a directory. This is the one
+ * list of them, for every walk of a workspace:
+ *   WORKSPACE_OWN_HIDDEN  list_files does not list it (a directory: unless
+ *                         asked for by its own path), and it is never one
+ *                         of a run's files: .mcp/packages (packages.h),
+ *                         .mcp/view (the run viewer's tables), .mcp/value.json
+ *                         (the frame kernel.py saves for the viewer)
+ *   WORKSPACE_OWN_LISTED  listed (a person downloads it), but never one of a
+ *                         run's files: .mcp/notebook.ipynb (tools/notebook/)
+ *   WORKSPACE_OWN_NONE    anything else: the conversation's files
+ */
+enum workspace_own {
+	WORKSPACE_OWN_NONE,
+	WORKSPACE_OWN_HIDDEN,
+	WORKSPACE_OWN_LISTED,
+};
+
+enum workspace_own workspace_own_path(const char *rel, bool is_dir);
 
 /* ---- additions for run_code ------------------------------------------ */
 

@@ -61,6 +61,7 @@ struct workspace_mgr {
 	struct ratelimit *create_rl;  /* creations per tenant, or NULL */
 	bool loop;                    /* the quota mode in effect */
 	int rootfd, wsfd, metafd, imgfd, lockfd;
+	int privfd;         /* private/: per workspace, what code never sees */
 	int replica_lockfd; /* .lock.<MCP_REPLICA_NAME>, or -1 */
 	char ws_path[300], img_path[300];
 	pthread_mutex_t mu;

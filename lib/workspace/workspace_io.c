@@ -362,20 +362,45 @@ static int snap_add(struct workspace_snapshot *s, const struct fstree_entry *e)
 	return 0;
 }
 
-/*
- * The package cache (packages.h) is the installers', not a run's output:
- * thousands of files no result lists and no snapshot walks.
- */
-static bool is_package_cache(const struct fstree_entry *e)
+static const struct {
+	const char *rel;
+	bool is_dir;
+	enum workspace_own own;
+} workspace_own_paths[] = {
+    /* The installers' cache: thousands of files no result lists. */
+    {".mcp/packages", true, WORKSPACE_OWN_HIDDEN},
+    /* The frames view_table pages for the run viewer (tools/view/). */
+    {".mcp/view", true, WORKSPACE_OWN_HIDDEN},
+    /* The last value's frame, as kernel.py writes it, and its draft. */
+    {".mcp/value.json", false, WORKSPACE_OWN_HIDDEN},
+    {".mcp/value.json.tmp", false, WORKSPACE_OWN_HIDDEN},
+    /* The notebook the daemon rewrites after every run (tools/notebook/). */
+    {".mcp/notebook.ipynb", false, WORKSPACE_OWN_LISTED},
+};
+
+enum workspace_own workspace_own_path(const char *rel, bool is_dir)
 {
-	return S_ISDIR(e->st->st_mode) && strcmp(e->rel, ".mcp/packages") == 0;
+	for (size_t i = 0;
+	     i < sizeof(workspace_own_paths) / sizeof(workspace_own_paths[0]);
+	     i++)
+		if (workspace_own_paths[i].is_dir == is_dir &&
+		    strcmp(workspace_own_paths[i].rel, rel) == 0)
+			return workspace_own_paths[i].own;
+	return WORKSPACE_OWN_NONE;
+}
+
+static enum workspace_own own_of(const struct fstree_entry *e)
+{
+	return workspace_own_path(e->rel, S_ISDIR(e->st->st_mode));
 }
 
 static int snap_visit(void *data, const struct fstree_entry *e)
 {
-	if (is_package_cache(e))
-		return FSTREE_WALK_SKIP;
+	enum workspace_own own = own_of(e);
+
 	if (S_ISDIR(e->st->st_mode))
+		return own == WORKSPACE_OWN_HIDDEN ? FSTREE_WALK_SKIP : 0;
+	if (own != WORKSPACE_OWN_NONE)
 		return 0;
 	return snap_add(data, e);
 }
@@ -441,10 +466,12 @@ static int changes_visit(void *data, const struct fstree_entry *e)
 	struct changes *c = data;
 	const struct snap_entry *old;
 	const struct stat *st = e->st;
+	enum workspace_own own = own_of(e);
 
-	if (is_package_cache(e))
-		return FSTREE_WALK_SKIP;
 	if (S_ISDIR(st->st_mode))
+		return own == WORKSPACE_OWN_HIDDEN ? FSTREE_WALK_SKIP : 0;
+	/* Not a run's output: a result looks the same with or without it. */
+	if (own != WORKSPACE_OWN_NONE)
 		return 0;
 	old = snap_find(c->before, e->rel);
 	if (!S_ISREG(st->st_mode)) {

@@ -104,6 +104,10 @@ static int delete_workspace(struct workspace_mgr *m, struct ws_entry *e)
 	r = fstree_remove(m->wsfd, e->name);
 	if (r < 0)
 		return r;
+	/* What the daemon keeps of it outside /data (the notebook's cells). */
+	r = fstree_remove(m->privfd, e->name);
+	if (r < 0 && r != -ENOENT)
+		return r;
 	if (unlinkat(m->metafd, e->name, 0) < 0 && errno != ENOENT)
 		return -errno;
 	return 0;
@@ -406,7 +410,8 @@ static int prepare_dirs(struct workspace_mgr *m, char *err, size_t errlen)
 		return r;
 	if ((r = open_sub(m, "workspaces", &m->wsfd, err, errlen)) < 0 ||
 	    (r = open_sub(m, "meta", &m->metafd, err, errlen)) < 0 ||
-	    (r = open_sub(m, "images", &m->imgfd, err, errlen)) < 0)
+	    (r = open_sub(m, "images", &m->imgfd, err, errlen)) < 0 ||
+	    (r = open_sub(m, "private", &m->privfd, err, errlen)) < 0)
 		return r;
 	snprintf(m->ws_path, sizeof(m->ws_path), "%s/workspaces", root);
 	snprintf(m->img_path, sizeof(m->img_path), "%s/images", root);
@@ -685,6 +690,7 @@ int workspace_mgr_create(const struct config *cfg, struct workspace_mgr **out,
 		return -ENOMEM;
 	m->cfg = cfg;
 	m->rootfd = m->wsfd = m->metafd = m->imgfd = m->lockfd = -1;
+	m->privfd = -1;
 	m->replica_lockfd = -1;
 	pthread_mutex_init(&m->mu, NULL);
 	pthread_mutex_init(&m->sweep_mu, NULL);
@@ -779,6 +785,8 @@ void workspace_mgr_destroy(struct workspace_mgr *mgr)
 		close(mgr->metafd);
 	if (mgr->imgfd >= 0)
 		close(mgr->imgfd);
+	if (mgr->privfd >= 0)
+		close(mgr->privfd);
 	if (mgr->lockfd >= 0)
 		close(mgr->lockfd); /* releases the flock */
 	if (mgr->replica_lockfd >= 0)

@@ -912,6 +912,40 @@ function sectionTable(o) {
     ['box', 'cgroup', 'cgroup usage', 'rss', 'cache', 'kernel', 'shim PSS', 'shim RSS', 'usage + shim PSS'],
     wmem.map((l) => [l.box, l.cgroup, l.usage_mib, l.rss_mib, l.cache_mib, l.kernel_mib, l.shim_pss_mib, l.shim_rss_mib, l.host_mib]),
   );
+  const kern = lines.filter((l) => l.section === 'kernel');
+  emit(
+    "Issue 22: this daemon next to a bare Jupyter kernel (same image and limits, jupyter_client over ipc sockets) or docker run --rm (ms; ratio = ours / baseline; interleaved rounds; busy = 2 loops of docker run --rm beside the calls)",
+    ['measure', 'engine', 'n', 'ours p50', 'ours p95', 'baseline', 'base p50', 'base p95', 'ratio p50', 'ratio p95', 'fails', 'Must', 'Goal', 'load 1m', 'note'],
+    kern.map((l) => [
+      l.measure,
+      l.engine,
+      l.n,
+      l.ours_p50,
+      l.ours_p95,
+      l.base_p50 === undefined ? '' : l.base_name ?? 'Jupyter',
+      l.base_p50 ?? '',
+      l.base_p95 ?? '',
+      l.ratio_p50 ?? '',
+      l.ratio_p95 ?? '',
+      l.fails,
+      l.must ?? '',
+      l.goal ?? '',
+      `${l.load_start?.[0] ?? ''}${l.load_start ? '-' : ''}${l.load?.[0]}`,
+      [l.from_pool ? `from the pool ${l.from_pool}` : '', l.note ?? '', l.engine === 'busy' ? l.load_generator ?? '' : ''].filter(Boolean).join('; '),
+    ]),
+  );
+  const kmem = lines.filter((l) => l.section === 'kernel_memory');
+  emit(
+    'Idle boxes, host memory (MiB): memory cgroup usage + containerd-shim PSS',
+    ['box', 'cgroup usage', 'shim PSS', 'host', 'Must', 'Goal'],
+    kmem.map((l) => [l.box, l.usage_mib, l.shim_pss_mib, l.host_mib, l.must ?? '', l.goal ?? '']),
+  );
+  for (const t of lines.filter((l) => l.section === 'tools_size'))
+    emit(
+      `tools/list: ${t.model_chars} characters of names, descriptions and input schemas reach a model (Must ${t.must}, Goal ${t.goal}); output schemas ${t.output_chars} apart`,
+      ['tool', 'description', 'input schema', 'output schema'],
+      t.tools.map((x) => [x.tool, x.description, x.input_schema, x.output_schema]),
+    );
   const eng = lines.filter((l) => l.section === 'engine');
   emit(
     'A cold run on the engine alone (Engine API, medians, ms): the hardening flags cost nothing measurable',

@@ -20,6 +20,20 @@
 #                       connections)
 #           rss         daemon VmRSS idle, with 200 SSE streams, over
 #                       10,000 calls and 200 run_code calls
+#           kernel      issue 22's yardstick: warm print(1) through MCP (the
+#                       SDK client and a raw keep-alive HTTP client) and
+#                       df.describe() on 50,000 x 8 next to a bare Jupyter
+#                       kernel with the same limits (tests/bench/jupyter),
+#                       interleaved, quiet and while 2 loops of docker run
+#                       --rm start and remove containers beside them; MCP
+#                       ping vs kernel_info (tests/bench/kernel_bench.mjs)
+#           cold        a one-off run (memory_mb 512: no warm session) vs
+#                       docker run --rm of the same image, code and limits
+#           first       the first call of a new conversation in every
+#                       language vs docker run --rm of its hello world
+#           poolmem     host memory of the daemon's idle pool boxes
+#           tools       tools/list size: names + descriptions + input
+#                       schemas (what reaches a model), output schemas apart
 #           swarm       (only when named) a Bash run through the swarm
 #                       backend on the lab of tests/swarm/lab.sh, next to
 #                       a local one-off run and docker run --rm on the host
@@ -27,9 +41,10 @@
 #                       (tests/bench/swarm_bench.mjs); as root, brings the
 #                       lab up and down itself and refuses while another
 #                       run holds the lab's lock
-# --quick     fewer runs (about 3 minutes instead of about 8)
-# --runs N    latency runs per language, warm runs per measure and swarm
-#             runs per path (default 30, quick 8)
+# --quick     fewer runs (about 5 minutes instead of about 12)
+# --runs N    latency runs per language, warm runs per measure, swarm
+#             runs per path (default 30, quick 8) and kernel and cold
+#             rounds (default 25, quick 8)
 # --rss-calls N, --rss-runs N   cheap calls and run_code calls of the rss
 #             section (default 10000 and 200; quick 2000 and 20)
 # --markdown  also write the tables as Markdown to FILE
@@ -42,10 +57,11 @@ export ROOT
 . "$ROOT/deploy/common.sh"
 
 ARGS="$*"
-ALL="latency,warm,engine,throughput,http,rss"
+ALL="latency,warm,engine,throughput,http,rss,kernel,cold,first,poolmem,tools"
 ONLY=$ALL
 QUICK=0
 RUNS=""
+RUNS_SET=""
 RSS_CALLS_OPT=""
 RSS_RUNS_OPT=""
 MARKDOWN=""
@@ -54,13 +70,13 @@ while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) QUICK=1; shift ;;
 	--only) ONLY=$2; shift 2 ;;
-	--runs) RUNS=$2; shift 2 ;;
+	--runs) RUNS=$2; RUNS_SET=$2; shift 2 ;;
 	--rss-calls) RSS_CALLS_OPT=$2; shift 2 ;;
 	--rss-runs) RSS_RUNS_OPT=$2; shift 2 ;;
 	--markdown) MARKDOWN=$2; shift 2 ;;
 	--keep) KEEP=1; shift ;;
 	-h | --help)
-		sed -n '3,35p' "$0" | sed 's/^# \{0,1\}//'
+		sed -n '3,49p' "$0" | sed 's/^# \{0,1\}//'
 		exit 0
 		;;
 	*) die "unknown option $1 (see --help)" ;;
@@ -100,6 +116,8 @@ if [ "$QUICK" -eq 1 ]; then
 	ENGINE_ROUNDS=4
 	POOL_RUNS=4
 	WARM_CONC_CALLS=5
+	KERNEL_RUNS=8
+	FIRST_RUNS=1
 else
 	RUNS=${RUNS:-30}
 	WARMUP=2
@@ -110,7 +128,10 @@ else
 	ENGINE_ROUNDS=10
 	POOL_RUNS=12
 	WARM_CONC_CALLS=20
+	KERNEL_RUNS=25
+	FIRST_RUNS=3
 fi
+KERNEL_RUNS=${RUNS_SET:-$KERNEL_RUNS}
 RSS_CALLS=${RSS_CALLS_OPT:-$RSS_CALLS}
 RSS_RUNS=${RSS_RUNS_OPT:-$RSS_RUNS}
 RSS_SSE=200
@@ -120,6 +141,8 @@ BUILD="$ROOT/build/bench"
 NODE_DIR="$ROOT/tests/integration"
 BENCH_JS="$ROOT/tests/bench/mcp_bench.mjs"
 WARM_JS="$ROOT/tests/bench/warm_bench.mjs"
+KERNEL_JS="$ROOT/tests/bench/kernel_bench.mjs"
+JUPYTER_IMAGE=mcp-sandboxd/bench-jupyter:latest
 
 msg "installing what is missing"
 ensure_build_deps
@@ -127,6 +150,22 @@ ensure_docker
 ensure_node_modules "$NODE_DIR"
 want http && ensure_apt wrk
 ensure_runner_images
+if want kernel; then
+	# The baseline: Debian's jupyter_client on the host (Debian's
+	# python3, not another one on PATH), its kernel in an image FROM the
+	# Python runner (tests/bench/jupyter/Dockerfile).
+	ensure_apt python3-jupyter-client
+	msg "building the Jupyter kernel baseline image $JUPYTER_IMAGE"
+	docker build -q -t "$JUPYTER_IMAGE" "$ROOT/tests/bench/jupyter" >/dev/null ||
+		die "building $JUPYTER_IMAGE failed (docker build tests/bench/jupyter)"
+	# FROM the runner inherits sandbox.runner=true; the Dockerfile
+	# overrides it, or every daemon on this engine would list a second
+	# Python.
+	[ "$(docker image inspect -f '{{index .Config.Labels "sandbox.runner"}}' "$JUPYTER_IMAGE")" = false ] ||
+		die "$JUPYTER_IMAGE is labelled sandbox.runner=true: daemons would take it for a runner"
+	! docker images -q --filter label=sandbox.runner=true --no-trunc | grep -qx "$(docker image inspect -f '{{.Id}}' "$JUPYTER_IMAGE")" ||
+		die "$JUPYTER_IMAGE is among the images the daemon discovers (label sandbox.runner=true)"
+fi
 msg "building (release) in ${BUILD#"$ROOT"/}"
 # As deploy/run.sh builds, but a warning -O3 alone raises must not stop a
 # benchmark (tests/run.sh's layers keep -Werror).
@@ -246,6 +285,7 @@ stop_daemon() {
 }
 
 bench() { (cd "$ROOT" && node "$BENCH_JS" "$@"); }
+kernel_bench() { (cd "$ROOT" && JUPYTER_PYTHON=/usr/bin/python3 node "$KERNEL_JS" "$@"); }
 warm_bench() { (cd "$ROOT" && node "$WARM_JS" "$@"); }
 swarm_bench() { (cd "$ROOT" && node "$ROOT/tests/bench/swarm_bench.mjs" "$@"); }
 
@@ -361,6 +401,41 @@ if want warm; then
 	start_daemon M info SANDBOX_WARM=true SANDBOX_POOL_SIZE=0
 	warm_bench warm-memory || FAILED=1
 	check_daemon M info SANDBOX_WARM=true SANDBOX_POOL_SIZE=0
+	stop_daemon
+fi
+if want kernel || want cold || want poolmem || want tools; then
+	# The defaults a user gets: warm sessions and the pool on.
+	msg "daemon K (the default settings: warm sessions, the pool on)"
+	start_daemon K info
+	if want tools; then
+		msg "tools: the size of tools/list"
+		kernel_bench tools || FAILED=1
+	fi
+	if want poolmem; then
+		msg "poolmem: the idle pool boxes"
+		kernel_bench poolmem || FAILED=1
+	fi
+	if want kernel; then
+		msg "kernel: $KERNEL_RUNS interleaved rounds, quiet then busy, next to a Jupyter kernel"
+		kernel_bench kernel --runs "$KERNEL_RUNS" --warmup "$WARMUP" --load 2 || FAILED=1
+		check_daemon K info
+	fi
+	if want cold; then
+		msg "cold: $KERNEL_RUNS one-off runs next to docker run --rm"
+		kernel_bench cold --runs "$KERNEL_RUNS" --warmup "$WARMUP" || FAILED=1
+		check_daemon K info
+	fi
+	stop_daemon
+fi
+if want first; then
+	# A fresh daemon: every first call opens a warm session that stays
+	# (idle for SANDBOX_WARM_IDLE_SECONDS), and a full set of warm boxes
+	# leaves no room for the pool to refill.
+	msg "daemon F (the default settings, no session yet)"
+	start_daemon F info
+	msg "first: the first call in every language, $FIRST_RUNS each"
+	kernel_bench first --runs "$FIRST_RUNS" || FAILED=1
+	check_daemon F info
 	stop_daemon
 fi
 if want rss || want http; then

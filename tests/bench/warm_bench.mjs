@@ -24,6 +24,7 @@
 import { chownSync, existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { connectHttp } from '../integration/lib/daemon.mjs';
 import {
   cliArgs,
@@ -66,7 +67,7 @@ async function call(client, conv, language, code, check, extra = {}) {
 }
 
 /** `docker run --rm` of lang's runner with the daemon's create body, running code. */
-async function cliFor(lang, code) {
+export async function cliFor(lang, code) {
   const work = env.BENCH_WORK ?? os.tmpdir();
   const ws = path.join(work, `warm-cli-ws-${lang}`);
   const codeDir = path.join(work, `warm-cli-code-${lang}`);
@@ -85,7 +86,7 @@ async function cliFor(lang, code) {
 }
 
 /** Waits until the pool holds n boxes (all pooled languages). */
-async function waitPool(d, n, ms = 300_000) {
+export async function waitPool(d, n, ms = 300_000) {
   const end = Date.now() + ms;
   for (;;) {
     const w = (await health(d)).warm;
@@ -287,7 +288,11 @@ async function sectionWarm(o) {
 }
 
 // ---- warm-memory -------------------------------------------------------------
-/** The memory cgroup directory of a container, or null. */
+/**
+ * The memory cgroup directory of a container, or null: Docker's default
+ * parents first, then a search two levels deep (the daemon gives its boxes a
+ * parent of its own, e.g. /mcpsd-runs/mcpsd-w-...).
+ */
 function memCgroup(id) {
   for (const p of [
     `/sys/fs/cgroup/memory/docker/${id}`, // v1, cgroupfs driver
@@ -296,6 +301,17 @@ function memCgroup(id) {
     `/sys/fs/cgroup/docker/${id}`, // v2, cgroupfs
   ])
     if (existsSync(p)) return p;
+  const root = existsSync('/sys/fs/cgroup/memory') ? '/sys/fs/cgroup/memory' : '/sys/fs/cgroup';
+  const dirs = (d) => {
+    try {
+      return readdirSync(d, { withFileTypes: true })
+        .filter((e) => e.isDirectory())
+        .map((e) => path.join(d, e.name));
+    } catch {
+      return [];
+    }
+  };
+  for (const a of dirs(root)) for (const b of dirs(a)) if (existsSync(path.join(b, id))) return path.join(b, id);
   return null;
 }
 
@@ -308,7 +324,7 @@ function readNum(p) {
 }
 
 /** { usage, rss, cache, ... } of a container's memory cgroup, in bytes. */
-function cgroupMemory(id) {
+export function cgroupMemory(id) {
   const dir = memCgroup(id);
   if (!dir) return null;
   const stat = {};
@@ -327,7 +343,7 @@ function cgroupMemory(id) {
 }
 
 /** RSS and PSS (kB) of the containerd-shim serving container id. */
-function shimMemory(id) {
+export function shimMemory(id) {
   for (const p of readdirSync('/proc')) {
     if (!/^\d+$/.test(p)) continue;
     let cmd;
@@ -403,16 +419,20 @@ async function sectionWarmMemory(o) {
 }
 
 // ---- main --------------------------------------------------------------------
-const [section, ...rest] = process.argv.slice(2);
-const sections = { warm: sectionWarm, 'warm-memory': sectionWarmMemory };
-if (!sections[section]) {
-  console.error(`usage: warm_bench.mjs ${Object.keys(sections).join('|')} [--key value ...]`);
-  process.exit(2);
+// Only when run as a script: kernel_bench.mjs imports the helpers above.
+async function main() {
+  const [section, ...rest] = process.argv.slice(2);
+  const sections = { warm: sectionWarm, 'warm-memory': sectionWarmMemory };
+  if (!sections[section]) {
+    console.error(`usage: warm_bench.mjs ${Object.keys(sections).join('|')} [--key value ...]`);
+    process.exit(2);
+  }
+  try {
+    await sections[section](parseArgs(rest));
+    process.stdout.write('', () => process.exit(0));
+  } catch (e) {
+    console.error(`warm_bench ${section}: ${e.stack ?? e}`);
+    process.stdout.write('', () => process.exit(1));
+  }
 }
-try {
-  await sections[section](parseArgs(rest));
-  process.stdout.write('', () => process.exit(0));
-} catch (e) {
-  console.error(`warm_bench ${section}: ${e.stack ?? e}`);
-  process.stdout.write('', () => process.exit(1));
-}
+if (process.argv[1] && import.meta.url === pathToFileURL(path.resolve(process.argv[1])).href) await main();

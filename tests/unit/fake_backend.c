@@ -2,10 +2,12 @@
 /*
  * fake_backend: see fake_backend.h. A box's stream is one end of a socket
  * pair; the box writes frames (which, length in two bytes, bytes) to the
- * other end, and the stream's pump takes them apart.
+ * other end, and the stream's pump takes them apart. A box with an agent
+ * has a thread that owns the box's end while it runs; release joins it.
  */
 #include "fake_backend.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
@@ -14,6 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "run/warm/agentframe.h"
 #include "util/mono.h"
 
 struct fake_box {
@@ -23,6 +26,15 @@ struct fake_box {
 	int box_end; /* the box's end of the stream, or -1 */
 	int stream_end;
 	bool started, running, killed;
+	int exit_code;     /* when it ended by itself */
+	char sandbox[256]; /* its /sandbox mount's source */
+	bool handover;     /* made with spec.handover */
+	bool handed;       /* box_hand_over gave it its directory */
+	/* the agent's thread and what it keeps */
+	pthread_t agent;
+	bool agent_started;
+	unsigned execs;
+	uint64_t held; /* an exec held until its interrupt, or 0 */
 };
 
 struct fake_stream {
@@ -86,11 +98,23 @@ static void fb_note_spec(struct fake_backend *fb, const struct box_spec *sp)
 	         sp->workdir ? sp->workdir : "");
 	snprintf(fb->stdin_path, sizeof(fb->stdin_path), "%s",
 	         sp->stdin_path ? sp->stdin_path : "");
-	fb->sandbox[0] = fb->code[0] = '\0';
+	fb->sandbox[0] = fb->code[0] = fb->kind[0] = fb->data[0] = '\0';
+	snprintf(fb->handover, sizeof(fb->handover), "%s",
+	         sp->handover ? sp->handover : "");
+	fb->main_is_init = sp->main_is_init;
+	for (size_t i = 0; i < sp->n_labels; i++)
+		if (strcmp(sp->labels[i].key, "sandbox.kind") == 0)
+			snprintf(fb->kind, sizeof(fb->kind), "%s",
+			         sp->labels[i].value);
 	for (size_t i = 0; i < sp->n_mounts; i++) {
 		char path[512];
 		FILE *f;
 
+		if (strcmp(sp->mounts[i].target, "/data") == 0) {
+			snprintf(fb->data, sizeof(fb->data), "%s",
+			         sp->mounts[i].source);
+			fb->data_follows = sp->mounts[i].follow_host_mounts;
+		}
 		if (strcmp(sp->mounts[i].target, "/sandbox") != 0)
 			continue;
 		snprintf(fb->sandbox, sizeof(fb->sandbox), "%s",
@@ -131,9 +155,12 @@ static int fb_box_create(struct backend *be, const struct box_spec *sp,
 	}
 	b->base.impl = be->impl;
 	b->base.be = be;
-	snprintf(b->base.id, sizeof(b->base.id), "fake%d", fb->boxes);
+	snprintf(b->base.id, sizeof(b->base.id), "fake%d", fb->created++);
 	b->fb = fb;
 	b->script = fb->next;
+	b->exit_code = b->script.exit_code;
+	snprintf(b->sandbox, sizeof(b->sandbox), "%s", fb->sandbox);
+	b->handover = sp->handover != NULL;
 	b->stream_end = sv[0];
 	b->box_end = sv[1];
 	fb->boxes++;
@@ -143,13 +170,12 @@ static int fb_box_create(struct backend *be, const struct box_spec *sp,
 
 static const struct box_stream_impl fs_impl;
 
-static int fb_box_attach(struct box *bx, struct box_stream **out, char *err,
-                         size_t errlen)
+/* The box's stream, for box_attach and box_channel alike. */
+static int fb_stream_open(struct fake_box *b, struct box_stream **out,
+                          char *err, size_t errlen)
 {
-	struct fake_box *b = (struct fake_box *)bx;
 	struct fake_stream *s = calloc(1, sizeof(*s));
 
-	fb_log(b->fb, "attach");
 	*out = NULL;
 	if (!s) {
 		snprintf(err, errlen, "fake: no memory");
@@ -162,6 +188,69 @@ static int fb_box_attach(struct box *bx, struct box_stream **out, char *err,
 	fcntl(s->fd, F_SETFL, O_NONBLOCK);
 	*out = &s->base;
 	return 0;
+}
+
+static int fb_box_attach(struct box *bx, struct box_stream **out, char *err,
+                         size_t errlen)
+{
+	struct fake_box *b = (struct fake_box *)bx;
+
+	fb_log(b->fb, "attach");
+	return fb_stream_open(b, out, err, errlen);
+}
+
+/* The same stream, as the lasting channel of a warm box. */
+static int fb_box_channel(struct box *bx, struct box_stream **out, char *err,
+                          size_t errlen)
+{
+	struct fake_box *b = (struct fake_box *)bx;
+
+	fb_log(b->fb, "channel");
+	return fb_stream_open(b, out, err, errlen);
+}
+
+static int fb_handover_prepare(struct backend *be, char *err, size_t errlen)
+{
+	fb_log((struct fake_backend *)be, "prepare");
+	return 0;
+}
+
+/* Records the directory open at dirfd, where a mount would show it. */
+static int fb_box_hand_over(struct box *bx, int dirfd, char *err, size_t errlen)
+{
+	struct fake_box *b = (struct fake_box *)bx;
+	char link[64], path[256];
+	ssize_t n;
+
+	fb_log(b->fb, "handover");
+	if (!b->handover || b->handed) {
+		snprintf(err, errlen, "fake: %s",
+		         b->handed ? "handed over already"
+		                   : "made without spec.handover");
+		return b->handed ? -EALREADY : -EINVAL;
+	}
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", dirfd);
+	n = readlink(link, path, sizeof(path) - 1);
+	if (n < 0) {
+		snprintf(err, errlen, "fake: %s: %s", link, strerror(errno));
+		return -errno;
+	}
+	path[n] = '\0';
+	pthread_mutex_lock(&b->fb->mu);
+	snprintf(b->fb->handed, sizeof(b->fb->handed), "%s", path);
+	pthread_mutex_unlock(&b->fb->mu);
+	b->handed = true;
+	return 0;
+}
+
+static bool fb_box_intact(const struct box *bx, char *detail, size_t len)
+{
+	const struct fake_box *b = (const struct fake_box *)bx;
+
+	if (!b->handover || b->handed || !b->fb->handover_broken)
+		return true;
+	snprintf(detail, len, "its hand-over place was removed");
+	return false;
 }
 
 /* Writes one frame to the box's end (small output: the socket's buffer
@@ -181,6 +270,195 @@ static void fb_frame(int fd, int which, const char *p, size_t n)
 	}
 }
 
+/* ---- a warm box's scripted agent ---------------------------------------- */
+
+/* A frame handler's way to end the agent as if it exited 0 at once. */
+#define FB_AGENT_EXIT (-ECONNABORTED)
+
+/* Sends one agent frame (type, payload) as stdout of the box. Never
+ * raises SIGPIPE: the daemon may have closed its end. */
+static void fb_agent_send(struct fake_box *b, unsigned char type, const char *p,
+                          size_t n)
+{
+	unsigned char buf[AGENTFRAME_HDR + 1024];
+	unsigned char h[3] = {1, 0, 0};
+	size_t len = AGENTFRAME_HDR + n;
+
+	if (n > 1024 || agentframe_header(buf, type, n, AGENTFRAME_MAX) < 0)
+		return;
+	memcpy(buf + AGENTFRAME_HDR, p, n);
+	h[1] = (unsigned char)(len >> 8);
+	h[2] = (unsigned char)(len & 0xff);
+	if (send(b->box_end, h, 3, MSG_NOSIGNAL) == 3)
+		(void)send(b->box_end, buf, len, MSG_NOSIGNAL);
+}
+
+static void fb_agent_json(struct fake_box *b, unsigned char type,
+                          const char *json)
+{
+	fb_agent_send(b, type, json, strlen(json));
+}
+
+static void fb_agent_ready(struct fake_box *b)
+{
+	fb_agent_json(b, 'R',
+	              "{\"v\":1,\"kernel\":true,\"ms\":1,\"lost\":null}");
+}
+
+/* The D of exec id: the kernel kept, or lost (reason: it called exit(3)),
+ * or interrupted (exit code 1, as KeyboardInterrupt). */
+static void fb_agent_done(struct fake_box *b, uint64_t id, const char *lost,
+                          bool interrupted)
+{
+	char d[512];
+
+	snprintf(d, sizeof(d),
+	         "{\"id\":%llu,\"exit_code\":%d,\"signal\":null,"
+	         "\"interrupted\":%s,\"killed\":false,\"kernel\":\"%s\","
+	         "\"kernel_reason\":%s%s%s,\"swept\":0,\"cpu_ms\":7,"
+	         "\"mem\":{\"usage\":1000,\"peak\":2000,\"limit\":268435456,"
+	         "\"oom_kills\":0},\"oom_killed\":false,\"error\":null}",
+	         (unsigned long long)id,
+	         lost          ? 3
+	         : interrupted ? 1
+	                       : 0,
+	         interrupted ? "true" : "false", lost ? "lost" : "kept",
+	         lost ? "\"" : "", lost ? lost : "null", lost ? "\"" : "");
+	fb_agent_json(b, 'D', d);
+}
+
+/* Reads the code file an exec names, from the box's /sandbox mount. */
+static void fb_agent_code(struct fake_box *b, const unsigned char *f, size_t n)
+{
+	char path[600];
+	FILE *fp;
+	size_t got = 0;
+
+	if (n <= 9 || memcmp(f, "/sandbox/", 9) != 0)
+		return;
+	snprintf(path, sizeof(path), "%s/%.*s", b->sandbox, (int)(n - 9),
+	         (const char *)f + 9);
+	fp = fopen(path, "r");
+	pthread_mutex_lock(&b->fb->mu);
+	if (fp)
+		got = fread(b->fb->exec_code, 1, sizeof(b->fb->exec_code) - 1,
+		            fp);
+	b->fb->exec_code[got] = '\0';
+	b->fb->execs++;
+	pthread_mutex_unlock(&b->fb->mu);
+	if (fp)
+		fclose(fp);
+}
+
+/* The id of a request (its 'n' record), or 0; the code file seen too. */
+static uint64_t fb_agent_request(struct fake_box *b, unsigned char type,
+                                 const unsigned char *p, size_t n)
+{
+	struct agentframe_tlv it;
+	const unsigned char *v;
+	unsigned char tag;
+	size_t len;
+	uint64_t id = 0;
+
+	agentframe_tlv_init(&it, p, n);
+	while (agentframe_tlv_next(&it, &tag, &v, &len) == 1) {
+		if (tag == 'n' && agentframe_parse_id(v, len, &id) < 0)
+			id = 0;
+		if (tag == 'f' && type == 'E')
+			fb_agent_code(b, v, len);
+	}
+	return id;
+}
+
+/* One exec: output, then X and D, as the script says for its number. */
+static int fb_agent_exec(struct fake_box *b, uint64_t id)
+{
+	const struct fake_agent *ag = b->script.agent;
+	char out[128], x[256];
+	unsigned k = ++b->execs;
+
+	snprintf(out, sizeof(out), "%s call %u\n", b->base.id, k);
+	fb_agent_json(b, 'o', out);
+	if (ag->die_at == k)
+		return FB_AGENT_EXIT;
+	if (ag->hang_at == k) {
+		b->held = id;
+		return 0;
+	}
+	snprintf(x, sizeof(x),
+	         "{\"id\":%llu,\"status\":\"ok\",\"value\":{\"text/plain\":"
+	         "\"%u\"},\"error\":null,\"figures\":[],\"exit_code\":null}",
+	         (unsigned long long)id, k);
+	fb_agent_json(b, 'X', x);
+	fb_agent_done(b, id, ag->lose_at == k ? "exit" : NULL, false);
+	if (ag->lose_at == k) {
+		/* A new kernel takes a moment to start, as a real one does. */
+		poll(NULL, 0, 50);
+		fb_agent_ready(b);
+	}
+	return 0;
+}
+
+static int fb_agent_frame(void *arg, unsigned char type, const unsigned char *p,
+                          size_t n)
+{
+	struct fake_box *b = arg;
+	uint64_t id = fb_agent_request(b, type, p, n);
+
+	switch (type) {
+	case 'E':
+		fb_log(b->fb, "exec");
+		return fb_agent_exec(b, id);
+	case 'C':
+		fb_log(b->fb, "claim");
+		fb_agent_json(b, 'A', "{\"cwd\":\"/data\",\"error\":null}");
+		return 0;
+	case 'I':
+		fb_log(b->fb, "interrupt");
+		if (id && id == b->held) {
+			b->held = 0;
+			fb_agent_done(b, id, NULL, true);
+		}
+		return 0;
+	case 'K':
+		fb_log(b->fb, "kill");
+		return 0;
+	case 'P':
+		fb_agent_send(b, 'p', "", 0);
+		return 0;
+	default:
+		return -EPROTO; /* the real agent exits 3 */
+	}
+}
+
+/* The agent: R, then frames until its input ends or a script ends it. */
+static void *fb_agent_main(void *arg)
+{
+	struct fake_box *b = arg;
+	struct agentframe_decoder d;
+	unsigned char buf[4096];
+	int rc = 0;
+
+	agentframe_decoder_init(&d, AGENTFRAME_MAX_IN);
+	if (!b->script.agent->no_ready)
+		fb_agent_ready(b);
+	while (rc == 0) {
+		ssize_t n = read(b->box_end, buf, sizeof(buf));
+
+		if (n <= 0)
+			break;
+		rc = agentframe_feed(&d, buf, (size_t)n, fb_agent_frame, b);
+	}
+	agentframe_decoder_finish(&d);
+	pthread_mutex_lock(&b->fb->mu);
+	b->running = false;
+	if (!b->killed)
+		b->exit_code = rc < 0 && rc != FB_AGENT_EXIT ? 3 : 0;
+	pthread_mutex_unlock(&b->fb->mu);
+	shutdown(b->box_end, SHUT_WR);
+	return NULL;
+}
+
 static int fb_box_start(struct box *bx, char *err, size_t errlen)
 {
 	struct fake_box *b = (struct fake_box *)bx;
@@ -188,6 +466,14 @@ static int fb_box_start(struct box *bx, char *err, size_t errlen)
 
 	fb_log(b->fb, "start");
 	b->started = b->running = true;
+	if (sc->agent) {
+		if (pthread_create(&b->agent, NULL, fb_agent_main, b) != 0) {
+			snprintf(err, errlen, "fake: no thread for the agent");
+			return -EAGAIN;
+		}
+		b->agent_started = true;
+		return 0;
+	}
 	if (sc->out)
 		fb_frame(b->box_end, 1, sc->out,
 		         sc->out_len ? sc->out_len : strlen(sc->out));
@@ -238,7 +524,9 @@ static int fb_box_inspect(struct box *bx, struct box_state *out, char *err,
 	memset(out, 0, sizeof(*out));
 	out->running = fb_running(b);
 	out->oom_killed = b->script.oom;
-	out->exit_code = b->killed ? 137 : b->script.exit_code;
+	pthread_mutex_lock(&b->fb->mu);
+	out->exit_code = b->killed ? 137 : b->exit_code;
+	pthread_mutex_unlock(&b->fb->mu);
 	snprintf(out->status, sizeof(out->status), "%s",
 	         out->running ? "running" : "exited");
 	return 0;
@@ -261,7 +549,8 @@ static int fb_box_signal(struct box *bx, const char *sig, char *err,
 		b->running = false;
 		b->killed = true;
 		pthread_mutex_unlock(&b->fb->mu);
-		shutdown(b->box_end, SHUT_WR);
+		/* An agent's thread stops reading too, as a killed box does. */
+		shutdown(b->box_end, b->agent_started ? SHUT_RDWR : SHUT_WR);
 	}
 	return 0;
 }
@@ -271,6 +560,10 @@ static void fb_box_release(struct box *bx)
 	struct fake_box *b = (struct fake_box *)bx;
 
 	fb_log(b->fb, "release");
+	if (b->agent_started) {
+		shutdown(b->box_end, SHUT_RDWR);
+		pthread_join(b->agent, NULL);
+	}
 	if (b->box_end >= 0)
 		close(b->box_end);
 	if (b->stream_end >= 0)
@@ -295,8 +588,12 @@ static const struct backend_impl fb_impl = {
     .sweep_own = fb_sweep_own,
     .health = fb_health,
     .ping = fb_ping,
+    .handover_prepare = fb_handover_prepare,
     .box_create = fb_box_create,
     .box_attach = fb_box_attach,
+    .box_channel = fb_box_channel,
+    .box_hand_over = fb_box_hand_over,
+    .box_intact = fb_box_intact,
     .box_start = fb_box_start,
     .box_wait = fb_box_wait,
     .box_inspect = fb_box_inspect,
@@ -362,7 +659,13 @@ static ssize_t fs_write(struct box_stream *bs, const void *p, size_t n)
 	struct fake_stream *s = (struct fake_stream *)bs;
 	struct fake_backend *fb = s->box->fb;
 	size_t room = sizeof(fb->stdin_got) - 1 - fb->stdin_len;
+	ssize_t w;
 
+	if (s->box->script.agent) {
+		/* The agent reads what the daemon writes. */
+		w = send(s->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		return w < 0 ? -errno : w;
+	}
 	if (n > room)
 		n = room;
 	memcpy(fb->stdin_got + fb->stdin_len, p, n);
@@ -421,6 +724,20 @@ void fake_backend_clear(struct fake_backend *fb)
 	fb->stdin_len = 0;
 	fb->stdin_closed = false;
 	pthread_mutex_unlock(&fb->mu);
+}
+
+unsigned fake_backend_count(struct fake_backend *fb, const char *word)
+{
+	size_t n = strlen(word);
+	unsigned k = 0;
+
+	pthread_mutex_lock(&fb->mu);
+	for (const char *p = fb->log; (p = strstr(p, word)); p += n)
+		if ((p == fb->log || p[-1] == ' ') &&
+		    (p[n] == ' ' || p[n] == '\0'))
+			k++;
+	pthread_mutex_unlock(&fb->mu);
+	return k;
 }
 
 bool fake_backend_before(struct fake_backend *fb, const char *a, const char *b)

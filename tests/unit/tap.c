@@ -88,7 +88,9 @@ static void print_escaped(const char *s)
 	free(big);
 }
 
-static void print_name(const char *fmt, va_list ap)
+/* A vprintf-like function: clang checks its callers' formats instead. */
+__attribute__((format(printf, 1, 0))) static void print_name(const char *fmt,
+                                                             va_list ap)
 {
 	char small[512], *name = small;
 	va_list again;

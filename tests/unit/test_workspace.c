@@ -812,6 +812,28 @@ static void test_run_support(void)
 	r |= workspace_write_file(ws, "out/fake.png", "<svg>", 5, false, err,
 	                          sizeof(err));
 	ok(r == 0, "run wrote files");
+	/* What the kernel and the daemon keep for themselves: no output. */
+	r = workspace_write_file(ws, ".mcp/value.json", "{}", 2, false, err,
+	                         sizeof(err));
+	r |= workspace_write_file(ws, ".mcp/view/0123456789abcdef.json", "{}",
+	                          2, false, err, sizeof(err));
+	r |= workspace_write_file(ws, ".mcp/notebook.ipynb", "{}", 2, false,
+	                          err, sizeof(err));
+	r |= workspace_write_file(ws, ".mcp/packages/python/x.py", "", 0, false,
+	                          err, sizeof(err));
+	ok(r == 0, "the daemon's own files");
+	ok(workspace_own_path(".mcp/value.json", false) ==
+	           WORKSPACE_OWN_HIDDEN &&
+	       workspace_own_path(".mcp/view", true) == WORKSPACE_OWN_HIDDEN &&
+	       workspace_own_path(".mcp/packages", true) ==
+	           WORKSPACE_OWN_HIDDEN &&
+	       workspace_own_path(".mcp/notebook.ipynb", false) ==
+	           WORKSPACE_OWN_LISTED &&
+	       workspace_own_path(".mcp/view", false) == WORKSPACE_OWN_NONE &&
+	       workspace_own_path("value.json", false) == WORKSPACE_OWN_NONE &&
+	       workspace_own_path(".mcp/stdout-x.txt", false) ==
+	           WORKSPACE_OWN_NONE,
+	   "workspace_own_path: by path and kind");
 	snprintf(p, sizeof(p), "%s/workspaces/%s/link", root, name);
 	r = symlink("/etc/shadow", p);
 	snprintf(p, sizeof(p), "%s/workspaces/%s/bad\nname.txt", root, name);
@@ -819,7 +841,8 @@ static void test_run_support(void)
 	r = workspace_changes(ws, snap, 100, &files, &info);
 	ok(r == 0 && cJSON_GetArraySize(files) == 3 && info.changed == 3 &&
 	       !info.truncated && info.skipped == 1 && info.unnamed == 1,
-	   "changes: 3 files, 1 link skipped, 1 bad name unlisted");
+	   "changes: 3 files, 1 link skipped, 1 bad name unlisted, none of "
+	   ".mcp's own");
 	{
 		const cJSON *f0 = cJSON_GetArrayItem(files, 0);
 		const cJSON *f1 = cJSON_GetArrayItem(files, 1);

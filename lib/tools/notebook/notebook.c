@@ -1,0 +1,449 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * notebook: records of runs, kept outside /data, and the nbformat 4.5
+ * notebook rendered from them. See notebook.h. No shared state.
+ */
+#include "tools/notebook/notebook.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "util/buf.h"
+#include "workspace/files.h"
+
+/* ---- records ----------------------------------------------------------- */
+
+static cJSON *notebook_stream(const char *name, const char *text)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	cJSON_AddStringToObject(o, "output_type", "stream");
+	cJSON_AddStringToObject(o, "name", name);
+	cJSON_AddStringToObject(o, "text", text);
+	return o;
+}
+
+/* The last line of stderr that starts with the exception's name. */
+static char *notebook_evalue(const char *err, const char *ename)
+{
+	size_t n = strlen(ename);
+	const char *p = err, *best = NULL;
+
+	for (; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		if (strncmp(p, ename, n) == 0 && (p[n] == ':' || p[n] == '\n'))
+			best = p;
+	if (!best)
+		return strdup("");
+	best += n;
+	if (*best == ':')
+		best++;
+	while (*best == ' ')
+		best++;
+	return strndup(best, strcspn(best, "\n"));
+}
+
+/* Each line of text as an element (a traceback's list of lines). */
+static cJSON *notebook_lines(const char *text)
+{
+	cJSON *a = cJSON_CreateArray();
+	const char *p = text;
+
+	while (a && p && *p) {
+		size_t n = strcspn(p, "\n");
+		char *line = strndup(p, n);
+
+		if (line)
+			cJSON_AddItemToArray(a, cJSON_CreateString(line));
+		free(line);
+		p += n;
+		if (*p == '\n')
+			p++;
+	}
+	return a;
+}
+
+static cJSON *notebook_figure(const unsigned char *png, size_t len)
+{
+	cJSON *o = cJSON_CreateObject(), *data;
+	char *b64;
+
+	if (!o)
+		return NULL;
+	b64 = malloc(4 * ((len + 2) / 3) + 1);
+	if (!b64) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	EVP_EncodeBlock((unsigned char *)b64, png, (int)len);
+	cJSON_AddStringToObject(o, "output_type", "display_data");
+	data = cJSON_AddObjectToObject(o, "data");
+	cJSON_AddStringToObject(data, "image/png", b64);
+	cJSON_AddObjectToObject(o, "metadata");
+	free(b64);
+	return o;
+}
+
+/*
+ * The last value's MIME bundle, as nbformat wants it: text only. The kernel
+ * runs beside the code, which can make it send anything; other members are
+ * left out, and a bundle left empty is no value.
+ */
+static cJSON *notebook_value(const char *json)
+{
+	cJSON *v = json ? cJSON_Parse(json) : NULL, *m = v ? v->child : NULL;
+
+	if (!cJSON_IsObject(v)) {
+		cJSON_Delete(v);
+		return NULL;
+	}
+	while (m) {
+		cJSON *next = m->next;
+
+		if (!cJSON_IsString(m) || !m->string[0])
+			cJSON_Delete(cJSON_DetachItemViaPointer(v, m));
+		m = next;
+	}
+	if (!v->child) {
+		cJSON_Delete(v);
+		return NULL;
+	}
+	return v;
+}
+
+cJSON *notebook_record(const struct notebook_run *run)
+{
+	cJSON *rec = cJSON_CreateObject(), *outs, *v;
+	char *src = strndup(run->code, run->code_len);
+
+	if (!rec || !src)
+		goto fail;
+	cJSON_AddStringToObject(rec, "language", run->language);
+	cJSON_AddStringToObject(rec, "source", src);
+	cJSON_AddStringToObject(rec, "status", run->status);
+	cJSON_AddNumberToObject(rec, "exit_code", run->exit_code);
+	outs = cJSON_AddArrayToObject(rec, "outputs");
+	if (!outs)
+		goto fail;
+	if (run->out && run->out[0])
+		cJSON_AddItemToArray(outs, notebook_stream("stdout", run->out));
+	if (run->err && run->err[0])
+		cJSON_AddItemToArray(outs, notebook_stream("stderr", run->err));
+	v = notebook_value(run->value_json);
+	if (v) {
+		cJSON *o = cJSON_CreateObject();
+
+		cJSON_AddStringToObject(o, "output_type", "execute_result");
+		cJSON_AddItemToObject(o, "data", v);
+		cJSON_AddObjectToObject(o, "metadata");
+		cJSON_AddItemToArray(outs, o);
+	}
+	for (size_t i = 0; i < run->n_figures && i < NOTEBOOK_FIGURES_MAX; i++)
+		if (run->figure_lens[i] <= NOTEBOOK_FIGURE_MAX_BYTES)
+			cJSON_AddItemToArray(
+			    outs, notebook_figure(run->figures[i],
+			                          run->figure_lens[i]));
+	if (run->error_name && run->error_name[0]) {
+		cJSON *o = cJSON_CreateObject();
+		char *evalue =
+		    notebook_evalue(run->err ? run->err : "", run->error_name);
+
+		cJSON_AddStringToObject(o, "output_type", "error");
+		cJSON_AddStringToObject(o, "ename", run->error_name);
+		cJSON_AddStringToObject(o, "evalue", evalue ? evalue : "");
+		cJSON_AddItemToObject(o, "traceback",
+		                      notebook_lines(run->err ? run->err : ""));
+		cJSON_AddItemToArray(outs, o);
+		free(evalue);
+	}
+	if (run->packages_json && (v = cJSON_Parse(run->packages_json)) != NULL)
+		cJSON_AddItemToObject(rec, "packages", v);
+	free(src);
+	return rec;
+fail:
+	free(src);
+	cJSON_Delete(rec);
+	return NULL;
+}
+
+/* ---- the records file --------------------------------------------------- */
+
+int notebook_load(int dirfd, cJSON **records)
+{
+	char *data = NULL, *p, *nl;
+	size_t len = 0;
+	cJSON *arr;
+	int r;
+
+	*records = NULL;
+	arr = cJSON_CreateArray();
+	if (!arr)
+		return -ENOMEM;
+	r = files_read(dirfd, NOTEBOOK_RECORDS, NOTEBOOK_MAX_BYTES, &data, &len,
+	               NULL);
+	if (r == -ENOENT) {
+		*records = arr;
+		return 0;
+	}
+	if (r < 0) {
+		cJSON_Delete(arr);
+		return r;
+	}
+	/* Lines the daemon wrote; one cut short by a crash is left out. */
+	for (p = data; p < data + len; p = nl + 1) {
+		cJSON *rec;
+
+		nl = memchr(p, '\n', (size_t)(data + len - p));
+		if (!nl)
+			break;
+		rec = cJSON_ParseWithLength(p, (size_t)(nl - p));
+		if (cJSON_IsObject(rec))
+			cJSON_AddItemToArray(arr, rec);
+		else
+			cJSON_Delete(rec);
+	}
+	free(data);
+	*records = arr;
+	return 0;
+}
+
+int notebook_append(int dirfd, const cJSON *record)
+{
+	char *line = cJSON_PrintUnformatted(record);
+	size_t n = line ? strlen(line) : 0, cells = 0;
+	struct stat st;
+	char *data = NULL;
+	size_t len = 0;
+	ssize_t w;
+	int fd, r = 0;
+
+	if (!line)
+		return -ENOMEM;
+	fd = openat(dirfd, NOTEBOOK_RECORDS,
+	            O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+	            0600);
+	if (fd < 0) {
+		r = -errno;
+		goto out;
+	}
+	if (fstat(fd, &st) < 0) {
+		r = -errno;
+		goto out;
+	}
+	if ((size_t)st.st_size + n + 1 > NOTEBOOK_MAX_BYTES) {
+		r = -EFBIG;
+		goto out;
+	}
+	if (files_read(dirfd, NOTEBOOK_RECORDS, NOTEBOOK_MAX_BYTES, &data, &len,
+	               NULL) == 0)
+		for (size_t i = 0; i < len; i++)
+			cells += data[i] == '\n';
+	if (cells >= NOTEBOOK_MAX_CELLS) {
+		r = -EFBIG;
+		goto out;
+	}
+	line[n] = '\n'; /* over the NUL: one write(2) of the whole line */
+	w = write(fd, line, n + 1);
+	if (w != (ssize_t)(n + 1)) {
+		r = w < 0 ? -errno : -EIO;
+		/* A partial line is left out by notebook_load. */
+		if (w > 0 && ftruncate(fd, st.st_size) < 0)
+			r = -errno;
+		goto out;
+	}
+	r = (int)cells + 1;
+out:
+	if (fd >= 0)
+		close(fd);
+	free(data);
+	cJSON_free(line);
+	return r;
+}
+
+/* ---- nbformat ------------------------------------------------------------ */
+
+static const char *notebook_str(const cJSON *o, const char *key)
+{
+	const char *s =
+	    cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, key));
+
+	return s ? s : "";
+}
+
+/* Whether an output of this type is in the record. */
+static const cJSON *notebook_output(const cJSON *rec, const char *type,
+                                    const char *name)
+{
+	const cJSON *o;
+
+	cJSON_ArrayForEach (o, cJSON_GetObjectItemCaseSensitive(rec, "outputs"))
+		if (strcmp(notebook_str(o, "output_type"), type) == 0 &&
+		    (!name || strcmp(notebook_str(o, "name"), name) == 0))
+			return o;
+	return NULL;
+}
+
+/* nbformat wants source and stream text as strings or lists of lines. */
+static cJSON *notebook_cell(const cJSON *rec, size_t i, bool python_kernel)
+{
+	const char *lang = notebook_str(rec, "language");
+	bool python = strcmp(lang, "python") == 0;
+	cJSON *c = cJSON_CreateObject(), *md, *outs, *tags, *o;
+	const cJSON *src;
+	char id[32];
+
+	snprintf(id, sizeof(id), "cell-%zu", i + 1);
+	cJSON_AddStringToObject(c, "cell_type", "code");
+	cJSON_AddStringToObject(c, "id", id);
+	cJSON_AddNumberToObject(c, "execution_count", (double)(i + 1));
+	md = cJSON_AddObjectToObject(c, "metadata");
+	cJSON_AddStringToObject(md, "language", lang);
+	if (!python)
+		cJSON_AddStringToObject(cJSON_AddObjectToObject(md, "vscode"),
+		                        "languageId", lang);
+	o = cJSON_AddObjectToObject(md, "mcp-sandboxd");
+	cJSON_AddStringToObject(o, "status", notebook_str(rec, "status"));
+	cJSON_AddItemToObject(
+	    o, "exit_code",
+	    cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(rec, "exit_code"),
+	                    true));
+	if (cJSON_GetObjectItemCaseSensitive(rec, "packages"))
+		cJSON_AddItemToObject(
+		    o, "packages",
+		    cJSON_Duplicate(
+		        cJSON_GetObjectItemCaseSensitive(rec, "packages"),
+		        true));
+	tags = cJSON_CreateArray();
+	if (python_kernel && !python)
+		cJSON_AddItemToArray(tags,
+		                     cJSON_CreateString("skip-execution"));
+	if (notebook_output(rec, "error", NULL))
+		cJSON_AddItemToArray(tags,
+		                     cJSON_CreateString("raises-exception"));
+	if (cJSON_GetArraySize(tags))
+		cJSON_AddItemToObject(md, "tags", tags);
+	else
+		cJSON_Delete(tags);
+	src = cJSON_GetObjectItemCaseSensitive(rec, "source");
+	cJSON_AddStringToObject(c, "source",
+	                        cJSON_IsString(src) ? src->valuestring : "");
+	outs = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(rec, "outputs"),
+	                       true);
+	if (!cJSON_IsArray(outs)) {
+		cJSON_Delete(outs);
+		outs = cJSON_CreateArray();
+	}
+	/* An execute_result names its cell's execution count. */
+	cJSON_ArrayForEach (o, outs)
+		if (strcmp(notebook_str(o, "output_type"), "execute_result") ==
+		    0)
+			cJSON_AddNumberToObject(o, "execution_count",
+			                        (double)(i + 1));
+	cJSON_AddItemToObject(c, "outputs", outs);
+	return c;
+}
+
+char *notebook_render(const cJSON *records, const char *conversation_id,
+                      size_t *len)
+{
+	cJSON *nb = cJSON_CreateObject(), *md, *ks, *li, *cells, *own;
+	const cJSON *rec;
+	const char *first = NULL;
+	bool python = false;
+	size_t i = 0;
+	char *text;
+
+	if (len)
+		*len = 0;
+	if (!nb)
+		return NULL;
+	cJSON_ArrayForEach (rec, records) {
+		const char *l = notebook_str(rec, "language");
+
+		python |= strcmp(l, "python") == 0;
+		if (!first)
+			first = l;
+	}
+	if (!first) { /* no cell yet: a Python notebook */
+		first = "python";
+		python = true;
+	}
+	cJSON_AddNumberToObject(nb, "nbformat", 4);
+	cJSON_AddNumberToObject(nb, "nbformat_minor", 5);
+	md = cJSON_AddObjectToObject(nb, "metadata");
+	ks = cJSON_AddObjectToObject(md, "kernelspec");
+	li = cJSON_AddObjectToObject(md, "language_info");
+	if (python) {
+		cJSON_AddStringToObject(ks, "name", "python3");
+		cJSON_AddStringToObject(ks, "display_name", "Python 3");
+		cJSON_AddStringToObject(ks, "language", "python");
+		cJSON_AddStringToObject(li, "name", "python");
+	} else {
+		cJSON_AddStringToObject(ks, "name", first);
+		cJSON_AddStringToObject(ks, "display_name", first);
+		cJSON_AddStringToObject(ks, "language", first);
+		cJSON_AddStringToObject(li, "name", first);
+	}
+	own = cJSON_AddObjectToObject(md, "mcp-sandboxd");
+	cJSON_AddStringToObject(own, "conversationId", conversation_id);
+	cells = cJSON_AddArrayToObject(nb, "cells");
+	cJSON_ArrayForEach (rec, records)
+		cJSON_AddItemToArray(cells, notebook_cell(rec, i++, python));
+	text = cJSON_Print(nb);
+	cJSON_Delete(nb);
+	if (text && len)
+		*len = strlen(text);
+	return text;
+}
+
+/* ---- replay -------------------------------------------------------------- */
+
+static const char *notebook_stream_text(const cJSON *rec, const char *name)
+{
+	return notebook_str(notebook_output(rec, "stream", name), "text");
+}
+
+static const char *notebook_value_text(const cJSON *rec)
+{
+	return notebook_str(
+	    cJSON_GetObjectItemCaseSensitive(
+	        notebook_output(rec, "execute_result", NULL), "data"),
+	    "text/plain");
+}
+
+static int notebook_figures(const cJSON *rec)
+{
+	const cJSON *o;
+	int n = 0;
+
+	cJSON_ArrayForEach (o, cJSON_GetObjectItemCaseSensitive(rec, "outputs"))
+		n +=
+		    strcmp(notebook_str(o, "output_type"), "display_data") == 0;
+	return n;
+}
+
+cJSON *notebook_diff(const cJSON *a, const cJSON *b)
+{
+	cJSON *d = cJSON_CreateArray();
+
+	if (!d)
+		return NULL;
+	if (strcmp(notebook_stream_text(a, "stdout"),
+	           notebook_stream_text(b, "stdout")) != 0)
+		cJSON_AddItemToArray(d, cJSON_CreateString("stdout"));
+	if (strcmp(notebook_value_text(a), notebook_value_text(b)) != 0)
+		cJSON_AddItemToArray(d, cJSON_CreateString("value"));
+	if (strcmp(notebook_str(notebook_output(a, "error", NULL), "ename"),
+	           notebook_str(notebook_output(b, "error", NULL), "ename")) !=
+	    0)
+		cJSON_AddItemToArray(d, cJSON_CreateString("error"));
+	if (notebook_figures(a) != notebook_figures(b))
+		cJSON_AddItemToArray(d, cJSON_CreateString("figures"));
+	return d;
+}
