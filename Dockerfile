@@ -6,7 +6,8 @@
 # itself uses the loop and mount system calls) and curl for the health check.
 #
 # Offline (this project's machines): the base is the local debootstrapped
-# image that runners/build.sh makes. With a registry:
+# Debian 12 image that runners/build.sh --daemon-base makes (the runner
+# images are Debian 13, mcp-sandboxd/base:trixie). With a registry:
 #   docker build --build-arg BASE_IMAGE=debian:bookworm-slim -t mcp-sandboxd .
 # The runner images are built separately (runners/build.sh, or
 # docker-compose build); see docs/deployment.md.

@@ -98,6 +98,100 @@ ensure_runner_images() {
 	"$ROOT/runners/build.sh" || die "building the runner images failed (runners/build.sh)"
 }
 
+# The runner images built in the background while the daemon serves
+# (deploy/run.sh): runners/build.sh keeps RUNNER_PROGRESS up to date, one
+# "<lang> <queued|building|done|failed|skipped>" a line, Python first.
+RUNNER_BUILD_PID=${RUNNER_BUILD_PID:-$ROOT/var/runner-build.pid}
+RUNNER_BUILD_LOG=${RUNNER_BUILD_LOG:-$ROOT/var/runner-build.log}
+RUNNER_PROGRESS=${RUNNER_PROGRESS:-$ROOT/var/runner-build.progress}
+
+# runner_build_running: whether the background build is still running.
+runner_build_running() {
+	local pid
+	pid=$(cat "$RUNNER_BUILD_PID" 2>/dev/null) || return 1
+	[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && grep -q build.sh "/proc/$pid/cmdline" 2>/dev/null
+}
+
+# start_runner_build: starts runners/build.sh in the background, detached
+# (it outlives this script and the daemon exec'd after it), unless one is
+# running already.
+start_runner_build() {
+	RUNNER_IMAGES_BEFORE=$(runner_images_on_engine)
+	if runner_build_running; then
+		msg "the runner images are still being built in the background (pid $(cat "$RUNNER_BUILD_PID"); log: $RUNNER_BUILD_LOG)"
+		return 0
+	fi
+	mkdir -p "$(dirname "$RUNNER_BUILD_LOG")"
+	rm -f "$RUNNER_PROGRESS"
+	# The subshell exits at once: build.sh is reparented to init, no zombie
+	# is left to the daemon.
+	(
+		setsid nohup "$ROOT/runners/build.sh" --progress "$RUNNER_PROGRESS" \
+			>"$RUNNER_BUILD_LOG" 2>&1 </dev/null &
+		echo $! >"$RUNNER_BUILD_PID"
+	)
+	msg "building the runner images in the background, Python first (log: $RUNNER_BUILD_LOG)"
+}
+
+# runners_in STATE...: the languages of the background build in those
+# states, comma-separated.
+runners_in() {
+	local states=" $* "
+	[ -f "$RUNNER_PROGRESS" ] || return 0
+	awk -v s="$states" 'index(s, " " $2 " ") { printf "%s%s", n++ ? ", " : "", $1 }' "$RUNNER_PROGRESS"
+}
+
+# runner_images_on_engine: how many tagged runner images the engine has.
+runner_images_on_engine() {
+	docker images --filter label=sandbox.runner=true --format '{{.Repository}}:{{.Tag}}' 2>/dev/null |
+		grep -vc '<none>' || true
+}
+
+# wait_first_runner SECONDS: waits until the background build has finished
+# one image (Python, the first), or until it ends; fails, showing the end of
+# its log, when it ends with no runner image on the engine. Returns at once
+# when the engine had runner images before the build started (a re-run: they
+# serve while build.sh checks and replaces them).
+wait_first_runner() {
+	local limit=$1 t0 done_list
+	t0=$(date +%s)
+	if [ "${RUNNER_IMAGES_BEFORE:-0}" -gt 0 ]; then
+		msg "serving with the $RUNNER_IMAGES_BEFORE runner images already built while build.sh checks them"
+		return 0
+	fi
+	while :; do
+		done_list=$(runners_in "done")
+		[ -z "$done_list" ] || break
+		if ! runner_build_running; then
+			[ "$(runner_images_on_engine)" -gt 0 ] && break
+			tail -n 30 "$RUNNER_BUILD_LOG" >&2 2>/dev/null || true
+			die "building the runner images failed and there is none to serve with (log: $RUNNER_BUILD_LOG)"
+		fi
+		[ $(($(date +%s) - t0)) -lt "$limit" ] ||
+			die "no runner image was ready within $limit s (log: $RUNNER_BUILD_LOG)"
+		sleep 2
+	done
+	msg "runner images ready: ${done_list:-those already built} (after $(($(date +%s) - t0)) s)"
+}
+
+# runner_build_summary: one line for a person on the background build.
+runner_build_summary() {
+	local building failed
+	if runner_build_running; then
+		building=$(runners_in queued building)
+		echo "building in the background (pid $(cat "$RUNNER_BUILD_PID"))," \
+			"still building: ${building:-the base image}; each language is served once built (log: $RUNNER_BUILD_LOG)"
+		return 0
+	fi
+	[ -f "$RUNNER_PROGRESS" ] || return 0
+	failed=$(runners_in failed skipped)
+	if [ -n "$failed" ]; then
+		echo "the last build failed for: $failed (log: $RUNNER_BUILD_LOG; runners/build.sh --only LANGS retries)"
+	else
+		echo "all built ($(runners_in "done"))"
+	fi
+}
+
 # meson_build DIR [OPTIONS...]: configures (once) and builds.
 meson_build() {
 	local dir=$1

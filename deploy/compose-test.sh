@@ -449,12 +449,14 @@ if ! out=$(ensure_node_modules "$NODE_DIR" 2>&1); then
 	fail "prerequisites: npm packages in tests/integration: $out"
 	finish
 fi
-# The TypeScript runner's build context and the offline base come from
-# runners/build.sh (see docs/deployment.md).
+# The TypeScript runner's build context and the offline bases (Debian 12 for
+# the daemon's image, Debian 13 for the runners') come from runners/build.sh
+# (see docs/deployment.md).
 if [ ! -x "$ROOT/runners/typescript/bun" ] || [ ! -d "$ROOT/runners/typescript/node_modules" ] ||
-	{ [ -z "${BASE_IMAGE:-}" ] && ! docker image inspect mcp-sandboxd/base:bookworm >/dev/null 2>&1; }; then
+	{ [ -z "${BASE_IMAGE:-}" ] && ! docker image inspect mcp-sandboxd/base:bookworm >/dev/null 2>&1; } ||
+	{ [ -z "${RUNNER_BASE_IMAGE:-}" ] && ! docker image inspect mcp-sandboxd/base:trixie >/dev/null 2>&1; }; then
 	msg "preparing the runner build inputs with runners/build.sh"
-	if ! out=$("$ROOT/runners/build.sh" 2>&1); then
+	if ! out=$("$ROOT/runners/build.sh" --daemon-base 2>&1); then
 		fail "prerequisites: runners/build.sh: $(tail -n 10 <<<"$out")"
 		finish
 	fi

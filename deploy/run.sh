@@ -6,19 +6,28 @@
 # is none (an existing one is never touched), and serves on 127.0.0.1:8080,
 # printing the MCP URL, the token and client configurations.
 #
+# The runner images build in the background (runners/build.sh, Python
+# first): it serves as soon as the first is ready (or at once when images of
+# an earlier build are there), says which languages are still building, and
+# the daemon picks each up as it is finished (its discovery). --status says
+# how the build goes; --wait-images waits for all of them before serving.
+#
 # Re-running it is safe: when the instance it started is still running the
 # same build with the same settings, it is left alone (warm sessions kept)
 # and its status printed. It restarts the daemon only when the build or the
 # settings changed, or with --restart, and then says so: a restart ends
 # every warm session (Python state); files in /data are kept.
 #
-# Usage: deploy/run.sh [--detach | --stop | --status] [--restart] [--no-images]
-#   (default)   serve in the foreground; Ctrl-C stops
-#   --detach    serve in the background (log: var/mcp-sandboxd.log)
-#   --restart   restart the running instance even when nothing changed
-#   --stop      stop the running instance
-#   --status    whether an instance is running: its pid, URL and health
-#   --no-images skip building the runner images
+# Usage: deploy/run.sh [--detach | --stop | --status] [--restart]
+#                      [--no-images | --wait-images]
+#   (default)     serve in the foreground; Ctrl-C stops
+#   --detach      serve in the background (log: var/mcp-sandboxd.log)
+#   --restart     restart the running instance even when nothing changed
+#   --stop        stop the running instance
+#   --status      whether an instance is running: its pid, URL and health,
+#                 and how the runner images' build goes
+#   --no-images   skip building the runner images
+#   --wait-images build every runner image before serving
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -36,8 +45,9 @@ while [ $# -gt 0 ]; do
 	--stop) MODE=stop ;;
 	--status) MODE=status ;;
 	--no-images) IMAGES=0 ;;
+	--wait-images) IMAGES=2 ;;
 	-h | --help)
-		sed -n '3,22p' "$0" | sed 's/^# \{0,1\}//'
+		sed -n '3,30p' "$0" | sed 's/^# \{0,1\}//'
 		exit 0
 		;;
 	*) die "unknown option $1 (see --help)" ;;
@@ -93,7 +103,7 @@ json_obj() { printf '%s' "$1" | grep -o "\"$2\":{[^{}]*}" | head -n 1; }
 
 # print_status PID: the pid, URL and what /healthz says, for a person.
 print_status() {
-	local pid=$1 url base h docker warm runs since
+	local pid=$1 url base h docker warm runs since build
 	url=$(state_get url)
 	if [ -z "$url" ] && [ -x "$BIN" ] && [ -f "$ENV_FILE" ]; then
 		url="$("$BIN" --env-file "$ENV_FILE" --check-config 2>/dev/null | sed -n 's/^PUBLIC_BASE_URL=//p')/mcp"
@@ -118,6 +128,8 @@ print_status() {
 		fi
 		echo "  runners: $(json_num "$runs" runners) images; runs: $(json_num "$runs" running) running," \
 			"$(json_num "$runs" queued) queued, $(json_num "$runs" total) so far"
+		build=$(runner_build_summary)
+		[ -z "$build" ] || echo "  images:  $build"
 		if [ -n "$warm" ]; then
 			echo "  warm:    $(json_num "$warm" sessions) sessions ($(json_num "$warm" busy) busy)," \
 				"$(json_num "$warm" pool) pre-started boxes ready"
@@ -147,12 +159,17 @@ esac
 msg "checking dependencies"
 ensure_build_deps
 ensure_docker
-if [ "$IMAGES" -eq 1 ]; then
+case $IMAGES in
+1) start_runner_build ;;
+2)
 	msg "building the runner images (cached after the first time)"
 	ensure_runner_images
-fi
+	;;
+esac
 msg "building the daemon"
 meson_build "$BUILD" --buildtype=release
+# A fresh machine: Python's image is the first done (~3 min with the base).
+[ "$IMAGES" -ne 1 ] || wait_first_runner 1800
 
 mkdir -p "$VAR"
 if [ ! -f "$ENV_FILE" ]; then
@@ -274,6 +291,16 @@ each one prints for a wrong token, no token, a wrong URL or a stopped server.
 EOF
 }
 
+# print_building: which languages are still being built, if any.
+print_building() {
+	local building
+	runner_build_running || return 0
+	building=$(runners_in queued building)
+	echo "Runner images still building: ${building:-the base image}. The daemon serves each language as"
+	echo "its image is finished (tools/list changes); deploy/run.sh --status shows the progress."
+	echo
+}
+
 cd "$ROOT"
 if [ "$MODE" = detach ]; then
 	setsid nohup "$BIN" --env-file "$ENV_FILE" >>"$LOG" 2>&1 </dev/null &
@@ -285,9 +312,11 @@ if [ "$MODE" = detach ]; then
 		sleep 0.1
 	done
 	print_clients
+	print_building
 	echo "Running in the background (pid $(cat "$PIDFILE")); log: $LOG; stop with deploy/run.sh --stop"
 else
 	print_clients
+	print_building
 	echo "Serving in the foreground; Ctrl-C stops."
 	# exec keeps this pid: --status and a re-run find this instance too.
 	echo $$ >"$PIDFILE"

@@ -4,9 +4,11 @@
 # typescript), in that order: c before cpp and rust, whose first layer (GCC)
 # is the same and is then taken from the build cache.
 #
-# Offline by default: the base image mcp-sandboxd/base:bookworm is made locally
-# with debootstrap + docker import (no container registry needed). Those who can
-# pull use a registry base instead: --base debian:bookworm-slim.
+# Offline by default: the base image mcp-sandboxd/base:trixie (Debian 13) is made
+# locally with debootstrap + docker import (no container registry needed). Those
+# who can pull use a registry base instead: --base debian:trixie-slim. The
+# daemon's own image (the repository's Dockerfile, docker-compose) stays on
+# Debian 12: --daemon-base also makes mcp-sandboxd/base:bookworm for it.
 #
 # After each build the image is run (no network, read-only root, uid 64321) to
 # detect the interpreter and library versions, which become the labels
@@ -19,9 +21,11 @@ umask 022
 
 RUNNERS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 readonly RUNNERS_DIR
-readonly LOCAL_BASE=mcp-sandboxd/base:bookworm
+readonly DEBIAN_SUITE=trixie
+readonly LOCAL_BASE="mcp-sandboxd/base:$DEBIAN_SUITE"
+# The Debian release of the daemon's image (Dockerfile, docker-compose.yml).
+readonly DAEMON_SUITE=bookworm
 readonly IMAGE_PREFIX="${RUNNER_IMAGE_PREFIX:-mcp-sandboxd/runner-}"
-readonly DEBIAN_SUITE=bookworm
 readonly DEBIAN_MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 readonly DEBIAN_SECURITY_MIRROR="${DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}"
 readonly BUN_VERSION="${BUN_VERSION:-1}"
@@ -58,19 +62,26 @@ runners/<lang>/Dockerfile. Languages: $(available_langs | paste -sd, -)
 
 Options:
   --only LANGS    comma-separated subset to build, e.g. --only python,bash
-  --base IMAGE    base image to build on, e.g. debian:bookworm-slim (pulled by
+  --base IMAGE    base image to build on, e.g. debian:trixie-slim (pulled by
                   docker build); default: $LOCAL_BASE, made locally with
                   debootstrap + docker import when missing
+  --daemon-base   also make mcp-sandboxd/base:$DAEMON_SUITE, the offline base of
+                  the daemon's own image (Dockerfile, docker-compose.yml)
+  --network NET   network of the build steps (docker build --network), e.g.
+                  host on an engine whose bridge has no route out
   --no-cache      rebuild every Dockerfile step (docker build --no-cache)
   --refresh       fetch again what is cached: a new debootstrap of the local
                   base, the Bun binary (bun@\$BUN_VERSION) and node_modules
+  --progress FILE keep FILE up to date with each language's state, one
+                  "<lang> <queued|building|done|failed|skipped>" a line
   --skip-tests    do not run the smoke tests (version detection still runs)
   -j, --jobs N    build N images at a time (default 2, or RUNNER_BUILD_JOBS;
                   -v builds one at a time)
   -v, --verbose   show docker build output (default: logged to $LOG_DIR)
   -h, --help      show this help
 
-Environment: BASE_IMAGE (same as --base), RUNNER_CACHE_DIR (default
+Environment: RUNNER_BASE_IMAGE or BASE_IMAGE (same as --base),
+RUNNER_BUILD_NETWORK (same as --network), RUNNER_CACHE_DIR (default
 $CACHE_DIR), BUN_VERSION (npm spec, default 1), DEBIAN_MIRROR,
 DEBIAN_SECURITY_MIRROR, RUNNER_IMAGE_PREFIX (default mcp-sandboxd/runner-).
 EOF
@@ -130,22 +141,22 @@ umount_below() { # unmount anything left mounted below $1 (a failed debootstrap)
   done < <(awk -v d="$1/" 'index($2, d) == 1 { print $2 }' /proc/mounts | sort -r)
 }
 
-# Make the debootstrapped tree look like debian:bookworm-slim: full bookworm
+# Make the debootstrapped tree look like debian:<suite>-slim: the suite's full
 # sources (updates, security), upgraded, no docs/man/locales, no apt caches, no
-# setuid/setgid bits, no host files.
+# setuid/setgid bits, no host files. $1 = rootfs, $2 = suite.
 slim_rootfs() {
-  local root="$1"
+  local root="$1" suite="$2"
   rm -f "$root/etc/apt/sources.list"
   cat >"$root/etc/apt/sources.list.d/debian.sources" <<EOF
 Types: deb
 URIs: $DEBIAN_MIRROR
-Suites: $DEBIAN_SUITE $DEBIAN_SUITE-updates
+Suites: $suite $suite-updates
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 
 Types: deb
 URIs: $DEBIAN_SECURITY_MIRROR
-Suites: $DEBIAN_SUITE-security
+Suites: $suite-security
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 EOF
@@ -159,6 +170,12 @@ path-exclude /usr/share/linda/*
 path-exclude /usr/share/lintian/overrides/*
 path-exclude /usr/share/locale/*
 path-exclude /usr/share/man/*
+EOF
+  cat >"$root/etc/dpkg/dpkg.cfg.d/mcp-sandboxd-unsafe-io" <<'EOF'
+# As in the debian images ("docker-apt-speedup"): no fsync for every file
+# dpkg unpacks. An image build that dies half-way is thrown away anyway; with
+# ~160 packages the Python image's install layer is the time to the first run.
+force-unsafe-io
 EOF
   cat >"$root/etc/apt/apt.conf.d/mcp-sandboxd-clean" <<'EOF'
 // As in the debian images: no package caches left in image layers.
@@ -194,23 +211,31 @@ EOF
 ensure_base() {
   if [[ "$BASE" != "$LOCAL_BASE" ]]; then
     log "base: $BASE (registry base; docker build pulls it if needed)"
+  else
+    make_local_base "$DEBIAN_SUITE"
+  fi
+  ((!DAEMON_BASE)) || make_local_base "$DAEMON_SUITE"
+}
+
+# Make mcp-sandboxd/base:<suite> (unless present) from a debootstrap of the
+# suite, kept in the cache directory. $1 = suite.
+make_local_base() {
+  local suite="$1" tag="mcp-sandboxd/base:$1"
+  if ((!REFRESH)) && docker image inspect "$tag" >/dev/null 2>&1; then
+    log "base: $tag (present)"
     return
   fi
-  if ((!REFRESH)) && docker image inspect "$LOCAL_BASE" >/dev/null 2>&1; then
-    log "base: $LOCAL_BASE (present)"
-    return
-  fi
-  local t0 rootfs="$CACHE_DIR/rootfs-$DEBIAN_SUITE"
+  local t0 rootfs="$CACHE_DIR/rootfs-$suite"
   t0=$(now_ms)
   if ((REFRESH)) || [[ ! -f "$rootfs.complete" ]]; then
-    [[ "$(id -u)" == 0 ]] || die "making $LOCAL_BASE needs root (debootstrap); run as root or pass --base debian:bookworm-slim"
+    [[ "$(id -u)" == 0 ]] || die "making $tag needs root (debootstrap); run as root or pass --base debian:$suite-slim"
     if ! command -v debootstrap >/dev/null 2>&1; then
       log "installing debootstrap (apt-get)"
       run_logged "$LOG_DIR/apt-debootstrap.log" sh -c \
         'apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends debootstrap' ||
         die "could not install debootstrap with apt-get"
     fi
-    log "debootstrap --variant=minbase $DEBIAN_SUITE -> $rootfs (log: $LOG_DIR/debootstrap.log)"
+    log "debootstrap --variant=minbase $suite -> $rootfs (log: $LOG_DIR/debootstrap-$suite.log)"
     rm -f "$rootfs.complete"
     local d
     for d in "$rootfs.tmp" "$rootfs"; do
@@ -218,31 +243,31 @@ ensure_base() {
       rm -rf --one-file-system "$d"
     done
     mkdir -p "$rootfs.tmp"
-    run_logged "$LOG_DIR/debootstrap.log" \
-      debootstrap --variant=minbase "$DEBIAN_SUITE" "$rootfs.tmp" "$DEBIAN_MIRROR" ||
+    run_logged "$LOG_DIR/debootstrap-$suite.log" \
+      debootstrap --variant=minbase "$suite" "$rootfs.tmp" "$DEBIAN_MIRROR" ||
       {
         umount_below "$rootfs.tmp"
-        die "debootstrap failed (log: $LOG_DIR/debootstrap.log)"
+        die "debootstrap failed (log: $LOG_DIR/debootstrap-$suite.log)"
       }
     umount_below "$rootfs.tmp"
-    log "updating and slimming the rootfs (log: $LOG_DIR/slim-rootfs.log)"
+    log "updating and slimming the rootfs (log: $LOG_DIR/slim-rootfs-$suite.log)"
     # Called directly (not in an `||` context) so that set -e applies inside.
-    STEP_LOG="$LOG_DIR/slim-rootfs.log"
-    slim_rootfs "$rootfs.tmp" >"$STEP_LOG" 2>&1
+    STEP_LOG="$LOG_DIR/slim-rootfs-$suite.log"
+    slim_rootfs "$rootfs.tmp" "$suite" >"$STEP_LOG" 2>&1
     STEP_LOG=""
     mv "$rootfs.tmp" "$rootfs"
     touch "$rootfs.complete"
   fi
-  log "docker import $rootfs -> $LOCAL_BASE"
+  log "docker import $rootfs -> $tag"
   tar --numeric-owner -C "$rootfs" -c . |
     docker import \
       --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
       --change 'ENV LANG=C.UTF-8' \
       --change 'CMD ["bash"]' \
-      --message "debootstrap --variant=minbase $DEBIAN_SUITE (mcp-sandboxd runners/build.sh)" \
-      - "$LOCAL_BASE" >/dev/null ||
+      --message "debootstrap --variant=minbase $suite (mcp-sandboxd runners/build.sh)" \
+      - "$tag" >/dev/null ||
     die "docker import of $rootfs failed"
-  log "base: $LOCAL_BASE made in $(secs_since "$t0")"
+  log "base: $tag made in $(secs_since "$t0")"
 }
 
 # ------------------------------------------------- per-language preparation
@@ -384,6 +409,7 @@ build_lang() {
 
   log "$lang: docker build $ctx (log: $LOG_DIR/$lang.log)"
   local -a args=(build --iidfile "$CACHE_DIR/$lang.iid" --build-arg "BASE_IMAGE=$BASE")
+  [[ -z "$NETWORK" ]] || args+=(--network "$NETWORK")
   ((NO_CACHE)) && args+=(--no-cache)
   rm -f "$CACHE_DIR/$lang.iid"
   run_logged "$LOG_DIR/$lang.log" docker "${args[@]}" "$ctx" ||
@@ -435,13 +461,33 @@ build_lang() {
     $((size / 1000000)) "$(secs_since "$t0")" "$version" >"$SUMMARY_DIR/$lang"
 }
 
-# The slowest builds start first, so that parallel builds end together; the
-# rest follow in alphabetical order.
-readonly -a BUILD_FIRST=(python c go rust php)
+# Python first: deploy/run.sh serves as soon as one image is done, and Python
+# is the one to serve. Beside it (two builds at a time) go the light ones,
+# mostly downloads and dpkg, so that Python has a core to itself for its
+# byte-compiling; then the compilers: c before go, whose standard library
+# compiles for minutes, and rust and cpp after c (below). The rest follow
+# in alphabetical order.
+readonly -a BUILD_FIRST=(python bash ruby php typescript c go rust cpp)
 # lang -> the language whose image must be built first: cpp and rust begin
 # with the same layer as c (GCC), which they then take from the build cache
 # instead of building it again at the same time.
 declare -rA BUILD_AFTER=([cpp]=c [rust]=c)
+
+# --progress FILE: one line per language in build order, "<lang> <state>",
+# state one of queued, building, done, failed, skipped (not built after a
+# failure); rewritten whole (a rename) at every change, so a reader never
+# sees half a file. deploy/run.sh serves as soon as the first is done.
+declare -A PROGRESS=()
+PROGRESS_ORDER=()
+progress() { # $1 = lang, $2 = state
+  [[ -n "$PROGRESS_FILE" ]] || return 0
+  PROGRESS[$1]="$2"
+  local l
+  for l in "${PROGRESS_ORDER[@]}"; do
+    printf '%s %s\n' "$l" "${PROGRESS[$l]:-queued}"
+  done >"$PROGRESS_FILE.tmp"
+  mv -f "$PROGRESS_FILE.tmp" "$PROGRESS_FILE"
+}
 
 # Build LANGS with at most JOBS builds at a time (most of a build is dpkg and
 # apt, which use one core). After a failure no new build starts; the running
@@ -455,8 +501,17 @@ build_all() {
       queue+=("$l")
     fi
   done
+  PROGRESS_ORDER=("${queue[@]}")
+  progress "${queue[0]}" queued
   if ((JOBS == 1)); then
-    for l in "${queue[@]}"; do build_lang "$l"; done
+    for l in "${queue[@]}"; do
+      progress "$l" building
+      # A subshell, so that a failure is recorded before build.sh exits.
+      if (build_lang "$l"); then progress "$l" "done"; else
+        progress "$l" failed
+        exit 1
+      fi
+    done
     return 0
   fi
   while ((${#queue[@]} > 0 || ${#pid_lang[@]} > 0)); do
@@ -466,9 +521,11 @@ build_all() {
       [[ -n "$dep" && " ${LANGS[*]} " == *" $dep "* ]] || dep=""
       if ((${#failed[@]} > 0)); then
         dropped+=("$l")
+        progress "$l" skipped
       elif [[ -n "$dep" && "${status[$dep]:-}" != "done" ]] || ((${#pid_lang[@]} >= JOBS)); then
         waiting+=("$l")
       else
+        progress "$l" building
         build_lang "$l" &
         pid_lang[$!]="$l"
       fi
@@ -481,8 +538,10 @@ build_all() {
     unset 'pid_lang[$pid]'
     if ((rc == 0)); then
       status[$l]="done"
+      progress "$l" "done"
     else
       status[$l]="failed"
+      progress "$l" failed
       failed+=("$l")
     fi
   done
@@ -492,7 +551,8 @@ build_all() {
 
 # -------------------------------------------------------------------- main
 
-ONLY="" BASE="${BASE_IMAGE:-$LOCAL_BASE}" NO_CACHE=0 REFRESH=0 SKIP_TESTS=0 VERBOSE=0
+ONLY="" BASE="${RUNNER_BASE_IMAGE:-${BASE_IMAGE:-$LOCAL_BASE}}" NO_CACHE=0 REFRESH=0 SKIP_TESTS=0 VERBOSE=0
+DAEMON_BASE=0 NETWORK="${RUNNER_BUILD_NETWORK:-}" PROGRESS_FILE=""
 JOBS="${RUNNER_BUILD_JOBS:-2}"
 while (($#)); do
   case "$1" in
@@ -500,6 +560,11 @@ while (($#)); do
     --only=*) ONLY="${1#*=}" ;;
     --base) BASE="${2:?--base needs an image}" && shift ;;
     --base=*) BASE="${1#*=}" ;;
+    --daemon-base) DAEMON_BASE=1 ;;
+    --progress) PROGRESS_FILE="${2:?--progress needs a file}" && shift ;;
+    --progress=*) PROGRESS_FILE="${1#*=}" ;;
+    --network) NETWORK="${2:?--network needs a network name, e.g. host}" && shift ;;
+    --network=*) NETWORK="${1#*=}" ;;
     -j | --jobs) JOBS="${2:?--jobs needs a number}" && shift ;;
     --jobs=*) JOBS="${1#*=}" ;;
     --no-cache) NO_CACHE=1 ;;

@@ -2,7 +2,8 @@
 # Measure what one run costs in each runner image under the daemon's default
 # limits (--cpus 0.5 --memory 256m, read-only root, /tmp tmpfs, no network,
 # uid 64321): a hello world through the image's own sandbox.command, and for
-# the compiled languages a small program with a few containers and generics.
+# the compiled languages a small program with a few containers and generics
+# and a ~500-line one (tests/integration/lib/bigprog.mjs, needs node).
 # Prints per program the median of N runs of
 #   run   wall time of sandbox.command inside the container (compile + run)
 #   cpu   CPU time the container used for it
@@ -11,15 +12,23 @@
 #   total wall time of the whole `docker run` (container start included)
 # Figures, never a verdict: see docs/runners.md for the ones measured there.
 #
-# Usage: runners/compile-cost.sh [-n RUNS] [LANG...]   (default: 5 runs; c cpp
-#        go rust ruby php)
+# Usage: runners/compile-cost.sh [-n RUNS] [-m MB] [LANG...]   (default: 5
+#        runs, 256 MB; c cpp go rust ruby php). -m runs under another memory
+#        limit: the least that works is what a compiler really needs.
 set -Eeuo pipefail
 
-N=5
-if [[ "${1:-}" == -n ]]; then
-  N="${2:?-n needs a number}"
+N=5 MB=256
+while [[ "${1:-}" == -n || "${1:-}" == -m ]]; do
+  case "$1" in
+    -n) N="${2:?-n needs a number}" ;;
+    -m) MB="${2:?-m needs a number of MB}" ;;
+  esac
   shift 2
-fi
+done
+[[ "$N" =~ ^[1-9][0-9]*$ && "$MB" =~ ^[1-9][0-9]*$ ]] || {
+  echo "compile-cost.sh: -n and -m take positive numbers (runs, MB), not '$N', '$MB'" >&2
+  exit 2
+}
 LANGS=("$@")
 ((${#LANGS[@]})) || LANGS=(c cpp go rust ruby php)
 PREFIX="${RUNNER_IMAGE_PREFIX:-mcp-sandboxd/runner-}"
@@ -222,6 +231,14 @@ fn main() {
 }
 EOF
 
+# big/<lang>: the ~500-line program the integration test compiles.
+mkdir -p "$tmp/big"
+if command -v node >/dev/null 2>&1; then
+  for lang in c cpp go rust; do
+    node "$(dirname "${BASH_SOURCE[0]}")/../tests/integration/lib/bigprog.mjs" "$lang" >"$tmp/big/$lang"
+  done
+fi
+
 label_of() { docker image inspect -f "{{index .Config.Labels \"$2\"}}" "$1"; }
 now_ms() { date +%s%3N; }
 median() { sort -n | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'; }
@@ -235,20 +252,20 @@ one_run() {
   # shellcheck disable=SC2016 # expanded inside the container
   out="$(docker run --rm --network none --read-only --tmpfs /tmp:rw,exec,size=64m \
     --user 64321:64321 -e HOME=/tmp --cap-drop ALL --security-opt no-new-privileges \
-    --memory 256m --memory-swap 256m --cpus 0.5 --pids-limit 128 --init \
+    --memory "${MB}m" --memory-swap "${MB}m" --cpus 0.5 --pids-limit 128 --init \
     --mount "type=bind,src=$dir,dst=/sandbox,readonly" --tmpfs /data:rw,size=8m,uid=64321 \
     --entrypoint sh "$image" -c '
       c0=$(cat /sys/fs/cgroup/cpuacct/cpuacct.usage); s=$(date +%s%N)
-      "$@" >/dev/null </dev/null || { echo "command failed: $*" >&2; exit 1; }
+      "$@" >/dev/null </dev/null || { echo "command failed (exit $?): $*" >&2; exit 1; }
       e=$(date +%s%N); c1=$(cat /sys/fs/cgroup/cpuacct/cpuacct.usage)
       echo $(((e - s) / 1000000)) $(((c1 - c0) / 1000000)) \
         $(($(cat /sys/fs/cgroup/memory/memory.max_usage_in_bytes) / 1048576))' \
-    sh "${CMD[@]}")"
+    sh "${CMD[@]}")" || return 1
   echo "$out $(($(now_ms) - t0))"
 }
 
-printf '%-6s %-6s %8s %8s %8s %9s  (median of %d, --cpus 0.5 --memory 256m; load %s)\n' \
-  LANG PROG RUN_MS CPU_MS PEAK_MB TOTAL_MS "$N" "$(cut -d' ' -f1-3 /proc/loadavg)"
+printf '%-6s %-6s %8s %8s %8s %9s  (median of %d, --cpus 0.5 --memory %sm; load %s)\n' \
+  LANG PROG RUN_MS CPU_MS PEAK_MB TOTAL_MS "$N" "$MB" "$(cut -d' ' -f1-3 /proc/loadavg)"
 for lang in "${LANGS[@]}"; do
   image="$PREFIX$lang:latest"
   docker image inspect "$image" >/dev/null 2>&1 || {
@@ -259,14 +276,21 @@ for lang in "${LANGS[@]}"; do
   # sandbox.command is a JSON array of plain strings (build.sh checks that).
   mapfile -t CMD < <(label_of "$image" sandbox.command |
     python3 -c 'import json, sys; print("\n".join(json.load(sys.stdin)))')
-  for prog in hello small; do
+  for prog in hello small big; do
     [[ -f "$tmp/$prog/$lang" ]] || continue
     dir="$tmp/run-$lang-$prog"
     mkdir -p "$dir"
     cp "$tmp/$prog/$lang" "$dir/$filename"
     chmod -R a+rX "$dir"
     : >"$tmp/results"
-    for ((i = 0; i < N; i++)); do one_run "$image" "$dir" >>"$tmp/results"; done
+    fails=0
+    for ((i = 0; i < N; i++)); do one_run "$image" "$dir" >>"$tmp/results" || fails=$((fails + 1)); done
+    if ((fails)); then
+      # At a low -m this is the answer: the compiler needs more.
+      printf '%-6s %-6s failed %d of %d runs at %s MB (killed for memory or a compiler error)\n' \
+        "$lang" "$prog" "$fails" "$N" "$MB"
+      continue
+    fi
     printf '%-6s %-6s %8s %8s %8s %9s\n' "$lang" "$prog" \
       "$(cut -d' ' -f1 "$tmp/results" | median)" "$(cut -d' ' -f2 "$tmp/results" | median)" \
       "$(cut -d' ' -f3 "$tmp/results" | sort -n | tail -n 1)" "$(cut -d' ' -f4 "$tmp/results" | median)"

@@ -24,14 +24,17 @@ touched only when the user (or the preload list) imported them.
 import _thread
 import ast
 import builtins
+import errno
 import importlib
 import importlib.abc
 import io
 import json
 import linecache
 import os
+import select
 import signal
 import sys
+import time
 import tokenize
 import traceback
 import types
@@ -411,6 +414,364 @@ class _PyplotHook(importlib.abc.MetaPathFinder):
         return None
 
 
+# ---- durable state ------------------------------------------------------------
+#
+# After every call the kernel saves its namespace (the E frame's s record
+# names the directory, inside the conversation's workspace: the state counts
+# against its quota and expires with it) with dill, modules by reference,
+# each name it cannot serialise left out and named; a new kernel loads the
+# newest save before its first call when the E frame asks (L "latest"), or
+# the save of an earlier run (L = its number: rewind). Each save is a file
+# run-<n>.state written aside and renamed, so a crash never leaves half of
+# one; the newest K (the E frame's K) are kept. The file is code-bearing
+# data written by the conversation's own code: only this kernel, in the
+# conversation's own box, ever reads it (the daemon never parses it).
+#
+# Layout of a state file: STATE_MAGIC, the dill pickle of {name: value},
+# the metadata as JSON, and the JSON's length as 8 bytes big-endian.
+
+STATE_MAGIC = b"MCPSD-STATE 1\n"
+STATE_SKIP = frozenset(("__builtins__", "__name__", "__doc__", "__package__",
+                        "__loader__", "__spec__", "__annotations__",
+                        "__cached__", "__file__"))
+STATE_REPORT_NAMES = 50  # names listed in a report; the rest are counted
+STATE_NAME_MAX = 120  # characters of a name in a report
+STATE_IDLE_S = 0.1  # a save waits for this long without a new frame
+
+
+class _StateTooBig(Exception):
+    pass
+
+
+class _Durable:
+    dir = None  # the state directory (E's s), None: saving is off
+    cap = 0  # most bytes a save may take (E's z)
+    keep = 1  # saves kept (E's K)
+    seq = None  # the newest run number saved or restored; None: not looked
+    report = None  # the last save's report, for the next X
+    pending = False  # the last call's state is not saved yet
+    kept = None  # the runs saved in dir (None: look again)
+    restore = None  # a restore's report, for this call's X
+
+
+class _CappedWriter:
+    """A file the pickle streams into, that refuses to pass the cap."""
+
+    def __init__(self, f, cap):
+        self.f, self.cap, self.n = f, cap, 0
+
+    def write(self, b):
+        self.n += len(b)
+        if self.cap and self.n > self.cap:
+            raise _StateTooBig(self.n)
+        if self.f is not None:
+            self.f.write(b)
+        return len(b)
+
+
+def _state_runs(d):
+    """The run numbers saved in d, newest last."""
+    runs = []
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return runs
+    for name in names:
+        if name.startswith("run-") and name.endswith(".state"):
+            try:
+                runs.append(int(name[4:-6]))
+            except ValueError:
+                pass
+    runs.sort()
+    return runs
+
+
+def _state_path(d, run):
+    return os.path.join(d, "run-%d.state" % run)
+
+
+def _why_unsaved(value, e):
+    """Why a value cannot be saved, in words."""
+    threading = sys.modules.get("threading")
+    socket = sys.modules.get("socket")
+    kinds = [
+        (io.IOBase, "an open file"),
+        (types.GeneratorType, "a generator"),
+        (types.CoroutineType, "a coroutine"),
+        (types.AsyncGeneratorType, "an async generator"),
+        (types.FrameType, "a frame"),
+    ]
+    if socket is not None:
+        kinds.insert(0, (socket.socket, "a socket"))
+    if threading is not None:
+        kinds.insert(0, (threading.Thread, "a thread"))
+    for cls, words in kinds:
+        try:
+            if isinstance(value, cls):
+                return words
+        except Exception:
+            pass
+    if type(value).__name__ in ("lock", "RLock", "_thread.lock"):
+        return "a lock"
+    msg = "%s: %s" % (type(e).__name__, e)
+    return "a %s that cannot be serialised (%s)" % (
+        _cap(_clean(type(value).__name__), 80), _cap(_clean(msg), 200))
+
+
+def _note(items, name, why):
+    if len(items) < STATE_REPORT_NAMES:
+        items.append({"name": _cap(_clean(name), STATE_NAME_MAX), "why": why})
+
+
+def _save(dill, d, run):
+    """Saves the namespace as run's state in d; returns the report."""
+    ns = sys.modules["__main__"].__dict__
+    imports, data, unsaved, more = {}, {}, [], 0
+    for name, value in list(ns.items()):
+        if name in STATE_SKIP:
+            continue
+        if isinstance(value, types.ModuleType):
+            imports[name] = value.__name__
+        else:
+            data[name] = value
+    os.makedirs(d, exist_ok=True)
+    tmp = os.path.join(d, ".run-%d.tmp-%d" % (run, os.getpid()))
+    try:
+        with open(tmp, "wb") as f:
+            f.write(STATE_MAGIC)
+            w = _CappedWriter(f, _Durable.cap)
+            try:
+                dill.dump(data, w, protocol=4, byref=False, recurse=False)
+            except _StateTooBig:
+                raise
+            except Exception:
+                # Which names cannot be saved: each alone, then the rest.
+                for name in list(data):
+                    try:
+                        dill.dump(data[name], _CappedWriter(None, 0),
+                                  protocol=4, byref=False, recurse=False)
+                    except Exception as e:
+                        if len(unsaved) < STATE_REPORT_NAMES:
+                            _note(unsaved, name, _why_unsaved(data[name], e))
+                        else:
+                            more += 1
+                        del data[name]
+                f.seek(len(STATE_MAGIC))
+                f.truncate()
+                w = _CappedWriter(f, _Durable.cap)
+                dill.dump(data, w, protocol=4, byref=False, recurse=False)
+            meta = json.dumps({
+                "v": 1, "run": run, "saved_at": time.time(),
+                "python": sys.version.split()[0], "imports": imports,
+                "unsaved": unsaved, "unsaved_more": more,
+            }).encode("utf-8")
+            f.write(meta)
+            f.write(len(meta).to_bytes(8, "big"))
+            size = f.tell()
+        os.rename(tmp, _state_path(d, run))
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return {"run": run, "bytes": size, "names": len(data),
+            "imports": len(imports), "not_saved": unsaved,
+            "not_saved_more": more}
+
+
+def _no_dill(e, what):
+    """Why dill cannot be used, in words."""
+    if isinstance(e, ModuleNotFoundError) and e.name == "dill":
+        return ("this runner image has no dill (python3-dill): the Python "
+                "state cannot be %s; rebuild the runner image "
+                "(runners/python)" % what)
+    return _cap(_clean("dill could not be imported (%s: %s): the Python "
+                       "state cannot be %s" % (type(e).__name__, e, what)), 400)
+
+
+def _autosave():
+    """Saves the state of the call that just ended (after its X)."""
+    d = _Durable.dir
+    if not d:
+        return
+    t0 = time.monotonic()
+    if _Durable.seq is None:
+        runs = _state_runs(d)
+        _Durable.seq = runs[-1] if runs else 0
+    run = _Durable.seq + 1
+    report = {"run": run, "ok": False, "bytes": None, "ms": 0,
+              "not_saved": [], "error": None}
+    try:
+        import dill
+    except ImportError as e:
+        report["error"] = _no_dill(e, "saved")
+        dill = None
+    if dill is not None:
+        try:
+            try:
+                report.update(_save(dill, d, run))
+            except OSError as e:
+                # The workspace is full: the older saves make room for
+                # this one (the newest stays), then one more try.
+                if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+                    raise
+                runs = _state_runs(d)
+                if len(runs) < 2:
+                    raise
+                for old in runs[:-1]:
+                    try:
+                        os.unlink(_state_path(d, old))
+                    except OSError:
+                        pass
+                report["dropped_older"] = runs[:-1]
+                report.update(_save(dill, d, run))
+            report["ok"] = True
+            _Durable.seq = run
+        except _StateTooBig as e:
+            report["error"] = ("the state is larger than its cap of %d MB "
+                               "(SANDBOX_STATE_MAX_MB, at most half the "
+                               "workspace quota): not saved; delete large "
+                               "variables (del name) to have it saved "
+                               "again" % (_Durable.cap >> 20))
+        except OSError as e:
+            report["error"] = ("the state could not be written (%s): not "
+                               "saved; if the workspace is full, delete "
+                               "files" % _clean(os.strerror(e.errno) if e.errno else str(e)))
+        except BaseException as e:  # noqa: B036 - a save never fails a call
+            report["error"] = _cap(_clean("%s: %s" % (type(e).__name__, e)), 400)
+    if report["ok"]:
+        runs = _state_runs(d)
+        drop = max(0, len(runs) - _Durable.keep)
+        for old in runs[:drop]:
+            try:
+                os.unlink(_state_path(d, old))
+            except OSError:
+                pass
+        _Durable.kept = runs[drop:]
+    report["ms"] = int((time.monotonic() - t0) * 1000)
+    _Durable.report = report
+
+
+class _StateError(Exception):
+    """A restore or rewind that cannot be done (the call's code is not run)."""
+
+
+def _read_state(path):
+    """The metadata and the pickle's offset of a state file."""
+    with open(path, "rb") as f:
+        if f.read(len(STATE_MAGIC)) != STATE_MAGIC:
+            raise _StateError("not a state file")
+        f.seek(-8, os.SEEK_END)
+        end = f.tell()
+        n = int.from_bytes(f.read(8), "big")
+        if n <= 0 or n > end - len(STATE_MAGIC):
+            raise _StateError("damaged state file")
+        f.seek(end - n)
+        meta = json.loads(f.read(n).decode("utf-8"))
+    if not isinstance(meta, dict):
+        raise _StateError("damaged state file")
+    return meta
+
+
+def _load(path, ns):
+    """Loads a state file into ns; returns the report."""
+    import dill
+
+    t0 = time.monotonic()
+    meta = _read_state(path)
+    not_restored = []
+    for item in meta.get("unsaved") or []:
+        if isinstance(item, dict):
+            _note(not_restored, str(item.get("name")),
+                  "not saved: %s" % item.get("why"))
+    imported = []
+    for name, mod in (meta.get("imports") or {}).items():
+        try:
+            ns[name] = importlib.import_module(mod)
+            imported.append(name if name == mod else "%s as %s" % (mod, name))
+        except BaseException as e:  # noqa: B036
+            _note(not_restored, name, "import %s failed: %s: %s"
+                  % (mod, type(e).__name__, _cap(_clean(str(e)), 200)))
+    with open(path, "rb") as f:
+        f.seek(len(STATE_MAGIC))
+        data = dill.load(f)
+    if not isinstance(data, dict):
+        raise _StateError("damaged state file")
+    ns.update(data)
+    return {"run": meta.get("run"), "saved_at": meta.get("saved_at"),
+            "ms": int((time.monotonic() - t0) * 1000),
+            "names": len(data), "imports": imported[:STATE_REPORT_NAMES],
+            "not_restored": not_restored,
+            "python": meta.get("python")}
+
+
+def _fresh_namespace(ns):
+    for name in list(ns):
+        if name != "__builtins__":
+            del ns[name]
+    ns["__name__"] = "__main__"
+
+
+def _restore(fields, ns):
+    """E's L: "latest" loads the newest save there is (a restore: nothing to
+    load is no error), a number the save of that run (a rewind). Raises
+    _StateError when a rewind cannot be done."""
+    what = fields.get(b"L")
+    d = _Durable.dir
+    if not what or not d:
+        return
+    what = what[-1].decode("ascii", "replace")
+    runs = _state_runs(d)
+    _Durable.kept = runs
+    if what == "latest":
+        if not runs:
+            _Durable.seq = 0
+            return
+        candidates = list(reversed(runs))
+    else:
+        try:
+            want = int(what)
+        except ValueError:
+            raise _StateError("rewind takes a run number")
+        if want not in runs:
+            raise _StateError(
+                "there is no saved state of run %d; the saved runs are %s"
+                % (want, ", ".join(str(r) for r in runs) or "none"))
+        candidates = [want]
+    latest = what == "latest"
+    try:
+        import dill  # noqa: F401
+    except ImportError as e:
+        msg = _no_dill(e, "loaded")
+        if not latest:
+            raise _StateError(msg)
+        _Durable.restore = {"kind": "restore", "error": msg}
+        _Durable.seq = max(runs)
+        return
+    errors = []
+    for run in candidates:
+        try:
+            _fresh_namespace(ns)
+            report = _load(_state_path(d, run), ns)
+        except Exception as e:
+            errors.append("run %d: %s: %s" % (run, type(e).__name__,
+                                              _cap(_clean(str(e)), 200)))
+            continue
+        report["kind"] = "restore" if latest else "rewind"
+        if errors:
+            report["skipped"] = errors[:5]
+        _Durable.restore = report
+        _Durable.seq = max(runs)
+        return
+    _fresh_namespace(ns)
+    _Durable.seq = max(runs)
+    msg = "the saved state could not be loaded (%s)" % "; ".join(errors[:3])
+    if not latest:
+        raise _StateError(msg)
+    _Durable.restore = {"kind": "restore", "error": msg}
+
+
 # ---- running code -------------------------------------------------------------
 
 
@@ -596,7 +957,8 @@ def _encode(result):
             return b
     small = {"id": result["id"], "status": result["status"], "value": None,
              "error": None, "figures": [], "exit_code": result.get("exit_code"),
-             "background": result.get("background")}
+             "background": result.get("background"),
+             "state": _state_small(result.get("state"))}
     return json.dumps(small, separators=(",", ":")).encode("utf-8")
 
 
@@ -631,6 +993,59 @@ def _packages():
     importlib.invalidate_caches()
 
 
+def _state_fields(fields):
+    """The E frame's state records: s (directory), z (cap in bytes), K (saves
+    kept). Without s nothing is saved or loaded."""
+    d = fields.get(b"s")
+    new_dir = os.fsdecode(d[-1]) if d else None
+    if new_dir != _Durable.dir:
+        _Durable.seq = None
+        _Durable.kept = None
+    _Durable.dir = new_dir
+    for tag, attr, lo in ((b"z", "cap", 0), (b"K", "keep", 1)):
+        v = fields.get(tag)
+        if v:
+            try:
+                setattr(_Durable, attr, max(lo, int(v[-1])))
+            except ValueError:
+                pass
+
+
+def _state_report():
+    """X's "state": the last save's report (after the previous call), this
+    call's restore or rewind, the number this call's state will be saved
+    under and the runs saved so far; None when saving is off."""
+    if not _Durable.dir:
+        return None
+    if _Durable.kept is None:
+        _Durable.kept = _state_runs(_Durable.dir)
+    runs = _Durable.kept
+    if _Durable.seq is None:
+        _Durable.seq = runs[-1] if runs else 0
+    out = {"saved": _Durable.report, "restored": _Durable.restore,
+           "run": _Durable.seq + 1, "kept": runs[-64:]}
+    _Durable.report = None
+    _Durable.restore = None
+    return out
+
+
+def _state_small(state):
+    """The state report without its name lists (for a frame that must
+    shrink)."""
+    if not isinstance(state, dict):
+        return None
+    out = dict(state)
+    for key in ("saved", "restored"):
+        r = out.get(key)
+        if isinstance(r, dict):
+            r = dict(r)
+            for lst in ("not_saved", "not_restored", "imports", "skipped"):
+                if lst in r:
+                    r[lst] = r[lst][:3]
+            out[key] = r
+    return out
+
+
 def _execute(payload, ns):
     _packages()
     fields = {}
@@ -643,10 +1058,18 @@ def _execute(payload, ns):
     result = {"id": call_id, "status": "ok", "value": None, "error": None,
               "figures": [], "exit_code": None}
     ctx = _Call(call_id)
+    _state_fields(fields)
     _State.ctx = ctx
     try:
         try:
+            _restore(fields, ns)
             _call(fields, result, ctx, ns)
+        except _StateError as e:
+            # The code is not run: the state it expects is not there.
+            result["status"] = "error"
+            result["error"] = {"ename": "StateError", "evalue": str(e),
+                               "traceback": "StateError: %s\n" % e}
+            sys.stderr.write("StateError: %s\n" % e)
         finally:
             _State.running = False
     except KeyboardInterrupt as e:
@@ -656,9 +1079,28 @@ def _execute(payload, ns):
     _State.ctx = None
     _flush()
     result["background"] = _background()
+    result["state"] = _state_report()
     _send(b"X", _encode(result))
     if result["status"] == "exit":
         os._exit(result["exit_code"] & 0xFF)
+    _Durable.pending = bool(_Durable.dir)
+
+
+def _autosave_when_idle():
+    """Saves the state of the last call once no frame has come for
+    STATE_IDLE_S: a call that follows at once (a client's loop) runs first,
+    and the state after it is saved instead, so back-to-back calls do not
+    wait for saves; a model's next step comes far later than that."""
+    if not _Durable.pending:
+        return
+    try:
+        ready, _, _ = select.select([FROM_AGENT], [], [], STATE_IDLE_S)
+    except (OSError, ValueError):
+        ready = []
+    if ready:
+        return
+    _Durable.pending = False
+    _autosave()
 
 
 def _claim(payload):
@@ -730,6 +1172,7 @@ def main():
 
     while True:
         try:
+            _autosave_when_idle()
             kind, payload = _recv()
             if kind == b"E":
                 _execute(payload, ns)

@@ -279,6 +279,18 @@ static const struct setting settings[] = {
      "After a timeout or cancel: how long an interrupted run may take to "
      "stop before it (and, for Python, its state) is killed; a cancel "
      "waits at most 750 ms, so a cancelled run is gone within 2 s"},
+    {"SANDBOX_STATE", SET_BOOL, "true", OFF(state_save), 0, 0, "true",
+     "Durable sessions: a warm Python session saves its namespace after "
+     "every run in the conversation's workspace (/data/.mcp/state, counted "
+     "against its quota), and a new box of the conversation loads it: the "
+     "state outlives idle expiry, eviction, restarts and image updates"},
+    {"SANDBOX_STATE_MAX_MB", SET_UINT, "256", OFF(state_max_mb), 1, 1048576,
+     "256",
+     "A saved Python state larger than this is not saved (the run's "
+     "result says so; the previous save stays)"},
+    {"SANDBOX_STATE_KEEP", SET_UINT, "5", OFF(state_keep), 1, 100, "5",
+     "Saved states kept per conversation: run_code's rewind_to can return "
+     "to the state after any of the last this many runs"},
 
     SECTION("Packages on demand",
             "pip and npm installs into a conversation's cache by an "

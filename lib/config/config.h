@@ -118,6 +118,9 @@ struct config {
 	char **pool_languages; /* NULL-terminated; "*" for all */
 	char *pool_preload;
 	unsigned interrupt_grace_ms;
+	bool state_save;       /* durable sessions: save and restore state */
+	unsigned state_max_mb; /* cap of one saved state */
+	unsigned state_keep;   /* saves kept for rewind */
 
 	/* packages on demand (packages.h) */
 	bool packages;

@@ -69,6 +69,7 @@ static const char env_epilogue[] =
     "#MCPSD_LOOP_DEVICES=256\n"
     "#MCPSD_ENV_FILE=.env\n"
     "#BASE_IMAGE=mcp-sandboxd/base:bookworm\n"
+    "#RUNNER_BASE_IMAGE=mcp-sandboxd/base:trixie\n"
     "#RUNNER_IMAGE_PREFIX=mcp-sandboxd/runner-\n"
     "#RUNNER_IMAGE_TAG=latest\n"
     "# Cloudflare Tunnel (deploy/docker-compose.cloudflare.yml): the "

@@ -320,16 +320,18 @@ bool packages_spec_key(const char *manager, const char *spec, char *name,
 /* ---- the cache ---------------------------------------------------------- */
 
 /*
- * The directory pip --prefix installed into (python/local/lib/python3.N/
- * dist-packages, or lib/python3.N/site-packages on other schemes), found
- * by reading directories, never by following the "site" link the code
- * could have replaced. An O_DIRECTORY fd, or -1.
+ * The directory pip --prefix installed into (python/lib/python3.N/
+ * site-packages from the installer's venv; python/local/lib/python3.N/
+ * dist-packages, Debian's scheme, in a cache an older installer made),
+ * found by reading directories, never by following the "site" link the
+ * code could have replaced. The venv's first, as the installer script
+ * links it. An O_DIRECTORY fd, or -1.
  */
 static int pip_site_fd(int wsfd)
 {
 	static const char *const schemes[][2] = {
-	    {".mcp/packages/python/local/lib", "dist-packages"},
-	    {".mcp/packages/python/lib", "site-packages"}};
+	    {".mcp/packages/python/lib", "site-packages"},
+	    {".mcp/packages/python/local/lib", "dist-packages"}};
 	char rel[256];
 	int fd = -1;
 
@@ -554,9 +556,10 @@ out:
  *
  * npm: bun adds the specs to our manifest in /stage/work; package.json and
  * node_modules then replace the cache as a whole. pip: pip (-I --isolated,
- * reading no file of the cache) installs into the cache with --prefix, so
- * that what is there and what the image has satisfy dependencies; its
- * temporary files are in /stage too.
+ * reading no file of the cache), run from a venv in /stage that sees the
+ * image's packages, installs into the cache with --prefix, so that what is
+ * there and what the image has satisfy dependencies; its temporary files
+ * are in /stage too.
  */
 static const char packages_script[] =
     "umask 022\n"
@@ -566,7 +569,15 @@ static const char packages_script[] =
     "mkdir -p \"$s/home\" \"$s/tmp\" \"$s/work\" && cd \"$s/work\" || exit 71\n"
     "case $d in */node) printf '%s\\n' \"$manifest\" >package.json || exit "
     "71;;\n"
-    "  *) mkdir -p \"$d\" || exit 71;; esac\n"
+    /* pip: Debian 13's pip cannot uninstall what Debian installed (no
+     * RECORD file) and stops when a spec replaces one of the image's
+     * packages. Run from a venv that sees the system's packages, it leaves
+     * those alone ("outside environment") and installs into the prefix, as
+     * Debian 12's pip did; dependencies the image has still satisfy. */
+    "  *) mkdir -p \"$d\" || exit 71\n"
+    "     python3 -m venv --system-site-packages --without-pip \"$s/venv\" "
+    "|| exit 71\n"
+    "     PATH=\"$s/venv/bin:$PATH\";; esac\n"
     "ca=\n"
     "[ -f /sandbox/ca.pem ] && ca=NODE_EXTRA_CA_CERTS=/sandbox/ca.pem\n"
     "env -i PATH=\"$PATH\" LANG=C.UTF-8 HOME=\"$s/home\" TMPDIR=\"$s/tmp\" "
@@ -594,7 +605,7 @@ static const char packages_script[] =
      * installed again leaves the metadata of the version it replaced:
      * keep the newest of each name. */
     "seen=' '\n"
-    "for s in local/lib/python3*/dist-packages lib/python3*/site-packages; "
+    "for s in lib/python3*/site-packages local/lib/python3*/dist-packages; "
     "do [ -d \"$s\" ] && [ ! -L \"$s\" ] && { rm -rf site; ln -s \"$s\" site; "
     "break; }; done\n"
     "for i in $(ls -dt -- \"$d\"/site/*.dist-info 2>/dev/null); do\n"

@@ -147,7 +147,9 @@ void runner_result_finish(struct runner_result *res)
 	free(res->err.text);
 	cJSON_free(res->value_json);
 	cJSON_free(res->packages_json);
+	cJSON_free(res->state_json);
 	res->out.text = res->err.text = NULL;
 	res->value_json = NULL;
 	res->packages_json = NULL;
+	res->state_json = NULL;
 }

@@ -78,8 +78,15 @@ struct runner_request {
 	const char *workspace_host_path; /* mounted at /data, or NULL */
 	/* The workspace (borrowed): warm sessions keep their own handle. */
 	struct workspace *workspace;
-	const char *workspace_name;   /* keys the warm session, or NULL */
-	bool session_new;             /* end the warm session first */
+	const char *workspace_name; /* keys the warm session, or NULL */
+	bool session_new;           /* end the warm session first */
+	/* Load the saved state after this earlier run first (0: none). */
+	unsigned long long rewind_to;
+	/* run_code's fork_from: the conversation whose files and state the
+	 * caller copies into this one before the run (borrowed), or NULL;
+	 * forked: the copy was made (the first run says so). */
+	const char *fork_from;
+	bool forked;
 	bool one_off;                 /* a fresh box even when warm is on */
 	const char *file_base_url;    /* FILE_BASE_URL, or NULL */
 	const char *tenant;           /* fingerprinted into a label, or NULL */
@@ -176,6 +183,9 @@ struct runner_result {
 	/* The value of the last expression (a JSON object of MIME type to
 	 * text), owned, or NULL. */
 	char *value_json;
+	/* Durable sessions: the kernel's report on saving and loading its
+	 * state, checked (warm_state_take), as JSON text; owned, or NULL. */
+	char *state_json;
 	char error_name[64]; /* an uncaught exception's type, or "" */
 	long long cpu_ms;    /* CPU time of the run; -1 unknown */
 	/*

@@ -235,6 +235,34 @@ int run_arguments_parse(const cJSON *args, const struct config *cfg,
 			                   "state) or \"new\" (start afresh)");
 		req->session_new = strcmp(m, "new") == 0;
 	}
+	v = cJSON_GetObjectItemCaseSensitive(args, "rewind_to");
+	req->rewind_to = 0;
+	if (v && !cJSON_IsNull(v)) {
+		if (!cJSON_IsNumber(v) || v->valuedouble < 1 ||
+		    v->valuedouble > 9007199254740991.0 ||
+		    v->valuedouble != floor(v->valuedouble))
+			return errmsg_fail(
+			    -EINVAL, err, errlen,
+			    "rewind_to must be the number of an earlier run "
+			    "whose state was saved (session.saved_runs of a "
+			    "result lists them), e.g. 3");
+		if (req->session_new)
+			return errmsg_fail(-EINVAL, err, errlen,
+			                   "rewind_to and session \"new\" "
+			                   "contradict each other: pass one");
+		if (!cfg->warm || !cfg->state_save)
+			return errmsg_fail(
+			    -EINVAL, err, errlen,
+			    "rewind_to needs saved session states, which are "
+			    "off on this server (SANDBOX_WARM or "
+			    "SANDBOX_STATE is false)");
+		req->rewind_to = (unsigned long long)v->valuedouble;
+	}
+	if (run_arguments_opt_str(args, "fork_from", &req->fork_from, NULL) < 0)
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "fork_from must be the conversationId of "
+		    "another conversation of yours, as a string");
 	rc = run_arguments_limits(args, cfg, req, err, errlen);
 	if (rc < 0)
 		return rc;

@@ -427,6 +427,14 @@ static int arg_dir(const cJSON *args, char *out, size_t outlen, cJSON **res)
 		return -EINVAL;
 	}
 	snprintf(out, outlen, "%.*s", (int)n, p);
+	if (files_is_private(out)) {
+		*res = mcp_text_resultf(
+		    true,
+		    "path: %s holds the conversation's saved Python "
+		    "state, which is not listed (docs/sessions.md)",
+		    out);
+		return -EINVAL;
+	}
 	return 0;
 }
 

@@ -23,6 +23,7 @@
 #include "tools/notebook/tools_notebook.h"
 #include "tools/view/tools_view.h"
 #include "util/buf.h"
+#include "util/errmsg.h"
 #include "util/log.h"
 #include "util/mono.h"
 
@@ -527,6 +528,59 @@ static cJSON *tools_run_refusal(struct tools_run_ctx *ctx,
 	return mcp_text_resultf(true, "%s; available here: %s", err, langs);
 }
 
+/* How long a fork waits for a run of the conversation it copies. */
+#define TOOLS_RUN_FORK_LOCK_MS 10000
+
+/*
+ * run_code's fork_from: copies the files and saved state of another
+ * conversation of the same tenant (opened with the caller's tenant, so
+ * another tenant's conversation is never found) into ws, the caller's new
+ * and locked workspace; its first run then loads that state. 0, or a
+ * negative errno with a message for the model in err.
+ */
+static int tools_run_fork(struct tools_run_ctx *ctx, struct mcp_call *call,
+                          const char *conv, struct workspace *ws,
+                          struct runner_request *req, char *err, size_t errlen)
+{
+	struct workspace *src = NULL;
+	struct workspace_fork_stats st;
+	int rc;
+
+	if (strcmp(req->fork_from, conv) == 0)
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "fork_from names this conversation itself: "
+		    "pass the conversationId of the one to copy, "
+		    "and leave out conversationId for the copy");
+	rc = workspace_open(ctx->wm, mcp_call_tenant(call), req->fork_from,
+	                    false, &src, err, errlen);
+	if (rc == -ENOENT)
+		return errmsg_fail(
+		    rc, err, errlen,
+		    "fork_from: there is no conversation '%.64s' "
+		    "of yours to copy (its files may have expired)",
+		    req->fork_from);
+	if (rc < 0)
+		return rc;
+	rc = workspace_lock(src, TOOLS_RUN_FORK_LOCK_MS);
+	if (rc < 0) {
+		workspace_close(src);
+		return errmsg_fail(rc, err, errlen,
+		                   "fork_from: conversation '%.64s' is running "
+		                   "code; retry when its run has finished",
+		                   req->fork_from);
+	}
+	rc = workspace_fork(ws, src, &st, err, errlen);
+	workspace_close(src);
+	if (rc < 0)
+		return rc;
+	req->forked = true;
+	log_info("forked a conversation: %zu files, %llu bytes copied, %zu "
+	         "skipped",
+	         st.files, st.bytes, st.skipped);
+	return 0;
+}
+
 static cJSON *tools_run_code_call(void *data, struct mcp_call *call,
                                   const cJSON *args)
 {
@@ -576,6 +630,11 @@ static cJSON *tools_run_code_call(void *data, struct mcp_call *call,
 		                         "still going and holds /data; wait "
 		                         "for it to finish, then retry",
 		                         true);
+		goto out;
+	}
+	if (req.fork_from &&
+	    tools_run_fork(ctx, call, conv, ws, &req, err, sizeof(err)) < 0) {
+		result = mcp_text_result(err, true);
 		goto out;
 	}
 	if (workspace_check_quota(ws, 0, err, sizeof(err)) < 0) {

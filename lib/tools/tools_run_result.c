@@ -128,7 +128,9 @@ const char tools_run_input_schema[] =
     "\"inputs\":{\"type\":\"object\"},"
     "\"packages\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"
     "\"session\":{\"type\":\"string\",\"enum\":[\"continue\",\"new\"],"
-    "\"default\":\"continue\"}},"
+    "\"default\":\"continue\"},"
+    "\"rewind_to\":{\"type\":\"integer\"},"
+    "\"fork_from\":{\"type\":\"string\"}},"
     "\"required\":[\"language\",\"code\"]}";
 
 /* ---- descriptions from the catalog -------------------------------------- */
@@ -262,14 +264,18 @@ static int tools_run_describe_warm(struct buf *b, const struct config *cfg)
 	    "matplotlib figures as PNG; other languages run as a fresh "
 	    "process. A session ends after %s idle, %s after it started, or "
 	    "on a timeout the code ignores, out of memory or exit(); the "
-	    "result's session.state says new, continued or restarted (then "
+	    "result's session.state says new, continued, %s (then "
 	    "run your setup again). Background processes stop when a run "
 	    "ends. /data, the working directory, belongs to the conversation: "
 	    "save files and charts there to keep them and get links; print "
 	    "results to stdout. Limits per run: %u MB memory (the session's), "
 	    "%g CPU, %u s, %u processes, %u MB /tmp, output up to %s. %s",
-	    idle, life, cfg->memory_mb, cfg->cpus, cfg->timeout_s,
-	    cfg->pids_limit, cfg->tmp_mb, out,
+	    idle, life,
+	    cfg->state_save ? "restored (its saved state back) or "
+	                      "restarted"
+	                    : "or restarted",
+	    cfg->memory_mb, cfg->cpus, cfg->timeout_s, cfg->pids_limit,
+	    cfg->tmp_mb, out,
 	    cfg->allow_network
 	        ? "No network unless network: true. Network, or other "
 	          "memory_mb or cpus than the defaults, run in a one-off "
@@ -347,6 +353,16 @@ void tools_run_describe(struct runner *runner, char **description,
 	    cfg->warm ? "new: end the warm session first, start afresh"
 	              : "Warm sessions are off on this server: every run "
 	                "starts fresh");
+	p = cJSON_GetObjectItemCaseSensitive(props, "rewind_to");
+	cJSON_AddStringToObject(p, "description",
+	                        cfg->warm && cfg->state_save
+	                            ? "Python: first go back to the state "
+	                              "after this run"
+	                            : "Off on this server");
+	p = cJSON_GetObjectItemCaseSensitive(props, "fork_from");
+	cJSON_AddStringToObject(p, "description",
+	                        "Start as a copy of this conversation: "
+	                        "files, Python state");
 	p = cJSON_GetObjectItemCaseSensitive(props, "memory_mb");
 	cJSON_AddNumberToObject(p, "minimum", RUN_ARGUMENTS_MEMORY_MIN_MB);
 	cJSON_AddNumberToObject(p, "maximum", cfg->memory_max_mb);
@@ -528,6 +544,7 @@ static const char *tools_run_why(const char *reason)
 	    {"server_restarted", "the server restarted"},
 	    {"image_updated", "the runner image was updated"},
 	    {"requested", "session \"new\" was asked for"},
+	    {"forked", "this conversation was forked from another one"},
 	    {"start_failed", "a sandbox could not be started"},
 	    {"capacity", "the server has no room for another warm session "
 	                 "right now"},
@@ -622,6 +639,150 @@ static void tools_run_session_json(cJSON *sc, const struct runner_session *s)
 	if (iso[0])
 		cJSON_AddStringToObject(o, "expires_at", iso);
 	tools_run_background_json(o, s);
+}
+
+/* "a (why), b (why)" of a report's [{"name","why"}] list, at most 10. */
+static int tools_run_state_names(struct buf *b, const cJSON *list)
+{
+	const cJSON *e;
+	int n = 0, total = cJSON_GetArraySize(list), r = 0;
+
+	cJSON_ArrayForEach (e, list) {
+		const char *name = cJSON_GetStringValue(
+		    cJSON_GetObjectItemCaseSensitive(e, "name"));
+		const char *why = cJSON_GetStringValue(
+		    cJSON_GetObjectItemCaseSensitive(e, "why"));
+
+		if (n == 10) {
+			r = buf_printf(b, " and %d more", total - n);
+			break;
+		}
+		r = buf_printf(b, "%s%s (%s)", n ? ", " : "", name ? name : "?",
+		               why ? why : "?");
+		if (r < 0)
+			break;
+		n++;
+	}
+	return r;
+}
+
+/* Adds the durable state report (warm_state.h) to structuredContent.session. */
+static void tools_run_state_json(cJSON *sc, const cJSON *st)
+{
+	cJSON *o = cJSON_GetObjectItemCaseSensitive(sc, "session");
+	const cJSON *v;
+
+	if (!o || !st)
+		return;
+	v = cJSON_GetObjectItemCaseSensitive(st, "run");
+	if (cJSON_IsNumber(v))
+		cJSON_AddNumberToObject(o, "run_number", v->valuedouble);
+	v = cJSON_GetObjectItemCaseSensitive(st, "kept");
+	if (v)
+		cJSON_AddItemToObject(o, "saved_runs",
+		                      cJSON_Duplicate(v, true));
+	v = cJSON_GetObjectItemCaseSensitive(st, "restored");
+	if (v)
+		cJSON_AddItemToObject(o, "restored", cJSON_Duplicate(v, true));
+	v = cJSON_GetObjectItemCaseSensitive(st, "saved");
+	if (v)
+		cJSON_AddItemToObject(o, "autosave", cJSON_Duplicate(v, true));
+}
+
+/*
+ * The first line of the text when the state was restored or rewound: when
+ * it was saved, how long loading took, what did not come back and which
+ * imports were run again.
+ */
+static int tools_run_state_note(struct buf *b, const struct runner_session *s,
+                                const cJSON *st)
+{
+	const cJSON *r = cJSON_GetObjectItemCaseSensitive(st, "restored");
+	const char *at = cJSON_GetStringValue(
+	    cJSON_GetObjectItemCaseSensitive(r, "saved_at"));
+	const cJSON *run = cJSON_GetObjectItemCaseSensitive(r, "run");
+	const cJSON *ms = cJSON_GetObjectItemCaseSensitive(r, "ms");
+	const cJSON *nr = cJSON_GetObjectItemCaseSensitive(r, "not_restored");
+	const cJSON *imp = cJSON_GetObjectItemCaseSensitive(r, "imports");
+	const cJSON *e;
+	bool rewind = strcmp(s->state, "rewound") == 0;
+	int rc, n = 0;
+
+	if (!rewind && strcmp(s->state, "restored") != 0)
+		return 0;
+	if (rewind)
+		rc = buf_printf(b,
+		                "NOTE: the Python state was rewound to what "
+		                "it was right after run %.0f",
+		                cJSON_IsNumber(run) ? run->valuedouble : 0);
+	else
+		rc = buf_printf(
+		    b,
+		    "NOTE: the Python state of this conversation was restored "
+		    "(%s) from its save after run %.0f",
+		    s->reason[0] ? tools_run_why(s->reason)
+		                 : "its session had ended",
+		    cJSON_IsNumber(run) ? run->valuedouble : 0);
+	if (rc == 0 && at)
+		rc = buf_printf(b, " of %s", at);
+	if (rc == 0 && cJSON_IsNumber(ms))
+		rc = buf_printf(b, ", loaded in %.0f ms", ms->valuedouble);
+	if (rc == 0)
+		rc = buf_puts(b, ".");
+	if (rc == 0 && cJSON_GetArraySize(nr) > 0) {
+		rc = buf_puts(b, " Not restored: ");
+		if (rc == 0)
+			rc = tools_run_state_names(b, nr);
+		if (rc == 0)
+			rc = buf_puts(b, ".");
+	}
+	cJSON_ArrayForEach (e, imp) {
+		if (rc < 0)
+			break;
+		rc = buf_printf(b, "%s%s", n++ ? ", " : " Imports re-run: ",
+		                cJSON_GetStringValue(e));
+	}
+	if (rc == 0 && n)
+		rc = buf_puts(b, ".");
+	return rc < 0 ? rc : buf_putc(b, '\n');
+}
+
+/*
+ * A line when the state of the previous run could not be saved, whole or
+ * in part, or a restore failed.
+ */
+static int tools_run_state_line(struct buf *b, const cJSON *st)
+{
+	const cJSON *sv = cJSON_GetObjectItemCaseSensitive(st, "saved");
+	const cJSON *r = cJSON_GetObjectItemCaseSensitive(st, "restored");
+	const char *err =
+	    cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(sv, "error"));
+	const char *rerr =
+	    cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "error"));
+	const cJSON *ns = cJSON_GetObjectItemCaseSensitive(sv, "not_saved");
+	const cJSON *run = cJSON_GetObjectItemCaseSensitive(sv, "run");
+	double n = cJSON_IsNumber(run) ? run->valuedouble : 0;
+	int rc = 0;
+
+	if (rerr)
+		rc = buf_printf(b,
+		                "\nstate: the saved state could not be "
+		                "restored: %s",
+		                rerr);
+	if (rc == 0 && sv &&
+	    !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sv, "ok")))
+		rc = buf_printf(b, "\nstate: NOT saved after run %.0f: %s", n,
+		                err ? err : "unknown error");
+	else if (rc == 0 && cJSON_GetArraySize(ns) > 0) {
+		rc = buf_printf(b, "\nstate: saved after run %.0f without ", n);
+		if (rc == 0)
+			rc = tools_run_state_names(b, ns);
+		if (rc == 0)
+			rc =
+			    buf_puts(b, "; those would not come back after the "
+			                "session ends");
+	}
+	return rc;
 }
 
 /*
@@ -756,7 +917,7 @@ static int tools_run_value(cJSON *sc, struct buf *text,
 cJSON *tools_run_result(const struct runner_result *res,
                         const struct config *cfg)
 {
-	cJSON *result = cJSON_CreateObject(), *sc, *content, *t;
+	cJSON *result = cJSON_CreateObject(), *sc, *content, *t, *st = NULL;
 	struct buf text, advice;
 	char *txt = NULL, *adv = NULL;
 	bool not_run =
@@ -804,8 +965,12 @@ cJSON *tools_run_result(const struct runner_result *res,
 		cJSON_AddStringToObject(sc, "limit", res->limit);
 	if (adv[0])
 		cJSON_AddStringToObject(sc, "message", adv);
+	if (res->state_json)
+		st = cJSON_Parse(res->state_json);
 	if (!not_run)
 		tools_run_session_json(sc, &res->session);
+	if (!not_run)
+		tools_run_state_json(sc, st);
 	if (res->cpu_ms >= 0)
 		cJSON_AddNumberToObject(sc, "cpu_ms", (double)res->cpu_ms);
 	if (res->error_name[0])
@@ -814,6 +979,8 @@ cJSON *tools_run_result(const struct runner_result *res,
 		cJSON_AddItemToObject(sc, "packages", t);
 
 	r = tools_run_session_note(&text, &res->session);
+	if (r == 0 && !not_run)
+		r = tools_run_state_note(&text, &res->session, st);
 	if (r == 0)
 		r = buf_printf(&text, "status: %s",
 		               runner_status_name(res->status));
@@ -834,6 +1001,8 @@ cJSON *tools_run_result(const struct runner_result *res,
 		r = tools_run_usage(sc, &text, res);
 	if (r == 0 && !not_run)
 		r = tools_run_session_line(&text, &res->session, cfg);
+	if (r == 0 && !not_run && st)
+		r = tools_run_state_line(&text, st);
 	if (r == 0 && res->packages_note[0])
 		r = buf_printf(&text, "\npackages: %s", res->packages_note);
 	if (r == 0)
@@ -862,10 +1031,12 @@ cJSON *tools_run_result(const struct runner_result *res,
 	                      res->status != RUNNER_COMPLETED);
 	free(txt);
 	free(adv);
+	cJSON_Delete(st);
 	buf_finish(&text);
 	buf_finish(&advice);
 	return result;
 fail:
+	cJSON_Delete(st);
 	free(txt);
 	free(adv);
 	buf_finish(&text);

@@ -214,8 +214,18 @@ void files_iso8601(time_t t, char out[FILES_ISO8601_LEN])
 		snprintf(out, FILES_ISO8601_LEN, "1970-01-01T00:00:00Z");
 }
 
-int files_read(int dirfd, const char *rel, size_t max, char **data, size_t *len,
-               struct stat *st_out)
+bool files_is_private(const char *rel)
+{
+	size_t n = strlen(FILES_PRIVATE_DIR);
+
+	while (rel[0] == '/')
+		rel++;
+	return strncmp(rel, FILES_PRIVATE_DIR, n) == 0 &&
+	       (rel[n] == '\0' || rel[n] == '/');
+}
+
+int files_read_any(int dirfd, const char *rel, size_t max, char **data,
+                   size_t *len, struct stat *st_out)
 {
 	struct stat st;
 	size_t n = 0, want;
@@ -264,6 +274,17 @@ out:
 	return r;
 }
 
+int files_read(int dirfd, const char *rel, size_t max, char **data, size_t *len,
+               struct stat *st_out)
+{
+	*data = NULL;
+	if (len)
+		*len = 0;
+	if (files_is_private(rel))
+		return -ENOENT;
+	return files_read_any(dirfd, rel, max, data, len, st_out);
+}
+
 int files_http_get(void *data, const char *path, struct http_file *out,
                    char *err, size_t errlen)
 {
@@ -284,6 +305,8 @@ int files_http_get(void *data, const char *path, struct http_file *out,
 	                      errlen) < 0)
 		return 400;
 	snprintf(err, errlen, "file not found");
+	if (files_is_private(rel))
+		return 404;
 	memcpy(name, path, WORKSPACE_NAME_LEN);
 	name[WORKSPACE_NAME_LEN] = '\0';
 	r = workspace_open_by_name(mgr, name, &ws);

@@ -64,6 +64,10 @@ __attribute__((warn_unused_result)) int files_read(int dirfd, const char *rel,
                                                    size_t max, char **data,
                                                    size_t *len,
                                                    struct stat *st);
+/* files_read without the FILES_PRIVATE_DIR check (a fork's copy). */
+__attribute__((warn_unused_result)) int
+files_read_any(int dirfd, const char *rel, size_t max, char **data, size_t *len,
+               struct stat *st);
 
 /*
  * The http_files_fn for /files/ (data is the struct workspace_mgr *). path
@@ -75,6 +79,16 @@ __attribute__((warn_unused_result)) int files_read(int dirfd, const char *rel,
  * for everything that does not resolve: the same answer whether or not the
  * workspace exists.
  */
+/*
+ * The part of a workspace that is never served, read or listed by the
+ * daemon's file tools: a conversation's saved interpreter state (durable
+ * sessions, docs/sessions.md), code-bearing data only the conversation's
+ * own sandbox loads.
+ */
+#define FILES_PRIVATE_DIR ".mcp/state"
+/* Whether rel (a checked relative path) is FILES_PRIVATE_DIR or below. */
+bool files_is_private(const char *rel);
+
 int files_http_get(void *data, const char *path, struct http_file *out,
                    char *err, size_t errlen);
 

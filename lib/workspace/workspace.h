@@ -268,7 +268,8 @@ workspace_write_file(struct workspace *ws, const char *rel, const void *data,
  *                         asked for by its own path), and it is never one
  *                         of a run's files: .mcp/packages (packages.h),
  *                         .mcp/view (the run viewer's tables), .mcp/value.json
- *                         (the frame kernel.py saves for the viewer)
+ *                         (the frame kernel.py saves for the viewer),
+ *                         .mcp/state (durable sessions' saved states)
  *   WORKSPACE_OWN_LISTED  listed (a person downloads it), but never one of a
  *                         run's files: .mcp/notebook.ipynb (tools/notebook/)
  *   WORKSPACE_OWN_NONE    anything else: the conversation's files
@@ -380,5 +381,26 @@ workspace_save_outputs(struct workspace *ws, struct workspace_output *v,
 /* Frees what workspace_save_outputs filled in. NULL-safe. */
 void workspace_outputs_finish(struct workspace_output *v, size_t n,
                               struct workspace_pruned *pruned);
+
+/* ---- fork (workspace_fork.c) ----------------------------------------- */
+
+struct workspace_fork_stats {
+	size_t files;             /* regular files copied */
+	unsigned long long bytes; /* their bytes */
+	size_t skipped;           /* links, FIFOs, sockets, devices */
+};
+
+/*
+ * Copies the files of src (a conversation of the same tenant: the caller
+ * opened both for it) into dst, which must hold nothing yet (-ENOTEMPTY),
+ * the saved interpreter state (.mcp/state) included. Regular files and
+ * directories only, never following a link; each file written as
+ * workspace_write_file does (dst's quota holds). Both handles locked by
+ * the caller. 0 with stats, or a negative errno with a message for the
+ * model in err.
+ */
+__attribute__((warn_unused_result)) int
+workspace_fork(struct workspace *dst, struct workspace *src,
+               struct workspace_fork_stats *stats, char *err, size_t errlen);
 
 #endif

@@ -374,6 +374,9 @@ static const struct {
     /* The last value's frame, as kernel.py writes it, and its draft. */
     {".mcp/value.json", false, WORKSPACE_OWN_HIDDEN},
     {".mcp/value.json.tmp", false, WORKSPACE_OWN_HIDDEN},
+    /* Durable sessions' saved interpreter states (docs/sessions.md),
+     * never served or read by the file tools either (files.h). */
+    {".mcp/state", true, WORKSPACE_OWN_HIDDEN},
     /* The notebook the daemon rewrites after every run (tools/notebook/). */
     {".mcp/notebook.ipynb", false, WORKSPACE_OWN_LISTED},
 };

@@ -6,8 +6,13 @@ import importlib, importlib.metadata as md, platform
 
 # (distribution, import name) of every preinstalled library
 libs = [("numpy", "numpy"), ("pandas", "pandas"), ("matplotlib", "matplotlib.pyplot"),
-        ("scipy", "scipy"), ("requests", "requests"), ("psycopg2", "psycopg2"),
-        ("openpyxl", "openpyxl"), ("sympy", "sympy")]
+        ("seaborn", "seaborn"), ("plotly", "plotly.express"), ("scipy", "scipy.stats"),
+        ("scikit-learn", "sklearn.linear_model"), ("statsmodels", "statsmodels.api"),
+        ("sympy", "sympy"), ("networkx", "networkx"), ("numexpr", "numexpr"),
+        ("bottleneck", "bottleneck"), ("openpyxl", "openpyxl"), ("xlsxwriter", "xlsxwriter"),
+        ("xlrd", "xlrd"), ("psycopg2", "psycopg2"), ("sqlalchemy", "sqlalchemy"),
+        ("requests", "requests"), ("beautifulsoup4", "bs4"), ("lxml", "lxml.etree"),
+        ("tabulate", "tabulate"), ("dill", "dill")]
 pairs = []
 for dist, mod in libs:
     importlib.import_module(mod)          # fails the build if it does not import
@@ -16,6 +21,7 @@ v = platform.python_version()
 short = ".".join(v.split(".")[:2])
 print(f"version={v}")
 print("libraries=" + ",".join(pairs))
-print(f"description=Python {short} with numpy, pandas, matplotlib (Agg), scipy, requests, "
-      "psycopg2, openpyxl, sympy. Save files to /data to return them.")
+print(f"description=Python {short} with numpy, pandas, matplotlib (Agg), seaborn, plotly, "
+      "scipy, scikit-learn, statsmodels, sympy, networkx, openpyxl, xlsxwriter, psycopg2, "
+      "SQLAlchemy, requests, beautifulsoup4. No pyarrow/polars. Save files to /data to return them.")
 PY

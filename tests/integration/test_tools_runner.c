@@ -204,8 +204,10 @@ int main(void)
 	}
 	ok(t != NULL, "run_code listed");
 	x = cJSON_GetObjectItem(t, "description");
-	ok(x && strstr(x->valuestring, "python 3.11") &&
-	       strstr(x->valuestring, "numpy 1.24"),
+	/* The versions the labels name (Debian 12's images say 3.11 and
+	 * numpy 1.24, Debian 13's 3.13 and numpy 2.2). */
+	ok(x && strstr(x->valuestring, "python 3.") &&
+	       strstr(x->valuestring, "numpy "),
 	   "description built from the image labels");
 	x = cJSON_GetObjectItem(
 	    cJSON_GetObjectItem(

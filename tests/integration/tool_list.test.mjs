@@ -89,7 +89,7 @@ for (const [name, env] of CONFIGS) {
         // The state semantics of a warm session.
         assert.match(desc, /warm session per language/);
         assert.match(desc, /Python keeps variables, imports and loaded data between calls/);
-        assert.match(desc, /session\.state says new, continued or restarted/);
+        assert.match(desc, /session\.state says new, continued,? (restored \(its saved state back\) )?or restarted/);
         assert.match(desc, /one-off sandbox without the session's state/);
         assert.deepEqual(p.session.enum, ['continue', 'new']);
       }

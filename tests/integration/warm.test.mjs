@@ -253,6 +253,15 @@ describe('what keeps and what ends the state', () => {
   async function expectLost(c, reason) {
     const r = await py(d.client, c, "print('x' in globals())");
     expectStatus(r, 'completed');
+    if (process.env.MCPSD_TEST_STATE === 'true' && r.sc.session.state === 'restored') {
+      // Durable sessions on: the interpreter is a new one, for that
+      // reason, and the last save came back (durable.test.mjs).
+      expectSession(r, 'restored', reason);
+      assert.equal(r.sc.stdout, 'True\n');
+      assert.match(r.text, /^NOTE: the Python state of this conversation was restored \(/);
+      expectSession(await py(d.client, c, 'x = 2'), 'continued');
+      return;
+    }
     expectSession(r, 'restarted', reason);
     assert.equal(r.sc.stdout, 'False\n');
     assert.match(r.text, /^NOTE: the Python state of this conversation was lost before this run \(/);

@@ -706,6 +706,74 @@ static unsigned free_port(void)
 	return port;
 }
 
+/*
+ * workspace_fork: files and the saved state copied into an empty
+ * workspace, links skipped, a workspace with files refused; and the saved
+ * state never read, listed or served by the file functions.
+ */
+static void test_fork_and_private(struct workspace_mgr *m)
+{
+	struct workspace *src = NULL, *dst = NULL;
+	struct workspace_fork_stats st;
+	char err[512], dir[PATH_MAX], *data = NULL;
+	size_t len = 0;
+
+	ok(files_is_private(".mcp/state") &&
+	       files_is_private(".mcp/state/python/run-1.state") &&
+	       !files_is_private(".mcp/stateful.txt") &&
+	       !files_is_private(".mcp/packages/x") &&
+	       !files_is_private("data/.mcp/state"),
+	   "files_is_private: .mcp/state and below only");
+	if (workspace_open(m, "t", "fork-src", true, &src, err, sizeof(err)) <
+	        0 ||
+	    workspace_open(m, "t", "fork-dst", true, &dst, err, sizeof(err)) <
+	        0) {
+		ok(false, "workspaces: %s", err);
+		goto out;
+	}
+	ok(workspace_write_file(src, "a/b.txt", "bee", 3, false, err,
+	                        sizeof(err)) == 0 &&
+	       workspace_write_file(src, ".mcp/state/python/run-1.state",
+	                            "state", 5, false, err, sizeof(err)) == 0,
+	   "source files (%s)", err);
+	snprintf(dir, sizeof(dir), "%s/workspaces/%s/link", root,
+	         workspace_name(src));
+	ok(symlink("/etc/passwd", dir) == 0, "a link in the source");
+	snprintf(dir, sizeof(dir), "%s/workspaces/%s/emptydir", root,
+	         workspace_name(src));
+	ok(mkdir(dir, 0755) == 0, "an empty directory in the source");
+	err[0] = '\0';
+	is_int(workspace_fork(dst, src, &st, err, sizeof(err)), 0, "fork");
+	is_int(st.files, 2, "two files copied");
+	is_int(st.skipped, 1, "the link skipped");
+	ok(files_read(workspace_dirfd(dst), "a/b.txt", 100, &data, &len,
+	              NULL) == 0 &&
+	       len == 3 && memcmp(data, "bee", 3) == 0,
+	   "a file copied");
+	free(data);
+	data = NULL;
+	is_int(files_read(workspace_dirfd(dst), ".mcp/state/python/run-1.state",
+	                  100, &data, &len, NULL),
+	       -ENOENT, "files_read never reads the saved state");
+	ok(files_read_any(workspace_dirfd(dst), ".mcp/state/python/run-1.state",
+	                  100, &data, &len, NULL) == 0 &&
+	       len == 5,
+	   "but the state was copied");
+	free(data);
+	snprintf(dir, sizeof(dir), "%s/workspaces/%s/link", root,
+	         workspace_name(dst));
+	ok(access(dir, F_OK) != 0, "no link in the copy");
+	snprintf(dir, sizeof(dir), "%s/workspaces/%s/emptydir", root,
+	         workspace_name(dst));
+	ok(access(dir, F_OK) == 0, "the empty directory copied");
+	is_int(workspace_fork(dst, src, &st, err, sizeof(err)), -ENOTEMPTY,
+	       "a workspace with files is never a fork's target");
+	ok(strstr(err, "has files already") != NULL, "said so: %s", err);
+out:
+	workspace_close(src);
+	workspace_close(dst);
+}
+
 int main(void)
 {
 	char tmpl[] = "/tmp/mcpsd-files-XXXXXX";
@@ -759,6 +827,7 @@ int main(void)
 	test_http(&cfg, m);
 	test_tools(m);
 	test_tools_hostile(m);
+	test_fork_and_private(m);
 	workspace_mgr_destroy(m);
 	config_finish(&cfg);
 	curl_global_cleanup();

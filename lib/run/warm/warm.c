@@ -31,6 +31,7 @@
 #include "util/hex.h"
 #include "util/log.h"
 #include "util/mono.h"
+#include "run/warm/warm_state.h"
 #include "workspace/workspace.h"
 
 #define WARM_NOTES_MAX 4096
@@ -712,6 +713,9 @@ static struct warm_box *warm_new(struct warm *w,
 		res->session.from_pool = true;
 	}
 	warm_adopt(b, req->tenant);
+	/* Durable sessions: a new box takes up the conversation's saved
+	 * state, unless the run asked for a fresh one. */
+	b->restore_next = b->kernel && w->cfg->state_save && !req->session_new;
 	warm_marker(w, key, true);
 	pthread_mutex_lock(&w->lock);
 	w->n_starting--;
@@ -723,6 +727,22 @@ static struct warm_box *warm_new(struct warm *w,
 	w->started++;
 	pthread_mutex_unlock(&w->lock);
 	return b;
+}
+
+/*
+ * session "new": the conversation's saved state goes too (durable
+ * sessions), so that no later box brings it back.
+ */
+static void warm_state_forget(const struct runner_request *req,
+                              const struct catalog_image *img)
+{
+	int rc =
+	    warm_state_drop(workspace_dirfd(req->workspace), img->language);
+
+	if (rc < 0)
+		log_warnx("cannot drop the saved %s state of a conversation "
+		          "for session \"new\": %s",
+		          img->language, strerror(-rc));
 }
 
 int warm_run(struct warm *w, const struct runner_request *req,
@@ -750,6 +770,8 @@ int warm_run(struct warm *w, const struct runner_request *req,
 	pthread_mutex_unlock(&w->lock);
 	if (old)
 		warm_end(w, old, NULL);
+	if (req->session_new)
+		warm_state_forget(req, img);
 	if (b && !warm_box_alive(&w->env, b)) {
 		/* It died while idle (out of memory, killed): say so. */
 		snprintf(why, sizeof(why), "%s", b->dead_reason);
@@ -772,6 +794,9 @@ int warm_run(struct warm *w, const struct runner_request *req,
 		warm_retry_reset(w, b, res);
 		b = NULL;
 	}
+	/* A fork's first run: its box loads the copied state (if any). */
+	if (req->forked && !why[0])
+		snprintf(why, sizeof(why), "forked");
 	for (int tries = 0;; tries++) {
 		int erc;
 
@@ -824,6 +849,10 @@ int warm_run(struct warm *w, const struct runner_request *req,
 		warm_retry_reset(w, b, res);
 	}
 done:
+	/* Nothing was lost by a fork: without a state to load, it is new. */
+	if (strcmp(res->session.reason, "forked") == 0 &&
+	    strcmp(res->session.state, "restarted") == 0)
+		snprintf(res->session.state, sizeof(res->session.state), "new");
 	warm_account_run(w, b, res);
 	res->session.calls = b->calls;
 	res->session.idle_expires_at = time(NULL) + (time_t)w->cfg->warm_idle_s;

@@ -190,6 +190,17 @@ static int warm_mkdir(const char *path, mode_t mode)
 	return chmod(path, mode) < 0 ? -errno : 0;
 }
 
+/*
+ * Whether img's runs go to a Python kernel: the language python, or any
+ * runner whose command is python3 (a runner built FROM the Python image
+ * under a language of its own).
+ */
+static bool warm_kernel_for(const struct catalog_image *img)
+{
+	return strcmp(img->language, "python") == 0 ||
+	       (img->n_command > 0 && strcmp(img->command[0], "python3") == 0);
+}
+
 /* The agent's argv for img. */
 static size_t warm_cmd(const struct config *cfg, bool kernel, bool preload,
                        const char *cmd[8])
@@ -267,7 +278,7 @@ int warm_box_start(const struct warm_context *env,
 		return rc;
 	}
 	agentframe_decoder_init(&b->dec, AGENTFRAME_MAX);
-	b->kernel = strcmp(img->language, "python") == 0;
+	b->kernel = warm_kernel_for(img);
 	snprintf(b->lang, sizeof(b->lang), "%s", img->language);
 	snprintf(b->image_id, sizeof(b->image_id), "%s", img->image_id);
 	b->expires_at = time(NULL) + (time_t)cfg->warm_max_s;

@@ -67,6 +67,9 @@ struct warm_box {
 	char dead_reason[WARM_REASON_LEN];
 	char dead_detail[200];      /* what the engine said, or "" */
 	char lost[WARM_REASON_LEN]; /* state lost while idle (from R) */
+	/* Durable sessions: the next exec loads the saved state first. */
+	bool restore_next;
+	bool restoring; /* the exec running now loads the saved state */
 	unsigned calls;
 	long long oom_kills_seen; /* the cgroup's OOM kills at the last D */
 	uint64_t next_id;

@@ -22,6 +22,8 @@
 #include "util/errmsg.h"
 #include "util/log.h"
 #include "util/mono.h"
+#include "run/warm/warm_state.h"
+#include "workspace/workspace.h"
 
 #define WARM_EXEC_MAX (64 * 1024) /* an exec frame's payload */
 /*
@@ -50,10 +52,46 @@ static int warm_put_file(const struct warm_box *b, const char *name,
 	return warm_io_write_file(b->dir_fd, name, p, n, 0644);
 }
 
+/*
+ * Durable sessions (warm_state.h): where the kernel saves its state (s),
+ * its cap in bytes (z), how many saves it keeps (K), and what it loads
+ * before the code (L: "latest" in a new kernel, a run number to rewind).
+ */
+static int warm_exec_state_records(struct warm_box *b,
+                                   const struct runner_request *req,
+                                   const struct config *cfg, unsigned char *rec,
+                                   size_t len, size_t *off)
+{
+	char dir[sizeof(WARM_STATE_DIR) + CATALOG_NAME_MAX + 2], num[24];
+	unsigned long long cap = (unsigned long long)cfg->state_max_mb << 20;
+	int n = snprintf(dir, sizeof(dir), "%s/%s", WARM_STATE_DIR, b->lang);
+	int rc = agentframe_tlv_put(rec, len, off, 's', dir, (size_t)n);
+
+	/* At most half the workspace: its files must keep room too. */
+	if (cfg->workspace_quota_bytes && cap > cfg->workspace_quota_bytes / 2)
+		cap = cfg->workspace_quota_bytes / 2;
+	n = snprintf(num, sizeof(num), "%llu", cap);
+	if (rc == 0)
+		rc = agentframe_tlv_put(rec, len, off, 'z', num, (size_t)n);
+	n = snprintf(num, sizeof(num), "%u", cfg->state_keep);
+	if (rc == 0)
+		rc = agentframe_tlv_put(rec, len, off, 'K', num, (size_t)n);
+	b->restoring = false;
+	if (rc == 0 && req->rewind_to) {
+		n = snprintf(num, sizeof(num), "%llu", req->rewind_to);
+		rc = agentframe_tlv_put(rec, len, off, 'L', num, (size_t)n);
+	} else if (rc == 0 && b->restore_next) {
+		rc = agentframe_tlv_put(rec, len, off, 'L', "latest", 6);
+		b->restoring = true;
+	}
+	return rc;
+}
+
 /* The exec frame's records. -ENOSPC when they do not fit. */
-static int warm_exec_records(const struct warm_box *b,
+static int warm_exec_records(struct warm_box *b,
                              const struct runner_request *req,
-                             const struct catalog_image *img, uint64_t id,
+                             const struct catalog_image *img,
+                             const struct config *cfg, uint64_t id,
                              unsigned char *rec, size_t cap, size_t *off)
 {
 	char num[24], path[80], *base_url = NULL;
@@ -92,6 +130,8 @@ static int warm_exec_records(const struct warm_box *b,
 	}
 	if (rc == 0)
 		rc = agentframe_tlv_put(rec, cap, off, 'c', "/data", 5);
+	if (rc == 0 && b->kernel && cfg->state_save)
+		rc = warm_exec_state_records(b, req, cfg, rec, cap, off);
 	return rc;
 }
 
@@ -127,8 +167,9 @@ static int warm_exec_files(struct warm_box *b, const struct runner_request *req,
 
 /* Sends the exec. 0 or -errno with a message: the agent is unreachable. */
 static int warm_exec_send(struct warm_box *b, const struct runner_request *req,
-                          const struct catalog_image *img, uint64_t id,
-                          char *err, size_t errlen)
+                          const struct catalog_image *img,
+                          const struct config *cfg, uint64_t id, char *err,
+                          size_t errlen)
 {
 	unsigned char *rec = malloc(WARM_EXEC_MAX);
 	size_t off = 0;
@@ -136,7 +177,7 @@ static int warm_exec_send(struct warm_box *b, const struct runner_request *req,
 
 	if (!rec)
 		return errmsg_fail(-ENOMEM, err, errlen, "out of memory");
-	rc = warm_exec_records(b, req, img, id, rec, WARM_EXEC_MAX, &off);
+	rc = warm_exec_records(b, req, img, cfg, id, rec, WARM_EXEC_MAX, &off);
 	if (rc == 0)
 		rc = warm_io_send(b, 'E', rec, off);
 	free(rec);
@@ -310,6 +351,28 @@ static void warm_take_background(const cJSON *x, struct runner_result *res)
 		res->session.background_dropped_bytes = dropped;
 }
 
+/*
+ * The kernel's report on saving and loading its state (X's "state"),
+ * checked and kept as JSON for the result; what it loaded, if anything,
+ * becomes the session's state word.
+ */
+static void warm_take_state(const cJSON *x, struct runner_result *res)
+{
+	cJSON *st =
+	    warm_state_take(cJSON_GetObjectItemCaseSensitive(x, "state"));
+	const char *loaded = warm_state_loaded(st);
+
+	if (!st)
+		return;
+	cJSON_free(res->state_json);
+	res->state_json = cJSON_PrintUnformatted(st);
+	if (loaded)
+		snprintf(res->session.state, sizeof(res->session.state), "%s",
+		         strcmp(loaded, "rewind") == 0 ? "rewound"
+		                                       : "restored");
+	cJSON_Delete(st);
+}
+
 /* Why the kernel died, for the state report, from what we did to it. */
 static const char *warm_lost_reason(const struct warm_call *c,
                                     const char *agent_says)
@@ -320,6 +383,42 @@ static const char *warm_lost_reason(const struct warm_call *c,
 		           ? (c->quota ? "quota_kill" : "cancel_kill")
 		           : "output_limit_kill";
 	return agent_says && agent_says[0] ? agent_says : "crash";
+}
+
+/*
+ * The kernel died in a call: exit() is the way to start over, so its saved
+ * state goes; after any other death the new kernel loads the last save.
+ */
+static void warm_exec_state_after_loss(struct warm_box *b, const char *why)
+{
+	int rc;
+
+	if (!b->kernel)
+		return;
+	if (strcmp(why, "exit") != 0) {
+		/*
+		 * A state whose loading killed the interpreter (it filled the
+		 * memory, say) is not loaded again by itself, or every run
+		 * would die the same way: rewind_to an older run, or session
+		 * "new", is the way on.
+		 */
+		b->restore_next = !b->restoring;
+		if (b->restoring)
+			log_info(
+			    "warm session %.12s: the interpreter died (%s) "
+			    "while loading its saved state; not loading it "
+			    "again",
+			    b->key, why);
+		return;
+	}
+	b->restore_next = false;
+	if (!b->hold)
+		return;
+	rc = warm_state_drop(workspace_dirfd(b->hold), b->lang);
+	if (rc < 0)
+		log_warnx("warm session %.12s: cannot drop the saved state "
+		          "after exit(): %s",
+		          b->key, strerror(-rc));
 }
 
 /* Reads the D frame into res; updates what b knows of its kernel. */
@@ -362,6 +461,7 @@ static void warm_take_d(struct warm_box *b, const struct warm_call *c,
 		/* Told again with the next run, which gets a new kernel. */
 		snprintf(b->lost, sizeof(b->lost), "%s", r);
 		b->ready = false;
+		warm_exec_state_after_loss(b, r);
 		if (strcmp(r, "oom") == 0) {
 			/*
 			 * What filled the memory may well outlive the
@@ -378,6 +478,8 @@ static void warm_take_d(struct warm_box *b, const struct warm_call *c,
 		warm_take_x(c->io.x, res);
 	if (c->io.x)
 		warm_take_background(c->io.x, res);
+	if (c->io.x)
+		warm_take_state(c->io.x, res);
 }
 
 /* The run's status from how it ended. */
@@ -508,7 +610,7 @@ int warm_exec_run(const struct warm_context *env, struct warm_box *b,
 		res->status = RUNNER_ERROR;
 		goto out;
 	}
-	if (warm_exec_send(b, req, img, c.id, res->message,
+	if (warm_exec_send(b, req, img, cfg, c.id, res->message,
 	                   sizeof(res->message)) < 0) {
 		/* Nothing ran: the caller may try a fresh box. */
 		warm_io_kill(b, "unresponsive");
@@ -516,6 +618,7 @@ int warm_exec_run(const struct warm_context *env, struct warm_box *b,
 		goto classify_dead;
 	}
 	b->ready = false;
+	b->restore_next = false;
 	b->calls++;
 	t_start = mono_ms();
 	if (req->on_event)

@@ -138,6 +138,10 @@ static void warm_ready(struct warm_io *io, const cJSON *r)
 	io->b->ready = true;
 	if (lost && lost[0])
 		snprintf(io->b->lost, sizeof(io->b->lost), "%.23s", lost);
+	/* A kernel that died between calls: its successor loads the last
+	 * save (durable sessions, warm_state.h). */
+	if (lost && lost[0] && io->b->kernel)
+		io->b->restore_next = true;
 }
 
 static void warm_output(struct warm_io *io, int which, const unsigned char *p,

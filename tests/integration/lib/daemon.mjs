@@ -63,6 +63,10 @@ export async function startDaemon(opts = {}) {
     FILE_SECRET: randomBytes(32).toString('hex'),
     SANDBOX_ROOT: root,
     MCP_LOG_LEVEL: 'debug',
+    // A unix DOCKER_HOST (a second engine, e.g. one holding images under
+    // test) reaches the daemon too; the tests' own engine calls follow it
+    // (sandbox.mjs DOCKER_SOCK).
+    ...(process.env.DOCKER_HOST ? { DOCKER_HOST: process.env.DOCKER_HOST } : {}),
     // Under the sanitizer layer, findings must reach the daemon's exit code.
     ...(process.env.ASAN_OPTIONS ? { ASAN_OPTIONS: process.env.ASAN_OPTIONS } : {}),
     ...(process.env.UBSAN_OPTIONS ? { UBSAN_OPTIONS: process.env.UBSAN_OPTIONS } : {}),

@@ -9,7 +9,11 @@ import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import { connectHttp, sleep, startDaemon } from './daemon.mjs';
 
-export const DOCKER_SOCK = '/var/run/docker.sock';
+// The engine the daemons under test use: DOCKER_HOST when it is a unix
+// socket (daemon.mjs passes it on), else the default.
+export const DOCKER_SOCK = process.env.DOCKER_HOST?.startsWith('unix://')
+  ? process.env.DOCKER_HOST.slice('unix://'.length)
+  : '/var/run/docker.sock';
 
 /** A unique MCP_INSTANCE_NAME for one daemon of one test file. */
 export function instanceName(prefix) {

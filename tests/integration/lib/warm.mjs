@@ -27,6 +27,10 @@ export async function startWarm(opts = {}) {
     env: {
       SANDBOX_WARM: 'true',
       SANDBOX_POOL_SIZE: pool ? '1' : '0',
+      // Durable sessions (saved Python state) are tested in
+      // durable.test.mjs; the other warm tests see the state lost, as
+      // they check the reasons. MCPSD_TEST_STATE=true runs them with it.
+      SANDBOX_STATE: process.env.MCPSD_TEST_STATE ?? 'false',
       ...opts.env,
     },
   });
