@@ -25,8 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend/docker/backend_docker.h"
-#include "backend/swarm/backend_swarm.h"
+#include "backend/backend.h"
 #include "run/budget.h"
 #include "run/oneoff.h"
 #include "run/packages.h"
@@ -363,13 +362,14 @@ static int runner_check_packages(struct runner *r,
 		    "packages are turned off on this server "
 		    "(SANDBOX_PACKAGES=false); use the "
 		    "libraries the runners have (list_runners)");
-	if (r->cfg->swarm)
+	if (!backend_has(r->be, BACKEND_CAN_PACKAGES))
 		return runner_refuse(
 		    res, -EOPNOTSUPP,
 		    "packages cannot be installed on this "
-		    "server: its sandbox nodes have no network "
-		    "(SANDBOX_BACKEND=swarm); use the libraries "
-		    "the runners have (list_runners)");
+		    "server: %s (SANDBOX_BACKEND=%s); use the libraries "
+		    "the runners have (list_runners)",
+		    backend_lacks(r->be->impl, BACKEND_CAN_PACKAGES),
+		    backend_name(r->be));
 	if (!img->packages[0]) {
 		catalog_installable(cat, langs, sizeof(langs));
 		return runner_refuse(
@@ -690,13 +690,10 @@ int runner_create(const struct config *cfg, struct runner **out, char *err,
 		rc = errmsg_fail(-ENOMEM, err, errlen, "out of memory");
 		goto fail;
 	}
-	if (cfg->swarm)
-		rc = backend_swarm_create(cfg, r->boot, &r->be, err, errlen);
-	else
-		rc = backend_docker_create(cfg, r->boot, &r->be, err, errlen);
+	rc = backend_create(cfg, r->boot, &r->be, err, errlen);
 	r->oneoff.be = r->be;
-	/* Warm sessions need boxes that stay attached: one host only. */
-	if (rc == 0 && cfg->warm && !backend_has(r->be, BACKEND_WARM))
+	/* Warm sessions need a lasting channel and a workspace hand-over. */
+	if (rc == 0 && cfg->warm && !backend_has(r->be, BACKEND_CAN_WARM))
 		log_info("SANDBOX_WARM: the %s backend has no warm sessions; "
 		         "every run is one-off",
 		         backend_name(r->be));
@@ -766,9 +763,8 @@ static void runner_read_warm(void *arg, stats_emit_fn emit, void *ctx)
 }
 
 /*
- * The engine as the backend's health report has it: whether it answers,
- * and for a Swarm how many sandbox nodes are eligible and passed the node
- * check. Read at scrape time, so no second copy of the state is kept.
+ * The engine as the backend's health report has it: whether it answers.
+ * Read at scrape time, so no second copy of the state is kept.
  */
 static void runner_read_engine(void *arg, stats_emit_fn emit, void *ctx)
 {
@@ -782,27 +778,6 @@ static void runner_read_engine(void *arg, stats_emit_fn emit, void *ctx)
 	d = cJSON_GetObjectItemCaseSensitive(h, "docker");
 	emit(ctx, NULL,
 	     cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "reachable")));
-	cJSON_Delete(h);
-}
-
-static void runner_read_nodes(void *arg, stats_emit_fn emit, void *ctx)
-{
-	struct runner *r = arg;
-	cJSON *h = cJSON_CreateObject();
-	const cJSON *sw, *n;
-	const char *const eligible[] = {"eligible", NULL};
-	const char *const ok[] = {"ok", NULL};
-
-	if (!h)
-		return;
-	(void)backend_health(r->be, h);
-	sw = cJSON_GetObjectItemCaseSensitive(h, "swarm");
-	n = cJSON_GetObjectItemCaseSensitive(sw, "sandbox_nodes");
-	if (cJSON_IsNumber(n))
-		emit(ctx, eligible, n->valuedouble);
-	n = cJSON_GetObjectItemCaseSensitive(sw, "sandbox_nodes_ok");
-	if (cJSON_IsNumber(n))
-		emit(ctx, ok, n->valuedouble);
 	cJSON_Delete(h);
 }
 
@@ -841,11 +816,7 @@ void runner_set_stats(struct runner *r, struct stats *s)
 	stats_gauge_fn(s, "mcpsd_engine_up",
 	               "Whether the engine (DOCKER_HOST) answered last time",
 	               NULL, runner_read_engine, r);
-	if (r->cfg->swarm)
-		stats_gauge_fn(s, "mcpsd_swarm_sandbox_nodes",
-		               "Swarm sandbox nodes: eligible by "
-		               "SWARM_CONSTRAINTS, and passing the node check",
-		               state, runner_read_nodes, r);
+	backend_stats(r->be, s);
 }
 
 void runner_set_changed_cb(struct runner *r, runner_changed_fn fn, void *arg)

@@ -17,6 +17,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "backend/backend.h"
 #include "backend/seccomp.h"
 #include "build_config.h"
 #include "config/config.h"
@@ -413,7 +414,9 @@ int main(int argc, char **argv)
 		return EXIT_CONFIG;
 	}
 
-	if (config_load(&d.cfg, env_file, err, sizeof(err)) < 0) {
+	/* The table of settings, then the backend's own (its folder's). */
+	if (config_load(&d.cfg, env_file, err, sizeof(err)) < 0 ||
+	    backend_configure(&d.cfg, err, sizeof(err)) < 0) {
 		fprintf(stderr, "mcp-sandboxd: configuration error: %s\n", err);
 		config_finish(&d.cfg);
 		return EXIT_CONFIG;

@@ -1,30 +1,35 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * backend: the seam between running code and the engine that runs it. An
- * execution backend makes *boxes* (a container on the local Docker engine
- * today; a Swarm service tomorrow) from a spec that says what to run and
- * with which limits, and gives access to a box's standard streams. The
- * hardening that turns a spec into the engine's own terms (capabilities,
- * seccomp, read-only root, user, tmpfs, ulimits, logging) is the backend's
- * job and never the caller's, so every backend applies all of it.
+ * backend: the seam between running code and the engine that runs it, and
+ * the registry of engines chosen by name (SANDBOX_BACKEND). An execution
+ * backend makes *boxes* (a container on one Docker engine, a service of a
+ * Docker Swarm) from a spec that says what to run and with which limits,
+ * and gives access to a box's standard streams. The hardening that turns a
+ * spec into the engine's own terms (capabilities, seccomp, read-only root,
+ * user, tmpfs, ulimits, logging) is the backend's job and never the
+ * caller's, so every backend applies all of it.
  *
  * A box's lifecycle (create, start, signal, wait, inspect, release) is
  * separate from what runs inside it: a one-off run attaches to the box's
- * main process; a warm session keeps a box and its stream for many calls.
+ * main process; a warm session keeps a box, a lasting channel to it
+ * (box_channel) and hands it its workspace while it runs (box_hand_over).
  *
- * Modelled on curl's struct Curl_ssl and wlroots' wlr_backend_impl: every
- * object begins with a pointer to its implementation's table, and the
- * inline functions below call through it, so callers never see which
- * backend they use.
+ * Modelled on curl's struct Curl_ssl and available_backends[] (a table of
+ * operations per backend, chosen by name, with capability bits the callers
+ * ask instead of testing which backend it is), wlroots' wlr_backend_impl
+ * (every object begins with a pointer to its implementation's table, and
+ * the inline functions below call through it) and redis's per-type
+ * configure hook (each backend checks its own settings). Generic code asks
+ * backend_has(be, BACKEND_CAN_...) and never names a backend.
  *
  * Errors: negative errno with a message for a person in err: -ENOENT (the
  * image or box is gone), -ECONNREFUSED / -ETIMEDOUT (the engine is not
  * answering), -EBUSY, -EINVAL, -ENOMEM, -EIO, -EPROTO.
  *
- * Threads: a backend is shared by all threads and its functions are
- * thread-safe. A box belongs to one thread at a time, except box_signal,
- * which may be called from any thread while another uses the box. A stream
- * belongs to one thread at a time.
+ * Threads: the registry is constant. A backend is shared by all threads and
+ * its functions are thread-safe. A box belongs to one thread at a time,
+ * except box_signal, which may be called from any thread while another
+ * uses the box. A stream belongs to one thread at a time.
  */
 #ifndef MCPSD_BACKEND_H
 #define MCPSD_BACKEND_H
@@ -44,6 +49,8 @@
 struct backend;
 struct box;
 struct box_stream;
+struct config;
+struct stats;
 
 struct box_label {
 	const char *key; /* "sandbox.<name>" */
@@ -77,13 +84,19 @@ struct box_spec {
 	size_t n_mounts;
 	bool open_stdin; /* the main process reads the stream */
 	/*
+	 * Backends with BACKEND_CAN_WARM: the path in the box of a
+	 * directory that is empty until box_hand_over gives it one (a pool
+	 * box's /data), or NULL. The box then needs a name.
+	 */
+	const char *handover;
+	/*
 	 * The main process is the box's init (PID 1, reaps orphans) instead
 	 * of running under the engine's init: the warm agent, which code in
 	 * the box then can neither signal nor reach through /proc.
 	 */
 	bool main_is_init;
 	/*
-	 * Backends without BACKEND_STDIN: the path in the box of a file the
+	 * Backends without BACKEND_CAN_STDIN: the path in the box of a file the
 	 * main process reads as its standard input (a file of the code
 	 * directory), or NULL for none (/dev/null).
 	 */
@@ -126,13 +139,45 @@ struct box_state {
 /* One piece of output: which is 1 (stdout) or 2 (stderr). */
 typedef int (*box_output_fn)(void *arg, int which, const char *p, size_t n);
 
-/* What a backend can do besides create, start, wait, signal, release. */
-#define BACKEND_STDIN 1u /* stdin travels through the attach stream */
-#define BACKEND_WARM 2u  /* boxes that stay attached: warm sessions */
+/*
+ * What a backend can do besides create, start, wait, signal, release: the
+ * bits of backend_impl.features, asked with backend_has.
+ */
+/* stdin travels through the attach stream (else: spec.stdin_path) */
+#define BACKEND_CAN_STDIN 0x01u
+/* warm sessions: box_channel, box_hand_over and handover_prepare */
+#define BACKEND_CAN_WARM 0x02u
+/* installer boxes (spec.install) reach the package indexes */
+#define BACKEND_CAN_PACKAGES 0x04u
+/* boxes may have a network (spec.network, SANDBOX_ALLOW_NETWORK) */
+#define BACKEND_CAN_NETWORK 0x08u
+/* spec.exclusive holds across daemons: replicas (MCP_REPLICA_NAME) */
+#define BACKEND_CAN_REPLICAS 0x10u
+/* boxes run on the daemon's host and see mounts it makes (loop quotas) */
+#define BACKEND_CAN_HOST_MOUNTS 0x20u
 
 struct backend_impl {
-	const char *name;
-	unsigned features; /* BACKEND_* */
+	const char *name;  /* SANDBOX_BACKEND's value */
+	unsigned features; /* BACKEND_CAN_* */
+	/*
+	 * Checks the backend's own settings once the table of settings was
+	 * parsed; chosen tells whether SANDBOX_BACKEND names it (a backend
+	 * checks the form of its settings either way, and their use only
+	 * when chosen). Optional. 0 or -EINVAL with a message.
+	 */
+	int (*configure)(const struct config *cfg, bool chosen, char *err,
+	                 size_t errlen);
+	/*
+	 * Makes the backend (backend_create). Does not contact the engine.
+	 * Caller owns *out.
+	 */
+	int (*create)(const struct config *cfg, const char *boot,
+	              struct backend **out, char *err, size_t errlen);
+	/*
+	 * Why a capability it lacks is missing, as a phrase for a person
+	 * ("its sandbox nodes have no network"), or NULL. Optional.
+	 */
+	const char *(*lacks)(unsigned feature);
 	void (*destroy)(struct backend *be);
 	/* Image summaries carrying label (Id, RepoTags, Labels, Created). */
 	int (*images)(struct backend *be, const char *label, cJSON **out,
@@ -145,11 +190,25 @@ struct backend_impl {
 	bool (*health)(struct backend *be, cJSON *health);
 	/* The engine's state in one line for logs and errors. */
 	int (*ping)(struct backend *be, char *err, size_t errlen);
+	/* Registers the backend's own metrics. Optional. */
+	void (*stats)(struct backend *be, struct stats *s);
+	/*
+	 * With BACKEND_CAN_WARM: readies handing directories to running
+	 * boxes (box_hand_over), before the first box with spec.handover.
+	 */
+	int (*handover_prepare)(struct backend *be, char *err, size_t errlen);
 
 	int (*box_create)(struct backend *be, const struct box_spec *spec,
 	                  struct box **out, char *err, size_t errlen);
 	int (*box_attach)(struct box *b, struct box_stream **out, char *err,
 	                  size_t errlen);
+	/* With BACKEND_CAN_WARM (NULL otherwise). */
+	int (*box_channel)(struct box *b, struct box_stream **out, char *err,
+	                   size_t errlen);
+	int (*box_hand_over)(struct box *b, int dirfd, char *err,
+	                     size_t errlen);
+	/* Optional (NULL: what the backend keeps on the host is whole). */
+	bool (*box_intact)(const struct box *b, char *detail, size_t len);
 	int (*box_start)(struct box *b, char *err, size_t errlen);
 	/* Optional (NULL: a started box runs at once). */
 	int (*box_wait_running)(struct box *b, int cancel_fd, char *err,
@@ -190,6 +249,57 @@ struct box_stream {
 	const struct box_stream_impl *impl;
 };
 
+/* ---- the registry ----------------------------------------------------- */
+
+/*
+ * The backend named name ("docker", "swarm"), or NULL when there is none by
+ * that name (or name is NULL). The tables are static.
+ */
+const struct backend_impl *backend_find(const char *name);
+
+/* The backend table i (0, 1, ...), or NULL past the last one. */
+const struct backend_impl *backend_at(size_t i);
+
+/*
+ * The names of the backends whose features include all of the bits in
+ * features (0: every backend), joined by sep: "docker or swarm". Returns
+ * out; it is "" when none has them.
+ */
+const char *backend_names(unsigned features, const char *sep, char *out,
+                          size_t len);
+
+/* Whether the backend bi has every bit of feature (BACKEND_CAN_*). */
+static inline bool backend_impl_has(const struct backend_impl *bi,
+                                    unsigned feature)
+{
+	return (bi->features & feature) == feature;
+}
+
+/*
+ * Why bi lacks feature, as a phrase for a person: its own words, or "the
+ * <name> backend cannot" when it has none. Static.
+ */
+const char *backend_lacks(const struct backend_impl *bi, unsigned feature);
+
+/*
+ * Checks the choice and every backend's settings after config_load: that
+ * SANDBOX_BACKEND names a backend (an unknown name's message lists those
+ * there are), each backend's configure hook, and the settings that need a
+ * capability the chosen one lacks (SANDBOX_ALLOW_NETWORK,
+ * MCP_REPLICA_NAME). 0 or -EINVAL with a message for a person in err.
+ */
+__attribute__((warn_unused_result)) int
+backend_configure(const struct config *cfg, char *err, size_t errlen);
+
+/*
+ * Makes the backend SANDBOX_BACKEND names, after backend_configure (run
+ * again here). boot is this process's boot id (copied). Does not contact
+ * the engine. Caller owns *out (backend_destroy). -errno with a message.
+ */
+__attribute__((warn_unused_result)) int
+backend_create(const struct config *cfg, const char *boot, struct backend **out,
+               char *err, size_t errlen);
+
 /* ---- the backend ------------------------------------------------------ */
 
 /* Frees the backend. No box may be left. NULL-safe. */
@@ -199,10 +309,10 @@ static inline void backend_destroy(struct backend *be)
 		be->impl->destroy(be);
 }
 
-/* Whether the backend has a feature (BACKEND_STDIN, BACKEND_WARM). */
+/* Whether the backend has every bit of feature (BACKEND_CAN_*). */
 static inline bool backend_has(const struct backend *be, unsigned feature)
 {
-	return (be->impl->features & feature) != 0;
+	return backend_impl_has(be->impl, feature);
 }
 
 /* "docker", ... (static). */
@@ -243,6 +353,31 @@ backend_ping(struct backend *be, char *err, size_t errlen)
 	return be->impl->ping(be, err, errlen);
 }
 
+/* Registers the backend's own metrics in s, if it has any. */
+static inline void backend_stats(struct backend *be, struct stats *s)
+{
+	if (be->impl->stats)
+		be->impl->stats(be, s);
+}
+
+/*
+ * Readies handing directories to running boxes (box_hand_over): once,
+ * before the first box with spec.handover is made. -ENOTSUP without
+ * BACKEND_CAN_WARM, another -errno with why it cannot (the caller then
+ * makes no such box).
+ */
+__attribute__((warn_unused_result)) static inline int
+backend_handover_prepare(struct backend *be, char *err, size_t errlen)
+{
+	if (!be->impl->handover_prepare) {
+		snprintf(err, errlen,
+		         "the %s backend cannot hand a running box a directory",
+		         be->impl->name);
+		return -ENOTSUP;
+	}
+	return be->impl->handover_prepare(be, err, errlen);
+}
+
 /* ---- boxes ------------------------------------------------------------- */
 
 /*
@@ -266,6 +401,54 @@ __attribute__((warn_unused_result)) static inline int
 box_attach(struct box *b, struct box_stream **out, char *err, size_t errlen)
 {
 	return b->impl->box_attach(b, out, err, errlen);
+}
+
+/*
+ * A lasting two-way channel to the box's main process, for the box's whole
+ * life: what is written reaches its stdin, its stdout and stderr come back
+ * (warm sessions speak the agent protocol of docs/agent-protocol.md over
+ * it). Open it before box_start. Ownership as box_attach's; -ENOTSUP
+ * without BACKEND_CAN_WARM.
+ */
+__attribute__((warn_unused_result)) static inline int
+box_channel(struct box *b, struct box_stream **out, char *err, size_t errlen)
+{
+	*out = NULL;
+	if (!b->impl->box_channel) {
+		snprintf(err, errlen, "the %s backend has no lasting channel",
+		         b->impl->name);
+		return -ENOTSUP;
+	}
+	return b->impl->box_channel(b, out, err, errlen);
+}
+
+/*
+ * Hands the running box the directory open at dirfd (borrowed; it may be
+ * closed afterwards) at spec.handover: the box sees its files from then on,
+ * until it is released. Once per box. -EINVAL when the box was made
+ * without spec.handover, -EALREADY the second time, -ENOTSUP without
+ * BACKEND_CAN_WARM, another -errno with a message.
+ */
+__attribute__((warn_unused_result)) static inline int
+box_hand_over(struct box *b, int dirfd, char *err, size_t errlen)
+{
+	if (!b->impl->box_hand_over) {
+		snprintf(err, errlen,
+		         "the %s backend cannot hand a running box a directory",
+		         b->impl->name);
+		return -ENOTSUP;
+	}
+	return b->impl->box_hand_over(b, dirfd, err, errlen);
+}
+
+/*
+ * Whether what the backend keeps on the daemon's host for the box is whole
+ * (a hand-over's mount point, say). Cheap: no engine call, no wait. When
+ * false, detail says what is damaged.
+ */
+static inline bool box_intact(const struct box *b, char *detail, size_t len)
+{
+	return !b->impl->box_intact || b->impl->box_intact(b, detail, len);
 }
 
 __attribute__((warn_unused_result)) static inline int
@@ -333,7 +516,9 @@ box_usage(struct box *b, struct box_usage *out, char *err, size_t errlen)
 
 /*
  * Removes the box (in the background: the caller does not wait) and frees
- * the handle. A running box is killed. NULL-safe.
+ * the handle. A running box is killed. What box_hand_over gave it is taken
+ * back before this returns (stop the box first: see warm_box_destroy).
+ * NULL-safe.
  */
 static inline void box_release(struct box *b)
 {

@@ -146,7 +146,7 @@ static const struct setting settings[] = {
     {"DOCKER_HOST", SET_STR, "unix:///var/run/docker.sock", OFF(docker_host), 0,
      0, "unix:///var/run/docker.sock",
      "Docker Engine API socket (unix:// only)"},
-    {"DOCKER_TIMEOUT_SECONDS", SET_UINT, "30", OFF(docker_timeout_s), 1, 600,
+    {"DOCKER_TIMEOUT_SECONDS", SET_UINT, "30", OFF(engine_timeout_s), 1, 600,
      "30", "Limit for one Docker API call (runs are limited separately)"},
     {"SANDBOX_RUNTIME", SET_STR, "", OFF(runtime), 0, 0, "runsc",
      "OCI runtime for sandboxes (empty: the engine's default, runc)"},

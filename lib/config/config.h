@@ -28,7 +28,6 @@ struct config_token {
 
 /* The longest MCP_REPLICA_NAME: a prefix of every session id. */
 #define MCP_REPLICA_NAME_MAX 12
-#define SWARM_CONSTRAINT_MAX 256 /* bytes of one placement constraint */
 
 struct netaddr_cidr;
 
@@ -66,9 +65,10 @@ struct config {
 	enum log_level log_level;
 	char *log_format;
 
-	/* Docker engine */
+	/* the engine (Docker, or a Swarm's manager) */
 	char *docker_host;
-	unsigned docker_timeout_s;
+	/* DOCKER_TIMEOUT_SECONDS: one engine call, whichever backend */
+	unsigned engine_timeout_s;
 	char *runtime; /* "" = engine default */
 
 	/* one run */
@@ -168,8 +168,8 @@ struct config {
 	char *stdio_tenant; /* --stdio: the tenant of the local client */
 
 	/* more than one host, and metrics */
-	char *backend;           /* "docker" or "swarm" */
-	bool swarm;              /* backend is "swarm" */
+	/* a name in backend.h's registry, checked by backend_configure */
+	char *backend;
 	char *swarm_constraints; /* ';'-separated placement constraints */
 	unsigned swarm_queue_timeout_s;
 	char *metrics_token; /* "": loopback peers only */
@@ -189,9 +189,11 @@ struct config {
 
 /*
  * Loads and validates. dotenv_path may be NULL (no file) or a path that need
- * not exist. On failure returns -EINVAL with a message for a person in err:
- * the variable, what is wrong with its value, and an example of a good one.
- * The config must be released with config_finish whatever the result.
+ * not exist. The choice of backend and each backend's own settings are
+ * checked after this by backend_configure (backend.h). On failure returns
+ * -EINVAL with a message for a person in err: the variable, what is wrong with
+ * its value, and an example of a good one. The config must be released with
+ * config_finish whatever the result.
  */
 __attribute__((warn_unused_result)) int config_load(struct config *cfg,
                                                     const char *dotenv_path,
@@ -229,12 +231,5 @@ __attribute__((warn_unused_result)) int config_parse_bytes(const char *s,
  */
 __attribute__((warn_unused_result)) int
 config_parse_addr(const char *s, char **host, unsigned *port);
-
-/*
- * Steps through SWARM_CONSTRAINTS (';'-separated): the next part, spaces
- * trimmed, at *start with *len bytes (0 for an empty part), and advances
- * *s. false at the end.
- */
-bool config_constraint_next(const char **s, const char **start, size_t *len);
 
 #endif

@@ -269,22 +269,14 @@ static int derive_store(struct config *cfg, char *err, size_t errlen)
 
 /*
  * A replica (MCP_REPLICA_NAME) shares what outlives a request with the
- * others: runs and their conversation lock through the Swarm, durable state
- * through PostgreSQL. Checked once the backend and the store are known.
+ * others: runs and their conversation lock through a backend that can
+ * (backend_configure checks that), durable state through PostgreSQL.
+ * Checked once the store is known.
  */
 static int derive_replica(struct config *cfg, char *err, size_t errlen)
 {
 	if (!cfg->replica_name[0])
 		return 0;
-	if (!cfg->swarm)
-		return errmsg_fail(
-		    -EINVAL, err, errlen,
-		    "MCP_REPLICA_NAME=%s needs SANDBOX_BACKEND=swarm: "
-		    "replicas run code through one Swarm, whose service "
-		    "names keep two runs of a conversation apart; one "
-		    "daemon per Docker host leaves MCP_REPLICA_NAME empty "
-		    "(docs/deployment.md)",
-		    cfg->replica_name);
 	if (!cfg->store_url[0])
 		return errmsg_fail(
 		    -EINVAL, err, errlen,
@@ -408,84 +400,12 @@ static int derive_oauth(struct config *cfg, char *err, size_t errlen)
 	return 0;
 }
 
-bool config_constraint_next(const char **s, const char **start, size_t *len)
-{
-	const char *p = *s;
-	size_t n, b = 0, e;
-
-	if (!*p)
-		return false;
-	n = strcspn(p, ";");
-	e = n;
-	while (b < e && p[b] == ' ')
-		b++;
-	while (e > b && p[e - 1] == ' ')
-		e--;
-	*start = p + b;
-	*len = e - b;
-	*s = p + n + (p[n] == ';');
-	return true;
-}
-
-/* At least one constraint, none of SWARM_CONSTRAINT_MAX bytes or more. */
-static int swarm_constraints_check(const char *s)
-{
-	const char *c;
-	size_t n;
-	unsigned n_ok = 0;
-
-	while (config_constraint_next(&s, &c, &n)) {
-		if (n >= SWARM_CONSTRAINT_MAX)
-			return -EINVAL;
-		n_ok += n > 0;
-	}
-	return n_ok ? 0 : -EINVAL;
-}
-
-/* The backend, the Swarm's settings and the metrics token. */
+/*
+ * The metrics token. The backend's settings are its own (backend.h's
+ * backend_configure, after this).
+ */
 static int derive_cluster(struct config *cfg, char *err, size_t errlen)
 {
-	bool swarm = strcmp(cfg->backend, "swarm") == 0;
-
-	if (!swarm && strcmp(cfg->backend, "docker") != 0)
-		return errmsg_fail(-EINVAL, err, errlen,
-		                   "SANDBOX_BACKEND='%s' is not a backend; use "
-		                   "docker or swarm, e.g. "
-		                   "SANDBOX_BACKEND=docker",
-		                   cfg->backend);
-	cfg->swarm = swarm;
-	if (swarm && cfg->allow_network)
-		return errmsg_fail(
-		    -EINVAL, err, errlen,
-		    "SANDBOX_ALLOW_NETWORK=true cannot be honoured with "
-		    "SANDBOX_BACKEND=swarm: sandbox nodes run their engine "
-		    "with --bridge=none, so tasks have no network; set "
-		    "SANDBOX_ALLOW_NETWORK=false");
-	if (swarm && cfg->runtime[0])
-		return errmsg_fail(
-		    -EINVAL, err, errlen,
-		    "SANDBOX_RUNTIME cannot be chosen per service on a Swarm "
-		    "(Docker 20.10); make it the sandbox nodes' default "
-		    "runtime in their daemon.json and leave SANDBOX_RUNTIME "
-		    "empty");
-	for (const char *p = cfg->swarm_constraints; *p; p++) {
-		if (!(isalnum((unsigned char)*p) || strchr("._-=!; ", *p)))
-			return errmsg_fail(
-			    -EINVAL, err, errlen,
-			    "SWARM_CONSTRAINTS='%s' must be Swarm "
-			    "placement constraints separated by ';', e.g. "
-			    "SWARM_CONSTRAINTS=node.labels.mcp-sandboxd."
-			    "sandbox==true",
-			    cfg->swarm_constraints);
-	}
-	if (swarm && swarm_constraints_check(cfg->swarm_constraints) < 0)
-		return errmsg_fail(
-		    -EINVAL, err, errlen,
-		    "SWARM_CONSTRAINTS needs at least one placement "
-		    "constraint, each under %d characters (without one, runs "
-		    "could land on any node, managers included), e.g. "
-		    "SWARM_CONSTRAINTS=node.labels.mcp-sandboxd.sandbox==true",
-		    SWARM_CONSTRAINT_MAX);
 	if (cfg->metrics_token[0] && strlen(cfg->metrics_token) < 16)
 		return errmsg_fail(-EINVAL, err, errlen,
 		                   "METRICS_TOKEN must have at least 16 "

@@ -16,7 +16,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend/docker/backend_docker.h"
 #include "fs/fstree.h"
 #include "run/capture.h"
 #include "run/packages.h"
@@ -418,21 +417,6 @@ int oneoff_box_spec(const struct config *cfg, const struct oneoff_spec *sp,
 	return 0;
 }
 
-cJSON *oneoff_create_body(const struct config *cfg, const char *seccomp_opt,
-                          const char *owner, const char *boot,
-                          const struct oneoff_spec *spec)
-{
-	struct oneoff_spec_store st;
-	struct box_spec bs;
-	cJSON *b;
-
-	if (oneoff_box_spec(cfg, spec, &bs, &st) < 0)
-		return NULL;
-	b = backend_docker_create_body(cfg, seccomp_opt, owner, boot, &bs);
-	oneoff_spec_store_finish(&st);
-	return b;
-}
-
 /* ---- one execution ------------------------------------------------------ */
 
 /* Waits for the box to stop, in slices so cancellation is seen. */
@@ -474,7 +458,7 @@ static void oneoff_kill(const struct oneoff_context *r, struct box *box)
 		log_warnx("killing box %s: %s", box->id, err);
 		return;
 	}
-	rc = box_wait(box, r->cfg->docker_timeout_s * 1000u, err, sizeof(err));
+	rc = box_wait(box, r->cfg->engine_timeout_s * 1000u, err, sizeof(err));
 	if (rc < 0)
 		log_warnx("waiting for killed box %s: %s", box->id, err);
 }
@@ -536,7 +520,7 @@ oneoff_drive(const struct oneoff_context *r, const struct runner_request *req,
 	int rc;
 
 	memset(&x, 0, sizeof(x));
-	if (backend_has(r->be, BACKEND_STDIN)) {
+	if (backend_has(r->be, BACKEND_CAN_STDIN)) {
 		x.in = req->stdin_data;
 		x.in_len = req->stdin_data ? req->stdin_len : 0;
 	}
@@ -627,7 +611,7 @@ static void oneoff_fill_spec(const struct oneoff_context *r,
 		oneoff_inputs_for(img->language, &in);
 		spec->inputs_env = in.env;
 	}
-	spec->deadline = time(NULL) + 2 * (time_t)r->cfg->docker_timeout_s +
+	spec->deadline = time(NULL) + 2 * (time_t)r->cfg->engine_timeout_s +
 	                 res->timeout_s + RUNNER_WATCHDOG_GRACE_S + 10;
 }
 
@@ -728,7 +712,7 @@ int oneoff_run(const struct oneoff_context *r, const struct runner_request *req,
 		snprintf(res->message, sizeof(res->message), "%s", msg);
 		goto out;
 	}
-	if (!backend_has(r->be, BACKEND_STDIN) && req->stdin_data) {
+	if (!backend_has(r->be, BACKEND_CAN_STDIN) && req->stdin_data) {
 		rc = oneoff_stdin_file(&dir, req->stdin_data, req->stdin_len,
 		                       msg, sizeof(msg));
 		if (rc < 0) {
@@ -747,7 +731,7 @@ int oneoff_run(const struct oneoff_context *r, const struct runner_request *req,
 	}
 	have_spec = true;
 	bs.name = name;
-	if (!backend_has(r->be, BACKEND_STDIN) && req->stdin_data)
+	if (!backend_has(r->be, BACKEND_CAN_STDIN) && req->stdin_data)
 		bs.stdin_path = ONEOFF_STDIN_PATH;
 	bs.exclusive = req->workspace_name;
 
@@ -798,7 +782,7 @@ static time_t oneoff_sweep_age(const struct config *cfg)
 {
 	if (cfg->runs_sweep_s)
 		return (time_t)cfg->runs_sweep_s;
-	return (time_t)cfg->max_timeout_s + 4 * (time_t)cfg->docker_timeout_s +
+	return (time_t)cfg->max_timeout_s + 4 * (time_t)cfg->engine_timeout_s +
 	       300;
 }
 

@@ -140,13 +140,4 @@ oneoff_box_spec(const struct config *cfg, const struct oneoff_spec *spec,
                 struct box_spec *out, struct oneoff_spec_store *st);
 void oneoff_spec_store_finish(struct oneoff_spec_store *st);
 
-/*
- * The Docker create body of a one-off run (oneoff_box_spec, then
- * backend_docker_create_body). Pure, for tests and benchmarks. Caller owns;
- * NULL on allocation failure.
- */
-cJSON *oneoff_create_body(const struct config *cfg, const char *seccomp_opt,
-                          const char *owner, const char *boot,
-                          const struct oneoff_spec *spec);
-
 #endif

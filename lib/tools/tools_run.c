@@ -724,6 +724,7 @@ static cJSON *tools_run_list_call(void *data, struct mcp_call *call,
 	cJSON *result = cJSON_CreateObject(), *sc, *arr, *lim, *content, *t;
 	struct buf text;
 	char *txt = NULL, err[256];
+	bool packages = tools_run_packages_on(ctx->runner);
 
 	if (runner_refresh(ctx->runner, err, sizeof(err)) < 0)
 		log_debug("list_runners: %s", err);
@@ -753,7 +754,7 @@ static cJSON *tools_run_list_call(void *data, struct mcp_call *call,
 		    o, "libraries",
 		    tools_run_strings(m->libraries, m->n_libraries));
 		cJSON_AddStringToObject(o, "filename", m->filename);
-		if (m->packages[0] && cfg->packages && !cfg->swarm)
+		if (m->packages[0] && packages)
 			cJSON_AddStringToObject(o, "packages", m->packages);
 	}
 	cJSON_AddNumberToObject(lim, "memory_mb", cfg->memory_mb);
@@ -763,7 +764,7 @@ static cJSON *tools_run_list_call(void *data, struct mcp_call *call,
 	cJSON_AddNumberToObject(lim, "pids_limit", cfg->pids_limit);
 	cJSON_AddNumberToObject(lim, "tmp_mb", cfg->tmp_mb);
 	cJSON_AddBoolToObject(lim, "network_allowed", cfg->allow_network);
-	cJSON_AddBoolToObject(lim, "packages", cfg->packages && !cfg->swarm);
+	cJSON_AddBoolToObject(lim, "packages", packages);
 	cJSON_AddNumberToObject(lim, "max_code_bytes",
 	                        (double)cfg->code_max_bytes);
 	cJSON_AddNumberToObject(lim, "max_stdin_bytes",
@@ -780,8 +781,7 @@ static cJSON *tools_run_list_call(void *data, struct mcp_call *call,
 	               cfg->memory_mb, cfg->cpus, cfg->timeout_s,
 	               cfg->max_timeout_s, cfg->pids_limit,
 	               cfg->allow_network ? "on request" : "off") < 0 ||
-	    tools_run_describe_runners(&text, cat,
-	                               cfg->packages && !cfg->swarm) < 0)
+	    tools_run_describe_runners(&text, cat, packages) < 0)
 		goto fail;
 	for (size_t i = 0; i < cat->n; i++)
 		if (buf_printf(&text, "%s%s: image %s", i ? "\n" : "\n\n",

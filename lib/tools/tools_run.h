@@ -53,6 +53,12 @@ extern const char tools_run_input_schema[];
 void tools_run_describe(struct runner *runner, char **description,
                         cJSON **input_schema);
 
+/*
+ * Whether runs on runner may ask for packages: SANDBOX_PACKAGES, and a
+ * backend that can install them (BACKEND_CAN_PACKAGES).
+ */
+bool tools_run_packages_on(struct runner *runner);
+
 /* Appends the "Languages:" list of cat to b. 0 or a buf error. */
 __attribute__((warn_unused_result)) int
 tools_run_describe_runners(struct buf *b, const struct catalog *cat,

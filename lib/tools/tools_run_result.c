@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "backend/backend.h"
 #include "run/packages.h"
 #include "run/run_arguments.h"
 #include "tools/tools_content.h"
@@ -133,6 +134,12 @@ const char tools_run_input_schema[] =
     "\"required\":[\"language\",\"code\"]}";
 
 /* ---- descriptions from the catalog -------------------------------------- */
+
+bool tools_run_packages_on(struct runner *runner)
+{
+	return runner_config(runner)->packages &&
+	       backend_has(runner_backend(runner), BACKEND_CAN_PACKAGES);
+}
 
 int tools_run_describe_runners(struct buf *b, const struct catalog *cat,
                                bool packages)
@@ -309,7 +316,7 @@ void tools_run_describe(struct runner *runner, char **description,
 	              : tools_run_describe_cold(&b, cfg);
 	if (r == 0)
 		r = tools_run_describe_compact(&b, cat,
-		                               cfg->packages && !cfg->swarm);
+		                               tools_run_packages_on(runner));
 	if (r == 0)
 		*description = buf_take(&b, NULL);
 	buf_finish(&b);
@@ -369,7 +376,7 @@ void tools_run_describe(struct runner *runner, char **description,
 	    "and TypeScript");
 	p = cJSON_GetObjectItemCaseSensitive(props, "packages");
 	cJSON_AddNumberToObject(p, "maxItems", PACKAGES_MAX);
-	if (cfg->packages && !cfg->swarm)
+	if (tools_run_packages_on(runner))
 		cJSON_AddStringToObject(
 		    p, "description",
 		    "Installed first: pip specs for Python (\"polars==1.2.0\", "

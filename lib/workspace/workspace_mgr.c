@@ -31,6 +31,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "backend/backend.h"
 #include "fs/fstree.h"
 #include "fs/loopfs.h"
 #include "util/errmsg.h"
@@ -466,6 +467,24 @@ out:
 	return r;
 }
 
+/*
+ * Loop images are mounted on this host: a backend whose boxes may run on
+ * other hosts (no BACKEND_CAN_HOST_MOUNTS) sees them only on this one.
+ */
+static void workspace_mgr_warn_hosts(const struct config *cfg)
+{
+	const struct backend_impl *bi = backend_find(cfg->backend);
+
+	if (!bi || backend_impl_has(bi, BACKEND_CAN_HOST_MOUNTS))
+		return;
+	log_warnx("loop-mode workspaces with SANDBOX_BACKEND=%s: %s, and a "
+	          "box sees the images only if its host shares this host's "
+	          "mount namespace (one host); with boxes on other hosts "
+	          "runs would write under the mount points. Set "
+	          "WORKSPACE_QUOTA_MODE=none there (docs/deployment.md)",
+	          bi->name, backend_lacks(bi, BACKEND_CAN_HOST_MOUNTS));
+}
+
 static int choose_mode(struct workspace_mgr *m, char *err, size_t errlen)
 {
 	const struct config *cfg = m->cfg;
@@ -516,14 +535,7 @@ static int choose_mode(struct workspace_mgr *m, char *err, size_t errlen)
 		         "nosuid,nodev,noexec",
 		         (unsigned long long)workspace_image_bytes(cfg),
 		         cfg->workspace_max_files);
-		if (cfg->swarm)
-			log_warnx("loop-mode workspaces with SANDBOX_BACKEND="
-			          "swarm: a sandbox node sees the images only "
-			          "if it shares this host's mount namespace "
-			          "(one host); with nodes on other hosts runs "
-			          "would write under the mount points. Set "
-			          "WORKSPACE_QUOTA_MODE=none there "
-			          "(docs/deployment.md)");
+		workspace_mgr_warn_hosts(cfg);
 		/* Only a daemon in a container has a mount namespace of its
 		 * own that the Docker host would not see. */
 		if ((strcmp(cfg->sandbox_root, cfg->sandbox_host_path) != 0 ||

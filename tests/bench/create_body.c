@@ -21,6 +21,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "backend/backend.h"
+#include "backend/docker/backend_docker.h"
 #include "backend/seccomp.h"
 #include "config/config.h"
 #include "run/catalog.h"
@@ -61,7 +63,9 @@ int main(int argc, char **argv)
 	struct catalog *cat = NULL;
 	const struct catalog_image *img;
 	struct oneoff_spec spec;
-	cJSON *summaries, *body;
+	struct oneoff_spec_store st;
+	struct box_spec bs;
+	cJSON *summaries, *body = NULL;
 	char err[512], *in, *opt = NULL, *txt;
 	int rc = 1;
 
@@ -99,7 +103,12 @@ int main(int argc, char **argv)
 	spec.workspace_host_path = argv[2];
 	spec.timeout_s = cfg.timeout_s;
 	spec.deadline = time(NULL) + 3600;
-	body = oneoff_create_body(&cfg, opt, "bench-cli", "0", &spec);
+	/* What the Docker backend makes of the run layer's box spec. */
+	if (oneoff_box_spec(&cfg, &spec, &bs, &st) == 0) {
+		body = backend_docker_create_body(&cfg, opt, "bench-cli", "0",
+		                                  &bs);
+		oneoff_spec_store_finish(&st);
+	}
 	txt = body ? cJSON_PrintUnformatted(body) : NULL;
 	if (txt) {
 		puts(txt);

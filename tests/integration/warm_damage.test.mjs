@@ -32,18 +32,18 @@ async function mountOf(id, dest) {
   return m.Source;
 }
 
-/** The id in mcpsd-w-<id>, a warm box's name, of container summary b. */
-const boxId = (b) => b.Names[0].replace(/^\/mcpsd-w-/, '');
+/** The name (mcpsd-w-<id>) of container summary b, a warm box. */
+const boxName = (b) => b.Names[0].replace(/^\//, '');
 
 /**
  * The boxes of language in d (containers carry their image's labels):
  * unclaimed pool boxes, and sessions. A claimed pool box keeps its label
- * 'pool'; the workspace bound on its pool/<id> tells it apart.
+ * 'pool'; the workspace bound on its pool/<name> tells it apart.
  */
 async function boxesByRole(d, language) {
   const mounts = mountsBelow(d.root);
   const all = (await boxesOf(d)).filter((b) => b.Labels?.['sandbox.language'] === language);
-  const claimed = (b) => b.Labels?.['sandbox.kind'] !== 'pool' || mounts.includes(path.join(d.root, 'pool', boxId(b)));
+  const claimed = (b) => b.Labels?.['sandbox.kind'] !== 'pool' || mounts.includes(path.join(d.root, 'pool', boxName(b)));
   return { pool: all.filter((b) => !claimed(b)), sessions: all.filter(claimed) };
 }
 
@@ -195,8 +195,9 @@ describe('boxes damaged on the host', () => {
     await waitPool(d, 2);
     const b = await poolBox(d, 'python');
     assert.ok(b, 'a python pool box');
-    // pool/<id> is the box's /data until it is claimed (names mcpsd-w-<id>).
-    const mnt = path.join(d.root, 'pool', boxId(b));
+    // pool/<box name> is the box's /data until it is claimed (the Docker
+    // backend's hand-over).
+    const mnt = path.join(d.root, 'pool', boxName(b));
     assert.ok(existsSync(mnt), `the pool box's mount point ${mnt}`);
     rmdirSync(mnt);
     const r = await py(d.client, conv('rm-mnt'), 'print(6 * 7)');

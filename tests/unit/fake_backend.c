@@ -7,6 +7,7 @@
  */
 #include "fake_backend.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
@@ -27,6 +28,8 @@ struct fake_box {
 	bool started, running, killed;
 	int exit_code;     /* when it ended by itself */
 	char sandbox[256]; /* its /sandbox mount's source */
+	bool handover;     /* made with spec.handover */
+	bool handed;       /* box_hand_over gave it its directory */
 	/* the agent's thread and what it keeps */
 	pthread_t agent;
 	bool agent_started;
@@ -100,6 +103,8 @@ static void fb_note_spec(struct fake_backend *fb, const struct box_spec *sp)
 	snprintf(fb->stdin_path, sizeof(fb->stdin_path), "%s",
 	         sp->stdin_path ? sp->stdin_path : "");
 	fb->sandbox[0] = fb->code[0] = fb->kind[0] = fb->data[0] = '\0';
+	snprintf(fb->handover, sizeof(fb->handover), "%s",
+	         sp->handover ? sp->handover : "");
 	fb->main_is_init = sp->main_is_init;
 	for (size_t i = 0; i < sp->n_labels; i++)
 		if (strcmp(sp->labels[i].key, "sandbox.kind") == 0)
@@ -159,6 +164,7 @@ static int fb_box_create(struct backend *be, const struct box_spec *sp,
 	b->script = fb->next;
 	b->exit_code = b->script.exit_code;
 	snprintf(b->sandbox, sizeof(b->sandbox), "%s", fb->sandbox);
+	b->handover = sp->handover != NULL;
 	b->stream_end = sv[0];
 	b->box_end = sv[1];
 	fb->boxes++;
@@ -168,13 +174,12 @@ static int fb_box_create(struct backend *be, const struct box_spec *sp,
 
 static const struct box_stream_impl fs_impl;
 
-static int fb_box_attach(struct box *bx, struct box_stream **out, char *err,
-                         size_t errlen)
+/* The box's stream, for box_attach and box_channel alike. */
+static int fb_stream_open(struct fake_box *b, struct box_stream **out,
+                          char *err, size_t errlen)
 {
-	struct fake_box *b = (struct fake_box *)bx;
 	struct fake_stream *s = calloc(1, sizeof(*s));
 
-	fb_log(b->fb, "attach");
 	*out = NULL;
 	if (!s) {
 		snprintf(err, errlen, "fake: no memory");
@@ -187,6 +192,69 @@ static int fb_box_attach(struct box *bx, struct box_stream **out, char *err,
 	fcntl(s->fd, F_SETFL, O_NONBLOCK);
 	*out = &s->base;
 	return 0;
+}
+
+static int fb_box_attach(struct box *bx, struct box_stream **out, char *err,
+                         size_t errlen)
+{
+	struct fake_box *b = (struct fake_box *)bx;
+
+	fb_log(b->fb, "attach");
+	return fb_stream_open(b, out, err, errlen);
+}
+
+/* The same stream, as the lasting channel of a warm box. */
+static int fb_box_channel(struct box *bx, struct box_stream **out, char *err,
+                          size_t errlen)
+{
+	struct fake_box *b = (struct fake_box *)bx;
+
+	fb_log(b->fb, "channel");
+	return fb_stream_open(b, out, err, errlen);
+}
+
+static int fb_handover_prepare(struct backend *be, char *err, size_t errlen)
+{
+	fb_log((struct fake_backend *)be, "prepare");
+	return 0;
+}
+
+/* Records the directory open at dirfd, where a mount would show it. */
+static int fb_box_hand_over(struct box *bx, int dirfd, char *err, size_t errlen)
+{
+	struct fake_box *b = (struct fake_box *)bx;
+	char link[64], path[256];
+	ssize_t n;
+
+	fb_log(b->fb, "handover");
+	if (!b->handover || b->handed) {
+		snprintf(err, errlen, "fake: %s",
+		         b->handed ? "handed over already"
+		                   : "made without spec.handover");
+		return b->handed ? -EALREADY : -EINVAL;
+	}
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", dirfd);
+	n = readlink(link, path, sizeof(path) - 1);
+	if (n < 0) {
+		snprintf(err, errlen, "fake: %s: %s", link, strerror(errno));
+		return -errno;
+	}
+	path[n] = '\0';
+	pthread_mutex_lock(&b->fb->mu);
+	snprintf(b->fb->handed, sizeof(b->fb->handed), "%s", path);
+	pthread_mutex_unlock(&b->fb->mu);
+	b->handed = true;
+	return 0;
+}
+
+static bool fb_box_intact(const struct box *bx, char *detail, size_t len)
+{
+	const struct fake_box *b = (const struct fake_box *)bx;
+
+	if (!b->handover || b->handed || !b->fb->handover_broken)
+		return true;
+	snprintf(detail, len, "its hand-over place was removed");
+	return false;
 }
 
 /* Writes one frame to the box's end (small output: the socket's buffer
@@ -548,8 +616,12 @@ static const struct backend_impl fb_impl = {
     .sweep_own = fb_sweep_own,
     .health = fb_health,
     .ping = fb_ping,
+    .handover_prepare = fb_handover_prepare,
     .box_create = fb_box_create,
     .box_attach = fb_box_attach,
+    .box_channel = fb_box_channel,
+    .box_hand_over = fb_box_hand_over,
+    .box_intact = fb_box_intact,
     .box_start = fb_box_start,
     .box_wait = fb_box_wait,
     .box_inspect = fb_box_inspect,

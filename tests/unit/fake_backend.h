@@ -16,7 +16,10 @@
  * starts, A for a claim C, o/X/D for an exec E (reading the code file from
  * the box's /sandbox mount), D for an interrupt I of a held exec, p for P.
  * It ends, as the real agent does, at the end of its input (exit 0), and
- * when the box is killed or released.
+ * when the box is killed or released. Warm boxes get the same stream from
+ * box_channel ("channel" in the log); a box made with spec.handover is
+ * handed its directory by box_hand_over ("handover"), which records where
+ * the directory is, as a mount would show it to the box.
  *
  * Threads: every call takes the backend's mutex; box_signal may come from
  * another thread. Test code only; keep it in tests/unit.
@@ -76,14 +79,21 @@ struct fake_backend {
 	int created;       /* boxes made: box ids are fake0, fake1, ... */
 	char kind[16];     /* the last spec's sandbox.kind label, or "" */
 	char data[256];    /* its /data mount's source, or "" */
-	bool data_follows; /* that mount follows host mounts (a pool box) */
+	bool data_follows; /* that mount follows host mounts */
+	char handover[64]; /* its spec.handover (a pool box's "/data"), or "" */
+	char handed[256];  /* the directory box_hand_over got last, or "" */
+	/*
+	 * box_intact finds the hand-over place of every box not handed its
+	 * directory yet damaged (as if something on the host removed it).
+	 */
+	bool handover_broken;
 	bool main_is_init; /* its main process is the box's init */
 	/* agents: the code file the last exec named, as it found it */
 	char exec_code[256];
 	unsigned execs; /* execs of all boxes */
 };
 
-/* Prepares fb (caller memory) with features BACKEND_*; destroy with
+/* Prepares fb (caller memory) with features BACKEND_CAN_*; destroy with
  * backend_destroy(&fb->base), which finishes it. */
 void fake_backend_init(struct fake_backend *fb, unsigned features);
 /* Sets what the next box created does (copied; strings borrowed). */

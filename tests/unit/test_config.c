@@ -74,7 +74,10 @@ static void test_print_secrets(void)
 	unsetenv("METRICS_TOKEN");
 }
 
-/* MCP_REPLICA_NAME: checked, and it keeps replicas' instance names apart. */
+/*
+ * MCP_REPLICA_NAME: checked, and it keeps replicas' instance names apart.
+ * That the backend can serve replicas is backend_configure's (test_backend).
+ */
 static void test_replica_name(void)
 {
 	static const char *const bad[] = {
@@ -89,10 +92,6 @@ static void test_replica_name(void)
 	unsetenv("SANDBOX_BACKEND");
 	unsetenv("STORE_URL");
 	setenv("MCP_REPLICA_NAME", "r1", 1);
-	ok(load(&c, NULL, err, sizeof(err)) < 0 &&
-	       strstr(err, "SANDBOX_BACKEND=swarm"),
-	   "a replica on the local engine is refused: %s", err);
-	config_finish(&c);
 	setenv("SANDBOX_BACKEND", "swarm", 1);
 	ok(load(&c, NULL, err, sizeof(err)) < 0 &&
 	       strstr(err, "STORE_URL=postgresql://"),
@@ -127,41 +126,6 @@ static void test_replica_name(void)
 	unsetenv("MCP_REPLICA_NAME");
 	unsetenv("SANDBOX_BACKEND");
 	unsetenv("STORE_URL");
-	clear_env();
-}
-
-/* SWARM_CONSTRAINTS: at least one, none too long, with the swarm backend. */
-static void test_swarm_constraints(void)
-{
-	static const char *const bad[] = {"", "  ", " ; ;", NULL};
-	char longc[SWARM_CONSTRAINT_MAX + 16], err[1024];
-	struct config c;
-
-	setenv("MCP_API_TOKEN", "0123456789abcdef0123", 1);
-	setenv("FILE_SECRET", "00112233445566778899aabbccddeeff", 1);
-	setenv("SANDBOX_BACKEND", "swarm", 1);
-	for (size_t i = 0; bad[i]; i++) {
-		setenv("SWARM_CONSTRAINTS", bad[i], 1);
-		ok(load(&c, NULL, err, sizeof(err)) < 0 &&
-		       strstr(err, "at least one placement constraint") &&
-		       strstr(err, "e.g. SWARM_CONSTRAINTS="),
-		   "SWARM_CONSTRAINTS='%s' refused: %s", bad[i], err);
-		config_finish(&c);
-	}
-	memset(longc, 'a', sizeof(longc) - 1);
-	longc[sizeof(longc) - 1] = '\0';
-	memcpy(longc, "node.labels.", 12);
-	setenv("SWARM_CONSTRAINTS", longc, 1);
-	ok(load(&c, NULL, err, sizeof(err)) < 0 && strstr(err, "under 256"),
-	   "a constraint of %zu characters is refused: %s", strlen(longc), err);
-	config_finish(&c);
-	setenv("SWARM_CONSTRAINTS",
-	       " node.role==worker ; node.labels.sandbox==true ;", 1);
-	is_int(load(&c, NULL, err, sizeof(err)), 0,
-	       "two constraints, spaces and a trailing ';' accepted");
-	config_finish(&c);
-	unsetenv("SWARM_CONSTRAINTS");
-	unsetenv("SANDBOX_BACKEND");
 	clear_env();
 }
 
@@ -622,7 +586,6 @@ int main(void)
 	   "port out of range refused");
 	test_replica_name();
 	test_print_secrets();
-	test_swarm_constraints();
 	test_tenant_settings();
 	test_short_timers();
 	test_reference();

@@ -73,7 +73,7 @@ static int setup(void)
 static int run(const struct fake_script *sc, struct runner_request *req,
                struct runner_result *res)
 {
-	fake_backend_init(&fb, BACKEND_STDIN);
+	fake_backend_init(&fb, BACKEND_CAN_STDIN);
 	fb.code_name = "main.py";
 	fake_backend_next(&fb, sc);
 	memset(res, 0, sizeof(*res));

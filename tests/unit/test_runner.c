@@ -27,6 +27,26 @@
 	    c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c c  \
 	        c
 
+/*
+ * The Docker create body of a one-off run: the run layer's box spec
+ * (oneoff_box_spec), as the Docker backend turns it into a container.
+ */
+static cJSON *oneoff_create_body(const struct config *cfg,
+                                 const char *seccomp_opt, const char *owner,
+                                 const char *boot,
+                                 const struct oneoff_spec *spec)
+{
+	struct oneoff_spec_store st;
+	struct box_spec bs;
+	cJSON *b;
+
+	if (oneoff_box_spec(cfg, spec, &bs, &st) < 0)
+		return NULL;
+	b = backend_docker_create_body(cfg, seccomp_opt, owner, boot, &bs);
+	oneoff_spec_store_finish(&st);
+	return b;
+}
+
 static bool array_has_prefix(const cJSON *a, const char *s)
 {
 	const cJSON *it;

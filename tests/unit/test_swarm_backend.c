@@ -641,7 +641,8 @@ static void test_run(void)
 		return;
 	}
 	is_str(backend_name(be), "swarm", "run: the backend's name");
-	ok(!backend_has(be, BACKEND_STDIN) && !backend_has(be, BACKEND_WARM),
+	ok(!backend_has(be, BACKEND_CAN_STDIN) &&
+	       !backend_has(be, BACKEND_CAN_WARM),
 	   "run: no stdin stream, no warm boxes");
 	rc = box_create(be, &sp, &b, err, sizeof(err));
 	is_int(rc, 0, "run: create");

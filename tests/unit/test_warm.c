@@ -5,25 +5,22 @@
  * fake_backend.h, whose boxes run a scripted agent speaking the agent
  * protocol (docs/agent-protocol.md) on a real socket pair: no Docker. A
  * session is made by the first run and continued by the next; the pool
- * (a pool box claimed by a conversation, its workspace bind-mounted, the
+ * (a pool box claimed by a conversation, its workspace handed over, the
  * pool refilled); idle expiry, maximum lifetime, eviction at the memory
  * cap, a stream that ends mid-call, a lost kernel, a damaged box, a daemon
  * restart and `session: "new"` each end a session, and the next run says
  * `restarted` with the reason. Timers are the configuration's, set short.
  *
- * The pool's workspace hand-over is mount(2) (warm_box_claim): the pool
- * cases run in a private mount namespace of this process (unshare), so
- * nothing is mounted on the host; they need root, as the daemon does.
- * Run one case with `test_warm CASE` (`--list` names them).
+ * The pool's workspace hand-over is the backend's (box_hand_over): the
+ * fake records the directory it was handed; the Docker backend's mounts
+ * are test_backend's. Run one case with `test_warm CASE` (`--list` names them).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -43,8 +40,6 @@ static struct workspace_mgr *mgr;
 static struct catalog_image img;
 static struct catalog cat = {.n = 1, .items = &img};
 static char root[] = "/tmp/mcpsd-test-warm-XXXXXX";
-static bool private_mounts;
-static char mount_why[160];
 static char s_python[] = "python",
             s_image[] = "mcp-sandboxd/runner-python:test",
             s_id[] = "sha256:0123", s_main[] = "main.py", s_empty[] = "",
@@ -54,19 +49,6 @@ static char *pool_langs[] = {s_python, NULL};
 static char **pool_langs_saved; /* the configuration's own, freed by it */
 
 static void reset_cfg(void);
-
-/* A private mount namespace, so the pool's mounts never reach the host. */
-static void setup_mounts(void)
-{
-	if (unshare(CLONE_NEWNS) < 0)
-		snprintf(mount_why, sizeof(mount_why), "unshare: %s",
-		         strerror(errno));
-	else if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-		snprintf(mount_why, sizeof(mount_why), "making / private: %s",
-		         strerror(errno));
-	else
-		private_mounts = true;
-}
 
 static int setup(void)
 {
@@ -128,7 +110,7 @@ static struct warm *start(const struct fake_agent *agent)
 	struct warm *w = NULL;
 	char err[512] = "";
 
-	fake_backend_init(&fb, BACKEND_WARM);
+	fake_backend_init(&fb, BACKEND_CAN_WARM);
 	fake_backend_next(&fb, &sc);
 	if (warm_create(&cfg, &fb.base, "bootbootbootboot", &w, err,
 	                sizeof(err)) < 0)
@@ -242,8 +224,9 @@ static void test_new_then_continued(void)
 	is_str(fb.data, workspace_host_path(ws),
 	       "first run: the workspace is /data");
 	ok(fb.main_is_init, "first run: the agent is the box's init");
-	ok(strstr(fb.log, "create attach start exec") == fb.log,
-	   "first run: create, attach, start, then the exec (%s)", fb.log);
+	ok(strstr(fb.log, "create channel start exec") == fb.log,
+	   "first run: create, the lasting channel, start, then the exec (%s)",
+	   fb.log);
 
 	run_ok(w, ws, false, &r2, "second run");
 	is_state(&r2, "continued", "", "second run: the session continues");
@@ -598,12 +581,6 @@ static struct warm *start_pool(const struct fake_agent *ag, const char *name)
 {
 	struct warm *w;
 
-	if (!private_mounts) {
-		printf("# %s: no private mount namespace: %s\n", name,
-		       mount_why);
-		ok(geteuid() != 0, "%s: the pool's mounts need root", name);
-		return NULL;
-	}
 	cfg.pool_size = 1;
 	cfg.pool_languages = pool_langs;
 	w = start(ag);
@@ -641,17 +618,17 @@ static void test_pool_claim(void)
 	struct warm *w = start_pool(&ag, "pool");
 	struct workspace *ws = conv("conv-pool");
 	struct runner_result r1, r2;
-	char mnt[300], pool_box[16];
+	char pool_box[16];
 
 	if (!w || !ws)
 		goto out;
 	warm_tick(w, &cat);
 	is_str(fb.kind, "pool", "pool: the tick starts a pool box");
-	ok(fb.data_follows && strncmp(fb.data, root, strlen(root)) == 0,
-	   "pool: its /data is a pool directory that follows host mounts "
-	   "(%s)",
-	   fb.data);
-	snprintf(mnt, sizeof(mnt), "%s", fb.data);
+	ok(fb.data[0] == '\0' && strcmp(fb.handover, "/data") == 0,
+	   "pool: its /data is handed over later, not mounted now (%s, %s)",
+	   fb.data, fb.handover);
+	ok(fake_backend_before(&fb, "prepare", "create"),
+	   "pool: the backend readied its hand-over first (%s)", fb.log);
 	ok(pool_ready(w), "pool: the box is ready once its R is read");
 	snprintf(pool_box, sizeof(pool_box), "fake%d", 0);
 	run_ok(w, ws, false, &r1, "pool: a new conversation's first run");
@@ -660,8 +637,10 @@ static void test_pool_claim(void)
 	is_str(r1.container, pool_box, "pool: the pool box itself");
 	ok(fake_backend_before(&fb, "claim", "exec"),
 	   "pool: claimed (C, A) before the exec (%s)", fb.log);
-	ok(same_dir(mnt, workspace_host_path(ws)),
-	   "pool: the workspace is mounted on the box's /data");
+	ok(fake_backend_before(&fb, "handover", "claim"),
+	   "pool: handed over before the agent's claim (%s)", fb.log);
+	ok(same_dir(fb.handed, workspace_host_path(ws)),
+	   "pool: the box was handed the workspace (%s)", fb.handed);
 	is_int(stats(w).pool, 0, "pool: empty after the claim");
 	warm_tick(w, &cat);
 	is_int(stats(w).pool_starting, 1, "pool: the tick refills it");
@@ -687,15 +666,14 @@ static void test_pool_damaged(void)
 	struct warm *w = start_pool(&ag, "pool damaged");
 	struct workspace *ws = conv("conv-pool-damaged");
 	struct runner_result r;
-	char mnt[300];
 
 	if (!w || !ws)
 		goto out;
 	warm_tick(w, &cat);
-	snprintf(mnt, sizeof(mnt), "%s", fb.data);
 	ok(pool_ready(w), "pool damaged: a ready pool box");
-	/* Something on the host removes its (empty) mount point. */
-	ok(rmdir(mnt) == 0, "pool damaged: its mount point removed");
+	/* The backend finds its hand-over place damaged (with Docker:
+	 * something on the host removed the mount point). */
+	fb.handover_broken = true;
 	fake_backend_clear(&fb);
 	run_ok(w, ws, false, &r, "pool damaged: a conversation's first run");
 	ok(!r.session.from_pool, "pool damaged: not handed out");
@@ -765,7 +743,6 @@ int main(int argc, char **argv)
 	int rc;
 
 	log_set_level(LOG_LEVEL_ERROR);
-	setup_mounts();
 	if (setup() < 0) {
 		printf("Bail out! cannot set up: a temporary directory, the "
 		       "configuration and workspaces are needed\n");

@@ -2,12 +2,14 @@
 /*
  * backend_docker: boxes as containers on the local Docker engine; see
  * backend_docker.h. The backend's own state is the client, the seccomp
- * profile, and the queue of containers to remove, guarded by rm_lock and
- * drained by one thread.
+ * profile, the pool directory of hand-overs (docker_handover.h, prepared
+ * once before boxes use it), and the queue of containers to remove,
+ * guarded by rm_lock and drained by one thread.
  */
 #include "backend/docker/backend_docker.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -16,6 +18,7 @@
 #include <string.h>
 
 #include "backend/docker/cgroup_usage.h"
+#include "backend/docker/docker_handover.h"
 #include "backend/docker/docker_stream.h"
 #include "backend/seccomp.h"
 #include "util/log.h"
@@ -48,6 +51,7 @@ struct dk_backend {
 	struct docker *docker;
 	char *seccomp_opt;
 	char boot[17];
+	struct docker_handover handover;
 
 	pthread_mutex_t rm_lock;
 	pthread_cond_t rm_cond;
@@ -67,7 +71,8 @@ struct dk_box {
 	struct dk_backend *be;
 	char cid[DOCKER_ID_LEN + 1];
 	char cg_name[CGROUP_USAGE_NAME_MAX +
-	             1]; /* measured: its parent's name */
+	             1];                  /* measured: its parent's name */
+	struct docker_handover_slot slot; /* spec.handover's */
 };
 
 struct dk_stream {
@@ -80,7 +85,6 @@ struct dk_stream {
 	char *buf;
 };
 
-static const struct backend_impl dk_impl;
 static const struct box_stream_impl dk_stream_impl;
 
 static struct dk_backend *dk_of(struct backend *be)
@@ -100,7 +104,7 @@ struct dk_opts_store {
 	struct docker_ulimit ulimits[3];
 	const char *secopt[2];
 	const char *capdrop[1];
-	struct docker_mount mounts[BOX_MOUNTS_MAX];
+	struct docker_mount mounts[BOX_MOUNTS_MAX + 1]; /* + spec.handover */
 };
 
 static int dk_opts_fill(const struct config *cfg, const char *seccomp_opt,
@@ -382,7 +386,7 @@ static int dk_box_create(struct backend *base, const struct box_spec *spec,
 	struct dk_opts_store st;
 	struct docker_create_opts o;
 	struct dk_box *b;
-	char parent[CGROUP_USAGE_NAME_MAX + 32];
+	char parent[CGROUP_USAGE_NAME_MAX + 32], pool_host[PATH_MAX];
 	int rc;
 
 	*out = NULL;
@@ -395,6 +399,18 @@ static int dk_box_create(struct backend *base, const struct box_spec *spec,
 	if (!b) {
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
+	}
+	/* Empty until box_hand_over mounts a directory on pool/<name>. */
+	if (spec->handover) {
+		rc = docker_handover_slot(&be->handover, spec->name, &b->slot,
+		                          pool_host, sizeof(pool_host), err,
+		                          errlen);
+		if (rc < 0) {
+			free(b);
+			return rc;
+		}
+		st.mounts[o.n_mounts++] = (struct docker_mount){
+		    pool_host, spec->handover, false, true};
 	}
 	if (spec->measure && spec->name && dk_cg_mode(be) != CGROUP_USAGE_OFF &&
 	    cgroup_usage_parent(spec->name, parent, sizeof(parent)) == 0) {
@@ -411,10 +427,11 @@ static int dk_box_create(struct backend *base, const struct box_spec *spec,
 		 */
 		if ((rc == -ETIMEDOUT || rc == -ECONNREFUSED) && spec->name)
 			dk_rm_queue(be, spec->name, b->cg_name, true);
+		docker_handover_release(&b->slot);
 		free(b);
 		return rc;
 	}
-	b->base.impl = &dk_impl;
+	b->base.impl = &backend_docker_impl;
 	b->base.be = base;
 	b->be = be;
 	snprintf(b->base.id, sizeof(b->base.id), "%.12s", b->cid);
@@ -448,6 +465,19 @@ static int dk_box_attach(struct box *base, struct box_stream **out, char *err,
 	s->base.impl = &dk_stream_impl;
 	*out = &s->base;
 	return 0;
+}
+
+static int dk_box_hand_over(struct box *base, int dirfd, char *err,
+                            size_t errlen)
+{
+	return docker_handover_give(&((struct dk_box *)base)->slot, dirfd, err,
+	                            errlen);
+}
+
+static bool dk_box_intact(const struct box *base, char *detail, size_t len)
+{
+	return docker_handover_intact(&((const struct dk_box *)base)->slot,
+	                              detail, len);
 }
 
 static int dk_box_start(struct box *base, char *err, size_t errlen)
@@ -520,6 +550,8 @@ static void dk_box_release(struct box *base)
 {
 	struct dk_box *b = (struct dk_box *)base;
 
+	/* Unmounted now: the caller lets go of what it handed over next. */
+	docker_handover_release(&b->slot);
 	dk_rm_queue(b->be, b->cid, b->cg_name, false);
 	free(b);
 }
@@ -685,7 +717,7 @@ static int dk_reap(struct backend *base, char *err, size_t errlen)
 		unsigned n = cgroup_usage_sweep(
 		    be->cfg->cgroup_fs, dk_cg_probed(be),
 		    (time_t)be->cfg->max_timeout_s +
-		        4 * (time_t)be->cfg->docker_timeout_s + 600);
+		        4 * (time_t)be->cfg->engine_timeout_s + 600);
 
 		if (n)
 			log_info("removed %u leftover run cgroup directories",
@@ -744,6 +776,20 @@ static int dk_ping(struct backend *base, char *err, size_t errlen)
 	return docker_ping(dk_of(base)->docker, err, errlen);
 }
 
+static int dk_handover_prepare(struct backend *base, char *err, size_t errlen)
+{
+	struct dk_backend *be = dk_of(base);
+
+	return docker_handover_prepare(&be->handover, be->cfg, err, errlen);
+}
+
+static const char *dk_lacks(unsigned feature)
+{
+	if (feature & BACKEND_CAN_REPLICAS)
+		return "each daemon keeps them apart on its own engine only";
+	return NULL;
+}
+
 static void dk_destroy(struct backend *base)
 {
 	struct dk_backend *be = dk_of(base);
@@ -757,6 +803,7 @@ static void dk_destroy(struct backend *base)
 		pthread_join(be->rm_thread, NULL);
 		dk_sweep_own(base);
 	}
+	docker_handover_finish(&be->handover);
 	docker_destroy(be->docker);
 	free(be->seccomp_opt);
 	pthread_cond_destroy(&be->rm_cond);
@@ -765,17 +812,25 @@ static void dk_destroy(struct backend *base)
 	free(be);
 }
 
-static const struct backend_impl dk_impl = {
+const struct backend_impl backend_docker_impl = {
     .name = "docker",
-    .features = BACKEND_STDIN | BACKEND_WARM,
+    .features = BACKEND_CAN_STDIN | BACKEND_CAN_WARM | BACKEND_CAN_PACKAGES |
+                BACKEND_CAN_NETWORK | BACKEND_CAN_HOST_MOUNTS,
+    .create = backend_docker_create,
+    .lacks = dk_lacks,
     .destroy = dk_destroy,
     .images = dk_images,
     .reap = dk_reap,
     .sweep_own = dk_sweep_own,
     .health = dk_health,
     .ping = dk_ping,
+    .handover_prepare = dk_handover_prepare,
     .box_create = dk_box_create,
     .box_attach = dk_box_attach,
+    /* The attach stream with stdin lasts as long as the container. */
+    .box_channel = dk_box_attach,
+    .box_hand_over = dk_box_hand_over,
+    .box_intact = dk_box_intact,
     .box_start = dk_box_start,
     .box_wait = dk_box_wait,
     .box_inspect = dk_box_inspect,
@@ -795,7 +850,7 @@ int backend_docker_create(const struct config *cfg, const char *boot,
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	be->base.impl = &dk_impl;
+	be->base.impl = &backend_docker_impl;
 	be->cfg = cfg;
 	snprintf(be->boot, sizeof(be->boot), "%s", boot);
 	pthread_mutex_init(&be->rm_lock, NULL);
@@ -806,7 +861,7 @@ int backend_docker_create(const struct config *cfg, const char *boot,
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
-	rc = docker_create(cfg->docker_host, cfg->docker_timeout_s, &be->docker,
+	rc = docker_create(cfg->docker_host, cfg->engine_timeout_s, &be->docker,
 	                   err, errlen);
 	if (rc < 0)
 		goto fail;
@@ -826,5 +881,5 @@ fail:
 
 struct docker *backend_docker_client(struct backend *be)
 {
-	return be->impl == &dk_impl ? dk_of(be)->docker : NULL;
+	return be->impl == &backend_docker_impl ? dk_of(be)->docker : NULL;
 }

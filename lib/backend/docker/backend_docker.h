@@ -13,6 +13,13 @@
  * containers are removed by a background thread that retries while the
  * engine is away.
  *
+ * It can do everything backend.h asks (BACKEND_CAN_* but REPLICAS: its
+ * conversation locks are one daemon's), and it needs the daemon and the
+ * engine on one host: code and workspaces are bind-mounted from the
+ * daemon's directories, and box_hand_over mounts a workspace into a running
+ * box through a shared mount (docker_handover.h). The channel of a warm box
+ * is its attach stream, with stdin.
+ *
  * Threads: see backend.h. One removal thread per backend.
  */
 #ifndef MCPSD_BACKEND_DOCKER_H
@@ -29,6 +36,9 @@
 
 #define BACKEND_DOCKER_REAP_GRACE_S 60 /* past sandbox.deadline */
 
+/* The backend's table, for the registry (backend.c): "docker". */
+extern const struct backend_impl backend_docker_impl;
+
 /*
  * Creates the backend: a Docker client of cfg->docker_host, the seccomp
  * profile, the removal thread. boot is this process's boot id (copied).
@@ -44,9 +54,9 @@ struct docker *backend_docker_client(struct backend *be);
 
 /*
  * The JSON body of POST /containers/create for spec under cfg, with the
- * given SecurityOpt seccomp entry and identity labels. Pure, for tests and
- * benchmarks. Caller owns; NULL on allocation failure or a spec the body
- * cannot carry.
+ * given SecurityOpt seccomp entry and identity labels (spec.handover's
+ * mount is box_create's, not here). Pure, for tests and benchmarks. Caller
+ * owns; NULL on allocation failure or a spec the body cannot carry.
  */
 cJSON *backend_docker_create_body(const struct config *cfg,
                                   const char *seccomp_opt, const char *owner,

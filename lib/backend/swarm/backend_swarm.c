@@ -28,8 +28,7 @@
 #include "util/mono.h"
 #include "util/num.h"
 #include "util/pct.h"
-
-static const struct backend_impl sw_impl;
+#include "util/stats.h"
 
 /* ---- removal ------------------------------------------------------------ */
 
@@ -218,7 +217,7 @@ static int sw_box_create(struct backend *base, const struct box_spec *spec,
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	b->base.impl = &sw_impl;
+	b->base.impl = &backend_swarm_impl;
 	b->base.be = base;
 	b->be = be;
 	b->t_create = time(NULL);
@@ -779,6 +778,58 @@ static int sw_ping(struct backend *base, char *err, size_t errlen)
 	return docker_ping(sw_of(base)->docker, err, errlen);
 }
 
+/*
+ * The sandbox nodes as the health report has it: how many are eligible and
+ * passed the node check. Read at scrape time, so no second copy of the
+ * state is kept.
+ */
+static void sw_read_nodes(void *arg, stats_emit_fn emit, void *ctx)
+{
+	struct backend *be = arg;
+	cJSON *h = cJSON_CreateObject();
+	const cJSON *sw, *n;
+	const char *const eligible[] = {"eligible", NULL};
+	const char *const ok[] = {"ok", NULL};
+
+	if (!h)
+		return;
+	(void)sw_health(be, h);
+	sw = cJSON_GetObjectItemCaseSensitive(h, "swarm");
+	n = cJSON_GetObjectItemCaseSensitive(sw, "sandbox_nodes");
+	if (cJSON_IsNumber(n))
+		emit(ctx, eligible, n->valuedouble);
+	n = cJSON_GetObjectItemCaseSensitive(sw, "sandbox_nodes_ok");
+	if (cJSON_IsNumber(n))
+		emit(ctx, ok, n->valuedouble);
+	cJSON_Delete(h);
+}
+
+static void sw_stats(struct backend *base, struct stats *s)
+{
+	static const char *const state[] = {"state", NULL};
+
+	stats_gauge_fn(s, "mcpsd_swarm_sandbox_nodes",
+	               "Swarm sandbox nodes: eligible by "
+	               "SWARM_CONSTRAINTS, and passing the node check",
+	               state, sw_read_nodes, base);
+}
+
+static const char *sw_lacks(unsigned feature)
+{
+	if (feature & BACKEND_CAN_NETWORK)
+		return "sandbox nodes run their engine with --bridge=none, so "
+		       "tasks have no network";
+	if (feature & BACKEND_CAN_PACKAGES)
+		return "its sandbox nodes have no network";
+	if (feature & BACKEND_CAN_WARM)
+		return "a service has no lasting stream to its task";
+	if (feature & BACKEND_CAN_HOST_MOUNTS)
+		return "its sandbox nodes may be other hosts";
+	if (feature & BACKEND_CAN_STDIN)
+		return "a service has no stdin (it is a file of the run)";
+	return NULL;
+}
+
 static void sw_destroy(struct backend *base)
 {
 	struct sw_backend *be = sw_of(base);
@@ -800,15 +851,19 @@ static void sw_destroy(struct backend *base)
 	free(be);
 }
 
-static const struct backend_impl sw_impl = {
+const struct backend_impl backend_swarm_impl = {
     .name = "swarm",
-    .features = 0,
+    .features = BACKEND_CAN_REPLICAS,
+    .configure = swarm_spec_configure,
+    .create = backend_swarm_create,
+    .lacks = sw_lacks,
     .destroy = sw_destroy,
     .images = sw_images,
     .reap = sw_reap,
     .sweep_own = sw_sweep_own,
     .health = sw_health,
     .ping = sw_ping,
+    .stats = sw_stats,
     .box_create = sw_box_create,
     .box_attach = swarm_box_attach,
     .box_start = sw_box_start,
@@ -830,12 +885,12 @@ int backend_swarm_create(const struct config *cfg, const char *boot,
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	be->base.impl = &sw_impl;
+	be->base.impl = &backend_swarm_impl;
 	be->cfg = cfg;
 	snprintf(be->boot, sizeof(be->boot), "%s", boot);
 	pthread_mutex_init(&be->lock, NULL);
 	mono_cond_init(&be->cond);
-	rc = docker_create(cfg->docker_host, cfg->docker_timeout_s, &be->docker,
+	rc = docker_create(cfg->docker_host, cfg->engine_timeout_s, &be->docker,
 	                   err, errlen);
 	if (rc < 0)
 		goto fail;

@@ -27,8 +27,10 @@
  *                 (the in-task watchdog's) has passed on a node that was
  *                 lost, then checks that no task is left
  * There is no stdin stream (one-off runs pass stdin as a file of the code
- * directory) and no warm box. A worker marked down mid-run ends the run
- * with an error naming the node.
+ * directory), no warm box, no network (and so no packages): of
+ * backend.h's capabilities it has BACKEND_CAN_REPLICAS only. A worker
+ * marked down mid-run ends the run with an error naming the node. Its
+ * settings are checked by swarm_spec_configure.
  *
  * Every service carries the labels of backend_docker (managed, owner,
  * boot, deadline); reaping removes those of an earlier boot of this
@@ -44,6 +46,9 @@
 
 #include "backend/backend.h"
 #include "config/config.h"
+
+/* The backend's table, for the registry (backend.c): "swarm". */
+extern const struct backend_impl backend_swarm_impl;
 
 /*
  * Creates the backend: a Docker client of cfg->docker_host (a manager),

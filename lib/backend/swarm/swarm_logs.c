@@ -102,7 +102,7 @@ static int sw_stream_final(struct sw_stream *s, char *err, size_t errlen)
 {
 	struct docker_attach *a = NULL;
 	long long end =
-	    mono_ms() + (long long)s->b->be->cfg->docker_timeout_s * 1000;
+	    mono_ms() + (long long)s->b->be->cfg->engine_timeout_s * 1000;
 	char path[160];
 	int rc;
 
@@ -246,7 +246,7 @@ static ssize_t sw_stream_write(struct box_stream *base, const void *p, size_t n)
 	(void)base;
 	(void)p;
 	(void)n;
-	return -EPIPE; /* stdin is a file (BACKEND_STDIN is not set) */
+	return -EPIPE; /* stdin is a file (BACKEND_CAN_STDIN is not set) */
 }
 
 static void sw_stream_close_write(struct box_stream *base)

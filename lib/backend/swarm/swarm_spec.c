@@ -5,6 +5,7 @@
  */
 #include "backend/swarm/swarm_spec.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 
 #include <openssl/evp.h>
 
+#include "util/errmsg.h"
 #include "util/hex.h"
 #include "util/jsonx.h"
 
@@ -255,9 +257,9 @@ static bool add_placement(cJSON *tt, const struct config *cfg)
 
 	if (!a)
 		return false;
-	while (config_constraint_next(&s, &c, &n)) {
+	while (swarm_constraint_next(&s, &c, &n)) {
 		if (n >= sizeof(one))
-			return false; /* never dropped: config refuses it */
+			return false; /* never dropped: configure refuses it */
 		if (!n)
 			continue;
 		memcpy(one, c, n);
@@ -372,5 +374,76 @@ int swarm_spec_verify(const cJSON *sent, const cJSON *got, char *err,
 		         "service; refusing to run code with network access");
 		return -EPERM;
 	}
+	return 0;
+}
+
+/* ---- the settings ------------------------------------------------------- */
+
+bool swarm_constraint_next(const char **s, const char **start, size_t *len)
+{
+	const char *p = *s;
+	size_t n, b = 0, e;
+
+	if (!*p)
+		return false;
+	n = strcspn(p, ";");
+	e = n;
+	while (b < e && p[b] == ' ')
+		b++;
+	while (e > b && p[e - 1] == ' ')
+		e--;
+	*start = p + b;
+	*len = e - b;
+	*s = p + n + (p[n] == ';');
+	return true;
+}
+
+/* At least one constraint, none of SWARM_CONSTRAINT_MAX bytes or more. */
+static int swarm_constraints_check(const char *s)
+{
+	const char *c;
+	size_t n;
+	unsigned n_ok = 0;
+
+	while (swarm_constraint_next(&s, &c, &n)) {
+		if (n >= SWARM_CONSTRAINT_MAX)
+			return -EINVAL;
+		n_ok += n > 0;
+	}
+	return n_ok ? 0 : -EINVAL;
+}
+
+int swarm_spec_configure(const struct config *cfg, bool chosen, char *err,
+                         size_t errlen)
+{
+	const char *p = cfg->swarm_constraints ? cfg->swarm_constraints : "";
+
+	for (const char *q = p; *q; q++) {
+		if (!(isalnum((unsigned char)*q) || strchr("._-=!; ", *q)))
+			return errmsg_fail(
+			    -EINVAL, err, errlen,
+			    "SWARM_CONSTRAINTS='%s' must be Swarm "
+			    "placement constraints separated by ';', e.g. "
+			    "SWARM_CONSTRAINTS=node.labels.mcp-sandboxd."
+			    "sandbox==true",
+			    p);
+	}
+	if (!chosen)
+		return 0;
+	if (cfg->runtime && cfg->runtime[0])
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "SANDBOX_RUNTIME cannot be chosen per service on a Swarm "
+		    "(Docker 20.10); make it the sandbox nodes' default "
+		    "runtime in their daemon.json and leave SANDBOX_RUNTIME "
+		    "empty");
+	if (swarm_constraints_check(p) < 0)
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "SWARM_CONSTRAINTS needs at least one placement "
+		    "constraint, each under %d characters (without one, runs "
+		    "could land on any node, managers included), e.g. "
+		    "SWARM_CONSTRAINTS=node.labels.mcp-sandboxd.sandbox==true",
+		    SWARM_CONSTRAINT_MAX);
 	return 0;
 }

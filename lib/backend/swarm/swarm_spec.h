@@ -11,7 +11,8 @@
  * runs first: it checks what a service cannot carry and the sandbox node's
  * engine must supply (no-new-privileges, seccomp, no capabilities, no swap,
  * no network but lo) and refuses to start the code when one is missing,
- * then runs the code with its stdin from a file.
+ * then runs the code with its stdin from a file. Also the backend's own
+ * configuration check (SWARM_CONSTRAINTS, and what a service cannot carry).
  *
  * Threads: pure functions, thread-safe.
  */
@@ -28,6 +29,7 @@
 #include "config/config.h"
 
 #define SWARM_NAME_MAX 64
+#define SWARM_CONSTRAINT_MAX 256 /* bytes of one placement constraint */
 /* What the preamble writes to stderr before its exit status when a node
  * lacks a setting: the prefix, then the missing settings. */
 #define SWARM_CHECK_MARK "mcp-sandboxd-node-check:"
@@ -70,5 +72,23 @@ __attribute__((warn_unused_result)) int swarm_spec_verify(const cJSON *sent,
 
 /* The shell preamble (static), for tests. */
 const char *swarm_spec_preamble(void);
+
+/*
+ * The Swarm backend's configure hook (backend.h): SWARM_CONSTRAINTS holds
+ * only the characters of placement constraints, always; when the backend
+ * is chosen, at least one constraint, each under SWARM_CONSTRAINT_MAX
+ * bytes, and no SANDBOX_RUNTIME (a service cannot choose one). 0 or
+ * -EINVAL with a message that gives an example.
+ */
+__attribute__((warn_unused_result)) int
+swarm_spec_configure(const struct config *cfg, bool chosen, char *err,
+                     size_t errlen);
+
+/*
+ * Steps through SWARM_CONSTRAINTS (';'-separated): the next part, spaces
+ * trimmed, at *start with *len bytes (0 for an empty part), and advances
+ * *s. false at the end.
+ */
+bool swarm_constraint_next(const char **s, const char **start, size_t *len);
 
 #endif

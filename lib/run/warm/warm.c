@@ -1146,7 +1146,6 @@ void warm_destroy(struct warm *w)
 		warm_marker_put(w, n->key, true, n->reason);
 		free(n);
 	}
-	warm_context_finish(&w->env);
 	pthread_mutex_destroy(&w->lock);
 	free(w);
 }

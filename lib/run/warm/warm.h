@@ -6,8 +6,8 @@
  * survive), or as a fresh process for other languages (no box start). A
  * small pool of pre-started boxes per language (Python's with numpy,
  * pandas and matplotlib imported) makes a conversation's first call warm
- * too: a pool box is claimed by exactly one conversation, its workspace is
- * bind-mounted into it from the host, and it never returns to the pool.
+ * too: a pool box is claimed by exactly one conversation, the backend
+ * hands it its workspace (box_hand_over), and it never returns to the pool.
  *
  * Limits: an idle session ends after SANDBOX_WARM_IDLE_SECONDS, every
  * session after SANDBOX_WARM_MAX_SECONDS (a label the reaper enforces even
@@ -47,12 +47,13 @@ struct warm;
 struct budget;
 
 /*
- * Creates the manager: installs the agent under SANDBOX_ROOT/agent,
- * prepares SANDBOX_ROOT/pool as a shared mount (the pool is disabled, with
- * a log line saying why, when that is not possible), removes what an
- * earlier boot left there and notes its live sessions as ended by a daemon
- * restart. be is borrowed and must outlive it. Caller owns; free with
- * warm_destroy. -errno with a message for a person in err.
+ * Creates the manager: installs the agent under SANDBOX_ROOT/agent, has
+ * the backend ready its hand-over of workspaces to pool boxes
+ * (backend_handover_prepare: the pool is disabled, with a log line saying
+ * why, when that is not possible) and notes an earlier boot's live
+ * sessions as ended by a daemon restart. be is borrowed and must outlive it.
+ * Caller owns; free with warm_destroy. -errno with a message for a person in
+ * err.
  */
 __attribute__((warn_unused_result)) int
 warm_create(const struct config *cfg, struct backend *be, const char *boot,

@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -164,12 +163,7 @@ int warm_context_init(struct warm_context *env, const struct config *cfg,
 	                     cfg->sandbox_root) >= sizeof(env->runs_dir) - 64 ||
 	    (size_t)snprintf(env->runs_host_dir, sizeof(env->runs_host_dir),
 	                     "%s/runs",
-	                     host) >= sizeof(env->runs_host_dir) - 64 ||
-	    (size_t)snprintf(env->pool_dir, sizeof(env->pool_dir), "%s/pool",
-	                     cfg->sandbox_root) >= sizeof(env->pool_dir) - 64 ||
-	    (size_t)snprintf(env->pool_host_dir, sizeof(env->pool_host_dir),
-	                     "%s/pool",
-	                     host) >= sizeof(env->pool_host_dir) - 64)
+	                     host) >= sizeof(env->runs_host_dir) - 64)
 		return errmsg_fail(-ENAMETOOLONG, err, errlen,
 		                   "SANDBOX_ROOT is too long");
 	if (mkdir(env->runs_dir, 0700) < 0 && errno != EEXIST)
@@ -179,60 +173,11 @@ int warm_context_init(struct warm_context *env, const struct config *cfg,
 	return rc < 0 ? rc : warm_agent_ensure(env, err, errlen);
 }
 
-void warm_context_finish(struct warm_context *env)
-{
-	if (env->pool_mounted && umount2(env->pool_dir, MNT_DETACH) < 0)
-		log_warn("unmounting %s", env->pool_dir);
-	env->pool_mounted = false;
-}
-
-/* ---- the pool directory ------------------------------------------------- */
-
-/* Unmounts and removes pool/<id> directories an earlier boot left. */
-static void warm_pool_sweep(struct warm_context *env)
-{
-	DIR *d = opendir(env->pool_dir);
-	struct dirent *e;
-	char path[PATH_MAX];
-
-	if (!d)
-		return;
-	while ((e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		if ((size_t)snprintf(path, sizeof(path), "%s/%s", env->pool_dir,
-		                     e->d_name) >= sizeof(path))
-			continue;
-		/* Possibly a workspace mounted there: never delete into it. */
-		while (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
-			;
-		if (rmdir(path) < 0 && errno != ENOENT)
-			log_warn("removing %s", path);
-	}
-	closedir(d);
-}
+/* ---- the pool ---------------------------------------------------------- */
 
 int warm_pool_prepare(struct warm_context *env, char *err, size_t errlen)
 {
-	if (mkdir(env->pool_dir, 0711) < 0 && errno != EEXIST)
-		return errmsg_fail(-errno, err, errlen, "cannot create %s: %s",
-		                   env->pool_dir, strerror(errno));
-	warm_pool_sweep(env);
-	/* An earlier boot's shared mount is fine; a fresh one is made. */
-	while (umount2(env->pool_dir, MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
-		;
-	if (mount(env->pool_dir, env->pool_dir, NULL, MS_BIND, NULL) < 0)
-		return errmsg_fail(-errno, err, errlen,
-		                   "cannot bind-mount %s on itself: %s (the "
-		                   "daemon needs CAP_SYS_ADMIN, as for loop "
-		                   "quotas)",
-		                   env->pool_dir, strerror(errno));
-	env->pool_mounted = true;
-	if (mount(NULL, env->pool_dir, NULL, MS_SHARED, NULL) < 0)
-		return errmsg_fail(-errno, err, errlen,
-		                   "cannot make %s a shared mount: %s",
-		                   env->pool_dir, strerror(errno));
-	return 0;
+	return backend_handover_prepare(env->be, err, errlen);
 }
 
 /* ---- starting and claiming ---------------------------------------------- */
@@ -319,7 +264,7 @@ int warm_box_start(const struct warm_context *env,
 	const char *envv[] = {"HOME=/tmp", "LANG=C.UTF-8",
 	                      "MCPSD_PYTHON_PACKAGES=" PACKAGES_PYTHON_SITE};
 	bool pip = cfg->packages && strcmp(img->packages, "pip") == 0;
-	char pool_host[PATH_MAX], tenant_fp[13], name[32];
+	char tenant_fp[13], name[32];
 	long long t0 = mono_ms();
 	int rc;
 
@@ -406,22 +351,8 @@ int warm_box_start(const struct warm_context *env,
 		bs.mounts[bs.n_mounts++] = (struct box_mount){
 		    req->workspace_host_path, "/data", false, false};
 	} else {
-		if ((size_t)snprintf(b->mnt, sizeof(b->mnt), "%s/%s",
-		                     env->pool_dir, b->id) >= sizeof(b->mnt) ||
-		    (size_t)snprintf(pool_host, sizeof(pool_host), "%s/%s",
-		                     env->pool_host_dir,
-		                     b->id) >= sizeof(pool_host))
-			rc = -ENAMETOOLONG;
-		else /* root's and empty until claimed: nothing lands there */
-			rc = warm_mkdir(b->mnt, 0755);
-		if (rc < 0) {
-			errmsg_set(err, errlen, "cannot create %s: %s", b->mnt,
-			           strerror(-rc));
-			b->mnt[0] = '\0';
-			goto fail;
-		}
-		bs.mounts[bs.n_mounts++] =
-		    (struct box_mount){pool_host, "/data", false, true};
+		/* Empty until claimed: warm_box_claim hands it over. */
+		bs.handover = "/data";
 	}
 	bs.mounts[bs.n_mounts++] =
 	    (struct box_mount){b->host_dir, "/sandbox", true, false};
@@ -429,7 +360,7 @@ int warm_box_start(const struct warm_context *env,
 	    (struct box_mount){env->agent_host_dir, AGENT_MOUNT, true, false};
 	rc = box_create(env->be, &bs, &b->box, err, errlen);
 	if (rc == 0)
-		rc = box_attach(b->box, &b->stream, err, errlen);
+		rc = box_channel(b->box, &b->stream, err, errlen);
 	if (rc == 0)
 		rc = box_start(b->box, err, errlen);
 	b->started_ms = t0;
@@ -475,7 +406,6 @@ static int warm_dir_check(const struct warm_box *b)
 
 bool warm_box_intact(const struct warm_box *b, char *detail, size_t len)
 {
-	struct stat sb;
 	int rc = warm_dir_check(b);
 
 	if (rc < 0) {
@@ -483,12 +413,7 @@ bool warm_box_intact(const struct warm_box *b, char *detail, size_t len)
 		         rc == -ENOENT ? "removed" : "replaced");
 		return false;
 	}
-	if (!b->key[0] && b->mnt[0] &&
-	    (lstat(b->mnt, &sb) < 0 || !S_ISDIR(sb.st_mode))) {
-		snprintf(detail, len, "its mount point %s was removed", b->mnt);
-		return false;
-	}
-	return true;
+	return !b->box || box_intact(b->box, detail, len);
 }
 
 int warm_box_claim(const struct warm_context *env, struct warm_box *b,
@@ -496,7 +421,7 @@ int warm_box_claim(const struct warm_context *env, struct warm_box *b,
                    size_t errlen)
 {
 	unsigned char rec[64];
-	char src[64], what[PATH_MAX + 64];
+	char what[PATH_MAX + 64];
 	size_t off = 0;
 	struct warm_io io = {.b = b};
 	int rc;
@@ -512,15 +437,9 @@ int warm_box_claim(const struct warm_context *env, struct warm_box *b,
 	                            req->workspace_name, &b->hold);
 	if (rc < 0)
 		return errmsg_fail(rc, err, errlen, "the workspace is gone");
-	/* The handle's directory, whatever mount it lives on. */
-	snprintf(src, sizeof(src), "/proc/self/fd/%d",
-	         workspace_dirfd(b->hold));
-	if (mount(src, b->mnt, NULL, MS_BIND, NULL) < 0)
-		return errmsg_fail(-errno, err, errlen,
-		                   "cannot mount the workspace into the box: "
-		                   "%s",
-		                   strerror(errno));
-	b->mnt_bound = true;
+	rc = box_hand_over(b->box, workspace_dirfd(b->hold), err, errlen);
+	if (rc < 0)
+		return rc;
 	snprintf(b->key, sizeof(b->key), "%s", key);
 	if (agentframe_tlv_put(rec, sizeof(rec), &off, 'c', "/data", 5) < 0)
 		return errmsg_fail(-ENOSPC, err, errlen, "claim too large");
@@ -584,14 +503,10 @@ void warm_box_destroy(const struct warm_context *env, struct warm_box *b)
 	 * mounted anywhere but where the workspace manager knows.
 	 */
 	if (b->box && box_signal(b->box, "KILL", err, sizeof(err)) == 0 &&
-	    box_wait(b->box, env->cfg->docker_timeout_s * 1000u, err,
+	    box_wait(b->box, env->cfg->engine_timeout_s * 1000u, err,
 	             sizeof(err)) < 0)
 		log_warnx("box %s did not stop: %s", b->box->id, err);
 	box_release(b->box);
-	if (b->mnt_bound && umount2(b->mnt, MNT_DETACH) < 0)
-		log_warn("unmounting %s", b->mnt);
-	if (b->mnt[0] && rmdir(b->mnt) < 0 && errno != ENOENT)
-		log_warn("removing %s", b->mnt);
 	if (b->dir_fd >= 0) {
 		/* Through the held descriptor: the path may name another
 		 * directory by now (warm_box_intact). */

@@ -2,8 +2,10 @@
 /*
  * warm_agent: one warm box and the daemon's side of the agent protocol
  * (docs/agent-protocol.md): installing the agent, starting a box with it,
- * claiming a pool box for a conversation (bind-mounting its workspace from
- * the host), and driving one call: exec, output, interrupt, kill. The
+ * claiming a pool box for a conversation (the backend hands the box its
+ * workspace: box_hand_over), and driving one call: exec, output,
+ * interrupt, kill. The agent speaks over the box's lasting channel
+ * (box_channel). The
  * table of boxes, the pool and their limits are warm.c's; this file knows
  * one box at a time.
  *
@@ -43,9 +45,6 @@ struct warm_context {
 	char agent_host_dir[PATH_MAX]; /* ... as the engine's host sees it */
 	char runs_dir[PATH_MAX];       /* SANDBOX_ROOT/runs */
 	char runs_host_dir[PATH_MAX];  /* ... as the engine's host sees it */
-	char pool_dir[PATH_MAX];       /* SANDBOX_ROOT/pool */
-	char pool_host_dir[PATH_MAX];
-	bool pool_mounted; /* pool_dir is our shared bind mount */
 };
 
 struct warm_box {
@@ -60,8 +59,6 @@ struct warm_box {
 	char dir[PATH_MAX];      /* runs/w-<id>, mounted at /sandbox */
 	int dir_fd;              /* dir, held (oneoff_dir_hold), or -1 */
 	char host_dir[PATH_MAX]; /* ... as the engine's host sees it */
-	char mnt[PATH_MAX];      /* pool/<id>, /data of a pool box, or "" */
-	bool mnt_bound;          /* a workspace is mounted on mnt */
 	struct workspace *hold;  /* keeps the workspace open and mounted */
 	bool kernel;             /* the language keeps state (Python) */
 	bool ready;              /* the agent can take an exec */
@@ -95,21 +92,18 @@ struct warm_box {
 
 /*
  * Fills env: writes the embedded agent and kernel into
- * SANDBOX_ROOT/agent/<hash>/ (once per content), the run and pool
- * directories. -errno with a message for a person.
+ * SANDBOX_ROOT/agent/<hash>/ (once per content), the run directory.
+ * -errno with a message for a person.
  */
 __attribute__((warn_unused_result)) int
 warm_context_init(struct warm_context *env, const struct config *cfg,
                   struct backend *be, const char *boot, char *err,
                   size_t errlen);
 
-/* Unmounts the pool directory if we mounted it. */
-void warm_context_finish(struct warm_context *env);
-
 /*
- * Makes SANDBOX_ROOT/pool a shared mount (so a workspace mounted below it
- * later appears in a pool box) after unmounting and removing what an
- * earlier boot left. -errno with why in err (the pool is then off).
+ * Readies the backend to hand pool boxes their workspace later
+ * (backend_handover_prepare). -errno with why in err (the pool is then
+ * off).
  */
 __attribute__((warn_unused_result)) int
 warm_pool_prepare(struct warm_context *env, char *err, size_t errlen);
@@ -129,8 +123,9 @@ warm_box_start(const struct warm_context *env, const struct catalog_image *img,
                struct warm_box **out, char *err, size_t errlen);
 
 /*
- * Gives a pool box to the conversation of req: mounts its workspace on the
- * box's /data from the host and tells the agent to change to it.
+ * Gives a pool box to the conversation of req: the backend hands the box
+ * its workspace at /data (box_hand_over) and the agent is told to change
+ * to it.
  */
 __attribute__((warn_unused_result)) int
 warm_box_claim(const struct warm_context *env, struct warm_box *b,
@@ -159,13 +154,14 @@ bool warm_box_alive(const struct warm_context *env, struct warm_box *b);
 
 /*
  * Whether the host side of b is whole: its code directory is still the one
- * mounted at /sandbox, and an unclaimed pool box's mount point is there
- * (what the agent and container do is warm_box_poll's). Cheap (no engine
+ * mounted at /sandbox, and what the backend keeps for it is (box_intact:
+ * an unclaimed pool box's mount point; what the agent and container do is
+ * warm_box_poll's). Cheap (no engine
  * call, no wait); when false, detail says what is damaged.
  */
 bool warm_box_intact(const struct warm_box *b, char *detail, size_t len);
 
-/* Stops and removes the box, unmounts and releases all it holds. */
+/* Stops and removes the box and releases all it holds. */
 void warm_box_destroy(const struct warm_context *env, struct warm_box *b);
 
 #endif
