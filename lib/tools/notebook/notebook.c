@@ -393,7 +393,7 @@ char *notebook_render(const cJSON *records, const char *conversation_id,
 	own = cJSON_AddObjectToObject(md, "mcp-sandboxd");
 	cJSON_AddStringToObject(own, "conversationId", conversation_id);
 	cells = cJSON_AddArrayToObject(nb, "cells");
-	cJSON_ArrayForEach (rec, records)
+	for (rec = records ? records->child : NULL; rec; rec = rec->next)
 		cJSON_AddItemToArray(cells, notebook_cell(rec, i++, python));
 	text = cJSON_Print(nb);
 	cJSON_Delete(nb);
