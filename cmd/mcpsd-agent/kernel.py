@@ -490,6 +490,30 @@ def _state_path(d, run):
     return os.path.join(d, "run-%d.state" % run)
 
 
+def _never_saved(value):
+    """The words for a value that is never saved even when dill could
+    pickle it (dill 0.4 pickles a Thread, whose copy then failed to load
+    with a RecursionError on Python 3.13; a copy of an open file, socket or
+    thread would not be the live thing anyway), or None."""
+    threading = sys.modules.get("threading")
+    socket = sys.modules.get("socket")
+    kinds = [(io.IOBase, "an open file"), (types.GeneratorType, "a generator"),
+             (types.CoroutineType, "a coroutine"),
+             (types.AsyncGeneratorType, "an async generator"),
+             (types.FrameType, "a frame")]
+    if socket is not None:
+        kinds.append((socket.socket, "a socket"))
+    if threading is not None:
+        kinds.append((threading.Thread, "a thread"))
+    for cls, words in kinds:
+        try:
+            if isinstance(value, cls):
+                return words
+        except Exception:
+            pass
+    return None
+
+
 def _why_unsaved(value, e):
     """Why a value cannot be saved, in words."""
     threading = sys.modules.get("threading")
@@ -532,8 +556,14 @@ def _save(dill, d, run):
             continue
         if isinstance(value, types.ModuleType):
             imports[name] = value.__name__
-        else:
+            continue
+        never = _never_saved(value)
+        if never is None:
             data[name] = value
+        elif len(unsaved) < STATE_REPORT_NAMES:
+            _note(unsaved, name, never)
+        else:
+            more += 1
     os.makedirs(d, exist_ok=True)
     tmp = os.path.join(d, ".run-%d.tmp-%d" % (run, os.getpid()))
     try:
