@@ -239,7 +239,7 @@ if pid=$(running_pid); then
 	fi
 	reasons=$(printf '%s; ' "${why[@]}")
 	msg "restarting the running instance (pid $pid): ${reasons%; }"
-	msg "a restart ends every warm session: Python variables, imports and loaded data are lost (each conversation's next run says so); files in /data are kept; calls under way get up to $DRAIN_S s to finish, and clients reconnect by themselves"
+	msg "a restart ends every warm session: Python's variables, imports and data come back from each conversation's last save (its next run says restored; with SANDBOX_STATE=false they are lost); files in /data are kept; calls under way get up to $DRAIN_S s to finish, and clients reconnect by themselves"
 	stop_running
 fi
 

@@ -23,7 +23,7 @@
 	"Unique to one chat: omit it on the chat's first call, then pass "     \
 	"the id the result returns"
 #define TOOLS_CONV_KNOWN_DESCRIPTION                                           \
-	"As run_code or upload_file returned it"
+	"Unique to one chat, as run_code returned it"
 
 /*
  * {"bytesUsed", "bytesQuota", "files", "filesQuota", "enforced", "over"}

@@ -339,6 +339,7 @@ struct listed {
 struct listing {
 	struct listed *v;
 	size_t n, cap;
+	bool own; /* asked for /data/.mcp: the daemon's listed files too */
 	cJSON *skipped; /* array */
 	size_t n_skipped;
 };
@@ -364,9 +365,14 @@ static int list_visit(void *data, const struct fstree_entry *e)
 	 * What the daemon keeps in /data for itself (workspace.h): its
 	 * directories only when asked for by path, its files never.
 	 */
-	if (workspace_own_path(e->rel, S_ISDIR(e->st->st_mode)) ==
-	    WORKSPACE_OWN_HIDDEN)
+	enum workspace_own own =
+	    workspace_own_path(e->rel, S_ISDIR(e->st->st_mode));
+
+	if (own == WORKSPACE_OWN_HIDDEN)
 		return S_ISDIR(e->st->st_mode) ? FSTREE_WALK_SKIP : 0;
+	/* The notebook: its link is in the results; listed when asked for. */
+	if (own == WORKSPACE_OWN_LISTED && !l->own)
+		return 0;
 	if (S_ISDIR(e->st->st_mode))
 		return 0;
 	if (!S_ISREG(e->st->st_mode)) {
@@ -599,6 +605,7 @@ cJSON *tools_files_list(struct workspace_mgr *mgr, const char *tenant,
 		return empty_listing(conv);
 	if (r < 0)
 		return res;
+	l.own = strcmp(dir, ".mcp") == 0 || strncmp(dir, ".mcp/", 5) == 0;
 	l.skipped = cJSON_CreateArray();
 	if (!l.skipped)
 		goto out;

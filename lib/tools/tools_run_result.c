@@ -256,8 +256,9 @@ static int tools_run_describe_warm(struct buf *b, const struct config *cfg)
 	tools_run_size(out, cfg->output_max_bytes);
 	return buf_printf(
 	    b,
-	    "Run code in an isolated Linux sandbox. Each conversation keeps a "
-	    "warm session per language: Python keeps "
+	    "Run code in an isolated Linux sandbox. A conversationId is "
+	    "unique to one chat; each keeps a warm session per language: "
+	    "Python keeps "
 	    "variables, imports and loaded data between calls, shows a final "
 	    "expression's value like a notebook cell and returns open "
 	    "matplotlib figures as PNG; other languages run as a fresh "

@@ -270,8 +270,10 @@ workspace_write_file(struct workspace *ws, const char *rel, const void *data,
  *                         .mcp/view (the run viewer's tables), .mcp/value.json
  *                         (the frame kernel.py saves for the viewer),
  *                         .mcp/state (durable sessions' saved states)
- *   WORKSPACE_OWN_LISTED  listed (a person downloads it), but never one of a
- *                         run's files: .mcp/notebook.ipynb (tools/notebook/)
+ *   WORKSPACE_OWN_LISTED  a file a person downloads (the results link it once
+ *                         per conversation, /files/ serves it), listed when
+ *                         list_files is asked for .mcp, never one of a run's
+ *                         files: .mcp/notebook.ipynb (tools/notebook/)
  *   WORKSPACE_OWN_NONE    anything else: the conversation's files
  */
 enum workspace_own {

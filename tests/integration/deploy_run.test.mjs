@@ -132,19 +132,20 @@ describe('deploy/run.sh run again', () => {
     assert.equal(again.sc.session?.state, 'continued');
   });
 
-  test('a changed .env restarts it and says that warm sessions end', T, async () => {
+  test('a changed .env restarts it, says that warm sessions end, and Python\'s state comes back from its save', T, async () => {
     const pid = pidOf();
     appendFileSync(path.join(dir, '.env'), 'MCP_LOG_LEVEL=debug\n');
     const r = await runSh(dir, ['--detach', '--no-images']);
     assert.equal(r.code, 0, r.out);
     assert.match(r.out, new RegExp(`restarting the running instance \\(pid ${pid}\\): .*\\.env changed`), r.out);
-    assert.match(r.out, /a restart ends every warm session/, r.out);
+    assert.match(r.out, /a restart ends every warm session: Python's variables, imports and data come back from each conversation's last save/, r.out);
     assert.notEqual(pidOf(), pid, 'a new process');
 
     await client.close().catch(() => {});
     client = await connectHttp({ url: `${base()}/mcp`, token });
     const after = await runCode(client, { conversationId: 'keep', language: 'python', code: "print('x' in globals())" });
-    assert.equal(after.sc?.stdout, 'False\n', after.text);
+    assert.equal(after.sc?.stdout, 'True\n', after.text);
+    assert.equal(after.sc.session?.state, 'restored', after.text);
   });
 
   test('--restart restarts it though nothing changed; --stop stops it', T, async () => {

@@ -149,15 +149,18 @@ describe('the conversation as a notebook', () => {
     assert.equal(ran.cells[3].stdout, 'typescript says 42\n', 'the TypeScript cell is skipped and keeps its output');
   });
 
-  test('the notebook is listed; the frame kept for the viewer is not', async () => {
+  test('the notebook is listed under .mcp; the frame kept for the viewer is not', async () => {
     const conv = `nb-list-${randomBytes(4).toString('hex')}`;
     const r = await py(d.client, conv, "import pandas as pd\npd.DataFrame({'a': [1, 2]})", {}, RUN);
     assert.equal(r.sc.status, 'completed', r.text);
-    // The notebook is a file a person downloads: listed, unlike the frame
-    // the kernel keeps in /data/.mcp for the viewer (until the next run).
+    // The notebook is a file a person downloads: the first result links it,
+    // and list_files shows it when asked for .mcp (a plain listing is the
+    // conversation's own files: no daemon file grows every listing), unlike
+    // the frame the kernel keeps in /data/.mcp for the viewer.
     const listed = await listNames(conv);
-    assert.ok(listed.includes('.mcp/notebook.ipynb'), listed.join(', '));
-    assert.deepEqual(listed.filter((n) => n.startsWith('.mcp/value.json')), [], listed.join(', '));
+    assert.ok(!listed.includes('.mcp/notebook.ipynb'), listed.join(', '));
+    assert.deepEqual(listed.filter((n) => n.startsWith('.mcp/')), [], listed.join(', '));
+    assert.ok((await listNames(conv, '.mcp')).includes('.mcp/notebook.ipynb'), 'listed under .mcp');
     assert.deepEqual((await listNames(conv, '.mcp')).filter((n) => /value\.json/.test(n)), [], 'not even under /data/.mcp');
     const frame = await py(d.client, conv, "import os\nprint(os.path.getsize('/data/.mcp/value.json') > 0)", {}, RUN);
     assert.equal(frame.sc.stdout, 'True\n', 'yet the frame is there');

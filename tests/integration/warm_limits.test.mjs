@@ -277,8 +277,7 @@ describe('the daemon killed with SIGKILL and restarted on the same SANDBOX_ROOT'
       assert.equal(r4.sc.session.from_pool, true, JSON.stringify(r4.sc.session));
       assert.equal(r4.sc.stdout, "['mine.txt']\n");
       const l = await callTool(d2.client, 'list_files', { conversationId: n });
-      // Beside its own file, only the notebook the daemon keeps of it.
-      assert.deepEqual(l.sc.files.map((x) => x.name), ['.mcp/notebook.ipynb', 'mine.txt']);
+      assert.deepEqual(l.sc.files.map((x) => x.name), ['mine.txt']);
     } finally {
       await restartCleanup(d1, d2, root, instance);
     }
