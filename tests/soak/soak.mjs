@@ -259,7 +259,8 @@ async function leftovers(d) {
     const strayRuns = runs.filter((n) => !(n.startsWith('w-') && ids.has(n.slice(2))));
     if (strayRuns.length) problems.push(`runs/ entries of no live box: ${strayRuns.join(', ')}`);
     const pool = ls(path.join(d.root, 'pool'));
-    const strayPool = pool.filter((n) => !ids.has(n));
+    // A pool box's mount point is pool/<its name>, mcpsd-w-<id>.
+    const strayPool = pool.filter((n) => !(n.startsWith('mcpsd-w-') && ids.has(n.slice('mcpsd-w-'.length))));
     if (strayPool.length) problems.push(`pool/ entries of no live box: ${strayPool.join(', ')}`);
     for (const sub of ['workspaces', 'meta', 'images']) {
       const left = ls(path.join(d.root, sub));
