@@ -129,11 +129,13 @@ describe('the run viewer as an MCP App', () => {
     assert.match(await f.locator('#code').textContent(), /np.arange\(50000\)/);
     await page.screenshot({ path: path.join(LOG_DIR, 'app-viewer-table.png') });
     // The frame the view pages is kept in /data/.mcp/view/ for it: the
-    // model's file tools do not list it; the notebook they do.
+    // model's file tools do not list it; the notebook under .mcp they do.
     const listed = (await client.callTool({ name: 'list_files', arguments: { conversationId: conv } }))
       .structuredContent.files.map((x) => x.name);
     assert.deepEqual(listed.filter((n) => /^\.mcp\/(view\/|value\.json)/.test(n)), [], listed.join(', '));
-    assert.ok(listed.includes('.mcp/notebook.ipynb'), listed.join(', '));
+    const own = (await client.callTool({ name: 'list_files', arguments: { conversationId: conv, path: '.mcp' } }))
+      .structuredContent.files.map((x) => x.name);
+    assert.ok(own.includes('.mcp/notebook.ipynb'), own.join(', '));
     assert.equal(result.structuredContent.notebook_url, result._meta['mcp-sandboxd/view'].notebook_url);
   });
 
