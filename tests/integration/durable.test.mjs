@@ -19,7 +19,7 @@ import { rmSync } from 'node:fs';
 import { connectHttp, sleep } from './lib/daemon.mjs';
 import { faultsDir, umountBelow } from './lib/faults.mjs';
 import { callTool, describeRun, instanceName, removeContainersOf } from './lib/sandbox.mjs';
-import { SLOW, boxesOf, conv, expectSession, expectStatus, py, run, startWarm, stopWarm, until, waitWarm } from './lib/warm.mjs';
+import { SLOW, boxesOf, conv, expectSession, expectStatus, py, run, startWarm, stopWarm, testRunner, until, waitWarm } from './lib/warm.mjs';
 
 const T = 300_000 * SLOW;
 const STATE = { SANDBOX_STATE: 'true' };
@@ -163,27 +163,19 @@ describe('the state comes back after the session ended, side by side', { concurr
     // A Python runner of its own language (built FROM the Python runner
     // with labels only), rebuilt under the same tag during the test.
     const lang = 'pydurable';
-    const tag = `mcpsd-test/runner-${lang}:${process.pid}`;
-    const build = (gen) =>
-      execFileSync('docker', ['build', '-q', '-t', tag, '-'], {
-        input: `FROM mcp-sandboxd/runner-python:latest\nLABEL sandbox.language="${lang}" sandbox.aliases="" sandbox.priority="1" mcpsd.test.generation="${gen}"\n`,
-        encoding: 'utf8',
-      }).trim();
-    const ids = [];
+    const img = testRunner(lang, 'mcp-sandboxd/runner-python:latest');
+    const ids = img.ids;
     let d;
     try {
-      ids.push(build(1));
+      img.build(1);
       d = await startDurable({ name: 'durable-image' });
-      const runnerOf = async () => {
-        await sleep(2100); // past the rediscovery rate limit
-        return (await callTool(d.client, 'list_runners', {})).sc.runners.find((x) => x.language === lang);
-      };
+      const runnerOf = () => img.runnerOf(d);
       assert.equal((await runnerOf())?.image_id, ids[0], 'the test runner is discovered');
       const c = conv('d-image');
       const r1 = await run(d.client, c, lang, 'import json\nx = 41');
       expectStatus(r1, 'completed');
       assert.equal(r1.sc.session.stateful, true, 'a runner whose command is python3 keeps state');
-      ids.push(build(2));
+      img.build(2);
       assert.notEqual(ids[1], ids[0]);
       assert.equal((await runnerOf())?.image_id, ids[1], 'the rebuilt runner is discovered');
       const r2 = await run(d.client, c, lang, 'print(x + 1, json.dumps([1]))');
@@ -191,7 +183,7 @@ describe('the state comes back after the session ended, side by side', { concurr
       assert.equal(r2.sc.stdout, '42 [1]\n');
     } finally {
       if (d) await stopWarm(d);
-      for (const id of [tag, ...ids]) spawnSync('docker', ['image', 'rm', '-f', id], { stdio: 'ignore' });
+      img.remove();
     }
   });
 });

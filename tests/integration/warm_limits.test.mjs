@@ -17,7 +17,7 @@ import { sleep } from './lib/daemon.mjs';
 import { rmSync } from 'node:fs';
 import { faultsDir, umountBelow } from './lib/faults.mjs';
 import { callTool, containersOf, instanceName, removeContainersOf } from './lib/sandbox.mjs';
-import { SLOW, boxesOf, conv, expectSession, expectStatus, py, run, startRun, startWarm, stopWarm, until, waitPool, waitWarm } from './lib/warm.mjs';
+import { SLOW, boxesOf, conv, expectSession, expectStatus, py, run, startRun, startWarm, stopWarm, testRunner, until, waitPool, waitWarm } from './lib/warm.mjs';
 
 const T = 300_000 * SLOW;
 
@@ -325,21 +325,13 @@ describe('a runner image rebuilt under a live session', () => {
     // A runner of its own (a language no other test uses), built FROM the
     // Bash runner with labels only, then rebuilt under the same tag.
     const lang = 'updtest';
-    const tag = `mcpsd-test/runner-${lang}:${process.pid}`;
-    const build = (gen) =>
-      execFileSync('docker', ['build', '-q', '-t', tag, '-'], {
-        input: `FROM mcp-sandboxd/runner-bash:latest\nLABEL sandbox.language="${lang}" sandbox.aliases="" sandbox.priority="1" mcpsd.test.generation="${gen}"\n`,
-        encoding: 'utf8',
-      }).trim();
-    const ids = [];
+    const img = testRunner(lang, 'mcp-sandboxd/runner-bash:latest');
+    const ids = img.ids;
     let d;
     try {
-      ids.push(build(1));
+      img.build(1);
       d = await startWarm({ name: 'warm-image' });
-      const runnerOf = async () => {
-        await sleep(2100); // past the rediscovery rate limit
-        return (await callTool(d.client, 'list_runners', {})).sc.runners.find((x) => x.language === lang);
-      };
+      const runnerOf = () => img.runnerOf(d);
       assert.equal((await runnerOf())?.image_id, ids[0], 'the test runner is discovered');
       const c = conv('image');
       const r1 = await run(d.client, c, lang, 'echo one > /tmp/mark; echo ok');
@@ -349,7 +341,7 @@ describe('a runner image rebuilt under a live session', () => {
       expectSession(r2, 'continued');
       assert.equal(r2.sc.stdout, 'one\n', 'the same box: /tmp kept');
 
-      ids.push(build(2));
+      img.build(2);
       assert.notEqual(ids[1], ids[0], 'the rebuild made a new image');
       assert.equal((await runnerOf())?.image_id, ids[1], 'the rebuilt runner is discovered');
       const r3 = await run(d.client, c, lang, 'cat /tmp/mark 2>/dev/null || echo fresh');
@@ -361,7 +353,7 @@ describe('a runner image rebuilt under a live session', () => {
       expectSession(await run(d.client, c, lang, 'true'), 'continued');
     } finally {
       if (d) await stopWarm(d);
-      for (const id of [tag, ...ids]) spawnSync('docker', ['image', 'rm', '-f', id], { stdio: 'ignore' });
+      img.remove();
     }
   });
 });

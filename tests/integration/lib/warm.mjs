@@ -5,10 +5,11 @@
 // daemon as the engine lists them (by its unique instance label only), and
 // a teardown that checks nothing is left behind.
 import assert from 'node:assert/strict';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { sleep } from './daemon.mjs';
 import { umountBelow, mountsBelow } from './faults.mjs';
-import { containersOf, describeRun, removeContainersOf, runCode, startSandboxDaemon, waitNoContainers } from './sandbox.mjs';
+import { callTool, containersOf, describeRun, removeContainersOf, runCode, startSandboxDaemon, waitNoContainers } from './sandbox.mjs';
 
 /** Slower under the sanitizers. */
 export const SLOW = process.env.MCPSD_SANITIZED ? 3 : 1;
@@ -170,3 +171,33 @@ export async function until(fn, ms, step = 200) {
 /** A unique conversation id. */
 let convN = 0;
 export const conv = (prefix = 'c') => `${prefix}-${process.pid}-${++convN}`;
+
+/**
+ * A runner of a language of its own for one test: built FROM an installed
+ * runner image with labels only, and rebuilt under the same tag to stand
+ * for an image update. build(gen) returns the new image id (also kept in
+ * ids); runnerOf(d) is what d lists for it once past the rediscovery rate
+ * limit; remove() deletes the tag and every image built.
+ */
+export function testRunner(lang, from) {
+  const tag = `mcpsd-test/runner-${lang}:${process.pid}`;
+  const ids = [];
+  return {
+    ids,
+    build(gen) {
+      const id = execFileSync('docker', ['build', '-q', '-t', tag, '-'], {
+        input: `FROM ${from}\nLABEL sandbox.language="${lang}" sandbox.aliases="" sandbox.priority="1" mcpsd.test.generation="${gen}"\n`,
+        encoding: 'utf8',
+      }).trim();
+      ids.push(id);
+      return id;
+    },
+    async runnerOf(d) {
+      await sleep(2100); // past the rediscovery rate limit
+      return (await callTool(d.client, 'list_runners', {})).sc.runners.find((x) => x.language === lang);
+    },
+    remove() {
+      for (const id of [tag, ...ids]) spawnSync('docker', ['image', 'rm', '-f', id], { stdio: 'ignore' });
+    },
+  };
+}
