@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the mcp-sandboxd runner images: mcp-sandboxd/runner-<lang>:latest for
-# every runners/<lang>/Dockerfile (bash, c, cpp, go, php, python, ruby, rust,
-# typescript), in that order: c before cpp and rust, whose first layer (GCC)
+# every runners/<lang>/Dockerfile (bash, c, cpp, go, php, python, r, ruby,
+# rust, typescript), in that order: c before cpp and rust, whose first layer (GCC)
 # is the same and is then taken from the build cache.
 #
 # Offline by default: the base image mcp-sandboxd/base:trixie (Debian 13) is made
@@ -462,12 +462,13 @@ build_lang() {
 }
 
 # Python first: deploy/run.sh serves as soon as one image is done, and Python
-# is the one to serve. Beside it (two builds at a time) go the light ones,
+# is the one to serve; R next (mostly downloads and dpkg, like the light
+# ones). Beside them (two builds at a time) go the light ones,
 # mostly downloads and dpkg, so that Python has a core to itself for its
 # byte-compiling; then the compilers: c before go, whose standard library
 # compiles for minutes, and rust and cpp after c (below). The rest follow
 # in alphabetical order.
-readonly -a BUILD_FIRST=(python bash ruby php typescript c go rust cpp)
+readonly -a BUILD_FIRST=(python r bash ruby php typescript c go rust cpp)
 # lang -> the language whose image must be built first: cpp and rust begin
 # with the same layer as c (GCC), which they then take from the build cache
 # instead of building it again at the same time.

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "run/warm/agentblob.h"
 #include "util/buf.h"
 #include "util/log.h"
 #include "util/num.h"
@@ -161,6 +162,7 @@ void catalog_image_finish(struct catalog_image *img)
 	free(img->filename);
 	catalog_strv_free(img->command, img->n_command);
 	catalog_strv_free(img->check, img->n_check);
+	catalog_strv_free(img->kernel, img->n_kernel);
 	free(img->watchdog);
 	free(img->version);
 	free(img->description);
@@ -209,12 +211,79 @@ out:
 	return r;
 }
 
-/* sandbox.command (required) and sandbox.check (optional). */
+/* The embedded kernel files as "kernel.py, kernel.R" for a message. */
+static void catalog_kernel_names(char *out, size_t len)
+{
+	size_t off = 0;
+
+	out[0] = '\0';
+	for (size_t i = 0; i < agentblob_n_kernels && off < len; i++) {
+		int w = snprintf(out + off, len - off, "%s%s/%s", i ? ", " : "",
+		                 AGENTBLOB_MOUNT, agentblob_kernels[i].name);
+
+		if (w < 0)
+			break;
+		off += (size_t)w;
+	}
+}
+
+/*
+ * Checks sandbox.kernel's argv: every element under AGENTBLOB_MOUNT names
+ * an embedded kernel file, exactly one does (the kernel must speak this
+ * daemon's protocol, so it is one the daemon carries), and sets
+ * kernel_file to it.
+ */
+static int catalog_check_kernel(struct catalog_image *out, char *err,
+                                size_t errlen)
+{
+	size_t mlen = strlen(AGENTBLOB_MOUNT);
+	char names[256];
+
+	catalog_kernel_names(names, sizeof(names));
+	for (size_t i = 0; i < out->n_kernel; i++) {
+		const char *a = out->kernel[i];
+		const struct agentblob_file *f;
+
+		if (strncmp(a, AGENTBLOB_MOUNT, mlen) != 0 ||
+		    (a[mlen] != '/' && a[mlen] != '\0'))
+			continue;
+		f = a[mlen] == '/' ? agentblob_kernel(a + mlen + 1) : NULL;
+		if (!f) {
+			snprintf(err, errlen,
+			         "sandbox.kernel names '%.80s', which this "
+			         "server does not provide; kernels under %s "
+			         "are: %s",
+			         a, AGENTBLOB_MOUNT, names);
+			return -EINVAL;
+		}
+		if (out->kernel_file[0]) {
+			snprintf(err, errlen,
+			         "sandbox.kernel names two kernel files (%s "
+			         "and %s); name one",
+			         out->kernel_file, f->name);
+			return -EINVAL;
+		}
+		snprintf(out->kernel_file, sizeof(out->kernel_file), "%s",
+		         f->name);
+	}
+	if (!out->kernel_file[0]) {
+		snprintf(err, errlen,
+		         "sandbox.kernel must run one of this server's "
+		         "kernel files (%s), e.g. [\"python3\",\"-u\","
+		         "\"%s/kernel.py\"]",
+		         names, AGENTBLOB_MOUNT);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* sandbox.command (required), sandbox.check and sandbox.kernel. */
 static int catalog_parse_commands(const cJSON *labels,
                                   struct catalog_image *out, char *err,
                                   size_t errlen)
 {
 	const char *check = catalog_label(labels, "sandbox.check");
+	const char *kernel = catalog_label(labels, "sandbox.kernel");
 	int r = catalog_parse_argv("sandbox.command",
 	                           catalog_label(labels, "sandbox.command"),
 	                           &out->command, &out->n_command, err, errlen);
@@ -222,6 +291,12 @@ static int catalog_parse_commands(const cJSON *labels,
 	if (r == 0 && check && check[0])
 		r = catalog_parse_argv("sandbox.check", check, &out->check,
 		                       &out->n_check, err, errlen);
+	if (r == 0 && kernel && kernel[0]) {
+		r = catalog_parse_argv("sandbox.kernel", kernel, &out->kernel,
+		                       &out->n_kernel, err, errlen);
+		if (r == 0)
+			r = catalog_check_kernel(out, err, errlen);
+	}
 	return r;
 }
 
@@ -456,6 +531,8 @@ static int catalog_fingerprint(struct catalog *c)
 		               m->description, m->filename);
 		for (size_t j = 0; r == 0 && j < m->n_aliases; j++)
 			r = buf_printf(&b, "a:%s,", m->aliases[j]);
+		for (size_t j = 0; r == 0 && j < m->n_kernel; j++)
+			r = buf_printf(&b, "k:%s,", m->kernel[j]);
 		for (size_t j = 0; r == 0 && j < m->n_libraries; j++)
 			r = buf_printf(&b, "l:%s,", m->libraries[j]);
 		if (r == 0)

@@ -11,6 +11,15 @@
  *                              /sandbox/<filename> without running it
  *                              (check_code); e.g. ["bash","-n",
  *                              "/sandbox/main.sh"]
+ *   sandbox.kernel             optional JSON array: the warm session's
+ *                              kernel (docs/agent-protocol.md), e.g.
+ *                              ["Rscript","--vanilla",
+ *                               "/opt/mcp-sandboxd/kernel.R"]; an element
+ *                              under /opt/mcp-sandboxd must name a kernel
+ *                              file the daemon embeds (agentblob.h), and
+ *                              one must. Without it, python (or a command
+ *                              starting python3: an image built FROM the
+ *                              Python runner) gets kernel.py, others none.
  *   sandbox.aliases            comma list, e.g. py,python3
  *   sandbox.watchdog           absolute path of a coreutils timeout(1)
  *   sandbox.priority           integer; the highest wins a language
@@ -43,6 +52,10 @@ struct catalog_image {
 	size_t n_command;
 	char **check; /* argv of the syntax check, or NULL (n_check 0) */
 	size_t n_check;
+	char **kernel; /* argv of the warm session's kernel, or NULL */
+	size_t n_kernel;
+	/* The embedded kernel file kernel names ("kernel.R"), or "" */
+	char kernel_file[24];
 	char *watchdog; /* absolute path of a timeout(1), or NULL */
 	/* sandbox.packages: the package manager ("pip", "npm"), or "" */
 	char packages[8];

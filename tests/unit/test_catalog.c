@@ -237,9 +237,115 @@ static void test_resolve(void)
 	catalog_put(c);
 }
 
+/* Parses s with sandbox.kernel = kernel; the result and err. */
+static int parse_kernel(const char *kernel, struct catalog_image *img,
+                        char *err, size_t errlen)
+{
+	cJSON *s = summary(ID("c"), "runner-r:1", 100, "r", "R", NULL);
+	int r;
+
+	set_label(s, "sandbox.kernel", kernel);
+	r = catalog_image_parse(s, img, err, errlen);
+	cJSON_Delete(s);
+	return r;
+}
+
+static void test_kernel(void)
+{
+	struct catalog_image img;
+	char err[512];
+	int r;
+
+	r = parse_kernel(
+	    "[\"Rscript\",\"--vanilla\",\"/opt/mcp-sandboxd/kernel.R\"]", &img,
+	    err, sizeof(err));
+	ok(r == 0, "sandbox.kernel naming kernel.R parses (%s)",
+	   r ? err : "ok");
+	ok(img.n_kernel == 3 && strcmp(img.kernel[0], "Rscript") == 0 &&
+	       strcmp(img.kernel[2], "/opt/mcp-sandboxd/kernel.R") == 0,
+	   "its argv is kept as written");
+	is_str(img.kernel_file, "kernel.R", "the kernel file is kernel.R");
+	catalog_image_finish(&img);
+
+	r = parse_kernel("[\"python3\",\"-u\",\"/opt/mcp-sandboxd/kernel.py\"]",
+	                 &img, err, sizeof(err));
+	ok(r == 0 && strcmp(img.kernel_file, "kernel.py") == 0,
+	   "the Python kernel's label parses");
+	catalog_image_finish(&img);
+
+	r = parse_kernel(NULL, &img, err, sizeof(err));
+	ok(r == 0 && img.n_kernel == 0 && img.kernel == NULL &&
+	       img.kernel_file[0] == '\0',
+	   "no sandbox.kernel: no kernel argv (the fallback is warm's)");
+	catalog_image_finish(&img);
+
+	r = parse_kernel("", &img, err, sizeof(err));
+	ok(r == 0 && img.n_kernel == 0, "an empty sandbox.kernel is none");
+	catalog_image_finish(&img);
+
+	r = parse_kernel(
+	    "[\"Rscript\",\"--vanilla\",\"/opt/mcp-sandboxd/kernel.jl\"]", &img,
+	    err, sizeof(err));
+	ok(r == -EINVAL && strstr(err, "kernel.jl") &&
+	       strstr(err, "/opt/mcp-sandboxd/kernel.R") &&
+	       strstr(err, "/opt/mcp-sandboxd/kernel.py"),
+	   "an unknown kernel file is refused, naming the ones there are "
+	   "(%s)",
+	   err);
+	catalog_image_finish(&img);
+
+	r = parse_kernel("[\"sh\",\"/opt/mcp-sandboxd/../../bin/kernel.R\"]",
+	                 &img, err, sizeof(err));
+	ok(r == -EINVAL && strstr(err, "does not provide"),
+	   "a path that leaves the mount is refused (%s)", err);
+	catalog_image_finish(&img);
+
+	r = parse_kernel("[\"/opt/mcp-sandboxd/mcpsd-agent\"]", &img, err,
+	                 sizeof(err));
+	ok(r == -EINVAL && strstr(err, "does not provide"),
+	   "the agent itself is not a kernel (%s)", err);
+	catalog_image_finish(&img);
+
+	r = parse_kernel("[\"/opt/mcp-sandboxd\"]", &img, err, sizeof(err));
+	ok(r == -EINVAL && strstr(err, "does not provide"),
+	   "the mount directory is not a kernel (%s)", err);
+	catalog_image_finish(&img);
+
+	r = parse_kernel("[\"Rscript\",\"/usr/lib/kernel.R\"]", &img, err,
+	                 sizeof(err));
+	ok(r == -EINVAL && strstr(err, "must run one of"),
+	   "a kernel the server does not carry is refused (%s)", err);
+	catalog_image_finish(&img);
+
+	r = parse_kernel("[\"/opt/mcp-sandboxd/kernel.py\","
+	                 "\"/opt/mcp-sandboxd/kernel.R\"]",
+	                 &img, err, sizeof(err));
+	ok(r == -EINVAL && strstr(err, "two kernel files"),
+	   "two kernel files are refused (%s)", err);
+	catalog_image_finish(&img);
+
+	r = parse_kernel("\"Rscript /opt/mcp-sandboxd/kernel.R\"", &img, err,
+	                 sizeof(err));
+	ok(r == -EINVAL && strstr(err, "sandbox.kernel must be a JSON array"),
+	   "a string instead of an array is refused (%s)", err);
+	catalog_image_finish(&img);
+
+	r = parse_kernel("[\"\",\"/opt/mcp-sandboxd/kernel.R\"]", &img, err,
+	                 sizeof(err));
+	ok(r == -EINVAL && strstr(err, "non-empty"),
+	   "an empty element is refused (%s)", err);
+	catalog_image_finish(&img);
+
+	r = parse_kernel("[\"Rscript\",\"/opt/mcp-sandboxd/kernel.R\"", &img,
+	                 err, sizeof(err));
+	ok(r == -EINVAL, "JSON that does not parse is refused (%s)", err);
+	catalog_image_finish(&img);
+}
+
 int main(void)
 {
 	test_parse();
 	test_resolve();
+	test_kernel();
 	return tap_done();
 }

@@ -30,13 +30,15 @@
 #include "util/mono.h"
 #include "workspace/workspace.h"
 
-#define AGENT_MOUNT "/opt/mcp-sandboxd"
 #define WARM_PRELOAD_MS 90000 /* a pool box's, with its imports */
 #define WARM_CLAIM_MS 10000   /* the agent's answer to a claim */
 
 /* ---- installing the agent ----------------------------------------------- */
 
-/* Names SANDBOX_ROOT/agent/<hash of both files>, where the agent lives. */
+/*
+ * Names SANDBOX_ROOT/agent/<hash of every file>, where the agent and its
+ * kernels live: a daemon with another agent or kernel installs anew.
+ */
 static int warm_agent_paths(struct warm_context *env, char *err, size_t errlen)
 {
 	const struct config *cfg = env->cfg;
@@ -44,11 +46,16 @@ static int warm_agent_paths(struct warm_context *env, char *err, size_t errlen)
 	unsigned int mdlen = 0;
 	char hash[17];
 	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	bool ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) &&
+	          EVP_DigestUpdate(ctx, agentblob_agent, agentblob_agent_len);
 
-	if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) ||
-	    !EVP_DigestUpdate(ctx, agentblob_agent, agentblob_agent_len) ||
-	    !EVP_DigestUpdate(ctx, agentblob_kernel, agentblob_kernel_len) ||
-	    !EVP_DigestFinal_ex(ctx, md, &mdlen)) {
+	/* Names too: the same bytes under another name is another install. */
+	for (size_t i = 0; ok && i < agentblob_n_kernels; i++)
+		ok = EVP_DigestUpdate(ctx, agentblob_kernels[i].name,
+		                      strlen(agentblob_kernels[i].name) + 1) &&
+		     EVP_DigestUpdate(ctx, agentblob_kernels[i].data,
+		                      agentblob_kernels[i].len);
+	if (!ok || !EVP_DigestFinal_ex(ctx, md, &mdlen)) {
 		EVP_MD_CTX_free(ctx);
 		return errmsg_fail(-ENOMEM, err, errlen, "out of memory");
 	}
@@ -68,22 +75,53 @@ static int warm_agent_paths(struct warm_context *env, char *err, size_t errlen)
 	return 0;
 }
 
-/* Whether the agent's directory holds both its files. */
+/* Whether dfd holds a regular file called name. */
+static bool warm_agent_has(int dfd, const char *name)
+{
+	struct stat st;
+
+	return fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       S_ISREG(st.st_mode);
+}
+
+/* Whether the agent's directory holds all its files. */
 static bool warm_agent_present(const struct warm_context *env)
 {
-	struct stat a, k;
 	int dfd = open(env->agent_dir,
 	               O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	bool ok;
 
 	if (dfd < 0)
 		return false;
-	ok = fstatat(dfd, "mcpsd-agent", &a, AT_SYMLINK_NOFOLLOW) == 0 &&
-	     S_ISREG(a.st_mode) &&
-	     fstatat(dfd, "kernel.py", &k, AT_SYMLINK_NOFOLLOW) == 0 &&
-	     S_ISREG(k.st_mode);
+	ok = warm_agent_has(dfd, AGENTBLOB_AGENT_NAME);
+	for (size_t i = 0; ok && i < agentblob_n_kernels; i++)
+		ok = warm_agent_has(dfd, agentblob_kernels[i].name);
 	close(dfd);
 	return ok;
+}
+
+/* Removes the agent's files from dfd (a directory made anew). */
+static void warm_agent_unlink(int dfd)
+{
+	(void)unlinkat(dfd, AGENTBLOB_AGENT_NAME, 0);
+	for (size_t i = 0; i < agentblob_n_kernels; i++)
+		(void)unlinkat(dfd, agentblob_kernels[i].name, 0);
+}
+
+/* Writes the agent and every kernel into dfd. 0 or -errno. */
+static int warm_agent_write(int dfd)
+{
+	int rc = fchmod(dfd, 0755) < 0 ? -errno : 0;
+
+	if (rc == 0)
+		rc = warm_io_write_file(dfd, AGENTBLOB_AGENT_NAME,
+		                        agentblob_agent, agentblob_agent_len,
+		                        0755);
+	for (size_t i = 0; rc == 0 && i < agentblob_n_kernels; i++)
+		rc = warm_io_write_file(dfd, agentblob_kernels[i].name,
+		                        agentblob_kernels[i].data,
+		                        agentblob_kernels[i].len, 0644);
+	return rc;
 }
 
 /*
@@ -110,8 +148,7 @@ static int warm_agent_ensure(const struct warm_context *env, char *err,
 	dfd = open(env->agent_dir,
 	           O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd >= 0) {
-		(void)unlinkat(dfd, "mcpsd-agent", 0);
-		(void)unlinkat(dfd, "kernel.py", 0);
+		warm_agent_unlink(dfd);
 		close(dfd);
 		(void)rmdir(env->agent_dir);
 	}
@@ -125,15 +162,8 @@ static int warm_agent_ensure(const struct warm_context *env, char *err,
 	if (dfd < 0)
 		return errmsg_fail(-errno, err, errlen, "cannot open %s: %s",
 		                   tmp, strerror(errno));
-	(void)unlinkat(dfd, "mcpsd-agent", 0);
-	(void)unlinkat(dfd, "kernel.py", 0);
-	rc = fchmod(dfd, 0755) < 0 ? -errno : 0;
-	if (rc == 0)
-		rc = warm_io_write_file(dfd, "mcpsd-agent", agentblob_agent,
-		                        agentblob_agent_len, 0755);
-	if (rc == 0)
-		rc = warm_io_write_file(dfd, "kernel.py", agentblob_kernel,
-		                        agentblob_kernel_len, 0644);
+	warm_agent_unlink(dfd);
+	rc = warm_agent_write(dfd);
 	close(dfd);
 	if (rc == 0 && rename(tmp, env->agent_dir) < 0 && errno != EEXIST &&
 	    errno != ENOTEMPTY)
@@ -191,33 +221,58 @@ static int warm_mkdir(const char *path, mode_t mode)
 }
 
 /*
- * Whether img's runs go to a Python kernel: the language python, or any
+ * The argv of img's kernel, or NULL (a process-only agent): its
+ * sandbox.kernel label, else kernel.py for the language python or any
  * runner whose command is python3 (a runner built FROM the Python image
- * under a language of its own).
+ * under a language of its own, before images carried the label). *n: its
+ * length; *python: whether it is kernel.py (the only one with a preload).
  */
-static bool warm_kernel_for(const struct catalog_image *img)
+static const char *const *warm_kernel_for(const struct catalog_image *img,
+                                          size_t *n, bool *python)
 {
-	return strcmp(img->language, "python") == 0 ||
-	       (img->n_command > 0 && strcmp(img->command[0], "python3") == 0);
+	static const char *const py[] = {"python3", "-u",
+	                                 AGENTBLOB_MOUNT "/kernel.py"};
+
+	if (img->n_kernel > 0) {
+		*n = img->n_kernel;
+		*python = strcmp(img->kernel_file, "kernel.py") == 0;
+		return (const char *const *)img->kernel;
+	}
+	*python =
+	    strcmp(img->language, "python") == 0 ||
+	    (img->n_command > 0 && strcmp(img->command[0], "python3") == 0);
+	*n = *python ? 3 : 0;
+	return *python ? py : NULL;
 }
 
-/* The agent's argv for img. */
-static size_t warm_cmd(const struct config *cfg, bool kernel, bool preload,
-                       const char *cmd[8])
+static bool warm_has_kernel(const struct catalog_image *img)
 {
 	size_t n = 0;
+	bool python = false;
 
-	cmd[n++] = AGENT_MOUNT "/mcpsd-agent";
-	if (!kernel)
+	return warm_kernel_for(img, &n, &python) != NULL;
+}
+
+/* The agent's argv for img: at most WARM_CMD_MAX entries. */
+#define WARM_CMD_MAX (CATALOG_COMMAND_MAX + 4)
+static size_t warm_cmd(const struct config *cfg,
+                       const struct catalog_image *img, bool preload,
+                       const char *cmd[WARM_CMD_MAX])
+{
+	size_t n = 0, nk = 0;
+	bool python = false;
+	const char *const *k = warm_kernel_for(img, &nk, &python);
+
+	cmd[n++] = AGENTBLOB_MOUNT "/" AGENTBLOB_AGENT_NAME;
+	if (!k)
 		return n;
-	if (preload && cfg->pool_preload && cfg->pool_preload[0]) {
+	if (python && preload && cfg->pool_preload && cfg->pool_preload[0]) {
 		cmd[n++] = "--preload";
 		cmd[n++] = cfg->pool_preload;
 	}
 	cmd[n++] = "--kernel";
-	cmd[n++] = "python3";
-	cmd[n++] = "-u";
-	cmd[n++] = AGENT_MOUNT "/kernel.py";
+	for (size_t i = 0; i < nk; i++)
+		cmd[n++] = k[i];
 	return n;
 }
 
@@ -260,7 +315,7 @@ int warm_box_start(const struct warm_context *env,
 	const struct config *cfg = env->cfg;
 	struct warm_box *b = calloc(1, sizeof(*b));
 	struct box_spec bs;
-	const char *cmd[8];
+	const char *cmd[WARM_CMD_MAX];
 	const char *envv[] = {"HOME=/tmp", "LANG=C.UTF-8",
 	                      "MCPSD_PYTHON_PACKAGES=" PACKAGES_PYTHON_SITE};
 	bool pip = cfg->packages && strcmp(img->packages, "pip") == 0;
@@ -278,7 +333,7 @@ int warm_box_start(const struct warm_context *env,
 		return rc;
 	}
 	agentframe_decoder_init(&b->dec, AGENTFRAME_MAX);
-	b->kernel = warm_kernel_for(img);
+	b->kernel = warm_has_kernel(img);
 	snprintf(b->lang, sizeof(b->lang), "%s", img->language);
 	snprintf(b->image_id, sizeof(b->image_id), "%s", img->image_id);
 	b->expires_at = time(NULL) + (time_t)cfg->warm_max_s;
@@ -314,7 +369,7 @@ int warm_box_start(const struct warm_context *env,
 	bs.name = name;
 	bs.image = img->image_id;
 	bs.cmd = cmd;
-	bs.n_cmd = warm_cmd(cfg, b->kernel, req == NULL, cmd);
+	bs.n_cmd = warm_cmd(cfg, img, req == NULL, cmd);
 	/* Runs find the conversation's packages (packages.h): the Python
 	 * kernel puts them on sys.path, Bun walks up to the link. */
 	if (cfg->packages && strcmp(img->packages, "npm") == 0 &&
@@ -356,8 +411,8 @@ int warm_box_start(const struct warm_context *env,
 	}
 	bs.mounts[bs.n_mounts++] =
 	    (struct box_mount){b->host_dir, "/sandbox", true, false};
-	bs.mounts[bs.n_mounts++] =
-	    (struct box_mount){env->agent_host_dir, AGENT_MOUNT, true, false};
+	bs.mounts[bs.n_mounts++] = (struct box_mount){
+	    env->agent_host_dir, AGENTBLOB_MOUNT, true, false};
 	rc = box_create(env->be, &bs, &b->box, err, errlen);
 	if (rc == 0)
 		rc = box_channel(b->box, &b->stream, err, errlen);
