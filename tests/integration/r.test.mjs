@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: MIT
+// R through the real MCP endpoint with the official SDK client, against the
+// real engine and the R runner image (runners/r, built by runners/build.sh):
+// hello world, a file from /data, a syntax error, a runtime error with R's
+// message and a traceback, a data frame kept across calls of the warm
+// session (kernel.R, named by the image's sandbox.kernel label), the last
+// value shown as the console prints it, a ggplot figure returned as a PNG
+// image, warnings, and check_code (parse() without running).
+//
+// The R image must be installed: tests/run.sh builds every runner image, so
+// a missing image is a failure here, not a skip.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { describeRun } from './lib/sandbox.mjs';
+import { callTool, dockerApi } from './lib/sandbox.mjs';
+import { SLOW, conv, expectSession, expectStatus, run, startWarm, stopWarm } from './lib/warm.mjs';
+
+const T = 240_000 * SLOW; // per test: generous, the machine is shared
+const PNG_MAGIC = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+const r = (client, c, code, extra) => run(client, c, 'r', code, extra);
+
+describe('R runner', () => {
+  let d;
+  const c1 = conv('r');
+
+  before(async () => {
+    const filters = encodeURIComponent(JSON.stringify({ label: ['sandbox.language=r'] }));
+    const images = await dockerApi('GET', `/images/json?filters=${filters}`);
+    assert.ok(
+      Array.isArray(images.json) && images.json.length > 0,
+      'the R runner image is installed (runners/build.sh --only r builds it)',
+    );
+    d = await startWarm({ name: 'r-runner' });
+  });
+  after(() => stopWarm(d));
+
+  test('list_runners shows R with its version, libraries and kernel', { timeout: T }, async () => {
+    const l = await callTool(d.client, 'list_runners', {});
+    const text = JSON.stringify(l.sc ?? l.text);
+    assert.match(text, /"r"/, text.slice(0, 2000));
+    assert.match(text, /ggplot2/, 'the libraries are listed');
+  });
+
+  test('hello world, and the alias R', { timeout: T }, async () => {
+    const h = await r(d.client, conv('r-hello'), 'cat("hello from R\\n")');
+    expectStatus(h, 'completed');
+    assert.equal(h.sc.stdout, 'hello from R\n');
+    assert.equal(h.sc.session.stateful, true, JSON.stringify(h.sc.session));
+    const a = await run(d.client, conv('r-alias'), 'R', 'cat(R.version$major, "\\n")');
+    expectStatus(a, 'completed');
+    assert.equal(a.sc.stdout, '4 \n');
+  });
+
+  test('a data frame is kept across calls; the last value is printed like the console', { timeout: T }, async () => {
+    const up = await callTool(d.client, 'upload_file', {
+      conversationId: c1,
+      filename: 'sales.csv',
+      text: 'region,amount\nnorth,10\nsouth,32\nnorth,5\n',
+      overwrite: true,
+    });
+    assert.ok(!up.result.isError, up.text);
+    const r1 = await r(
+      d.client,
+      c1,
+      'library(dplyr)\nsales <- read.csv("/data/sales.csv")\ntotals <- sales |> group_by(region) |> summarise(total = sum(amount))\ncat("rows", nrow(sales), "\\n")',
+    );
+    expectStatus(r1, 'completed');
+    expectSession(r1, 'new');
+    assert.equal(r1.sc.stdout, 'rows 3 \n');
+    assert.equal(r1.sc.value, undefined, 'cat() returns NULL invisibly: no value');
+
+    const r2 = await r(d.client, c1, 'as.data.frame(totals)');
+    expectStatus(r2, 'completed');
+    expectSession(r2, 'continued');
+    assert.match(r2.sc.value['text/plain'], /region total\n1\s+north\s+15\n2\s+south\s+32/, describeRun(r2));
+
+    // Visible values before the last one are printed to stdout, as Rscript does.
+    const r3 = await r(d.client, c1, 'nrow(sales)\nx <- 2\nsum(sales$amount) * x');
+    expectStatus(r3, 'completed');
+    assert.equal(r3.sc.stdout, '[1] 3\n');
+    assert.deepEqual(r3.sc.value, { 'text/plain': '[1] 94' });
+  });
+
+  test('a syntax error runs nothing and says where', { timeout: T }, async () => {
+    const c = conv('r-syntax');
+    const s = await r(d.client, c, 'cat("before\\n")\nf <- function( {\n');
+    expectStatus(s, 'failed');
+    assert.equal(s.sc.stdout, '', 'nothing ran');
+    assert.match(s.sc.stderr, /main\.R:2:\d+: unexpected/, describeRun(s));
+  });
+
+  test("a runtime error gives R's message and the user's calls; the state survives", { timeout: T }, async () => {
+    const c = conv('r-error');
+    const s = await r(d.client, c, 'keep <- 7\ninner <- function(v) stop("bad value: ", v)\nouter <- function() inner(3)\nouter()\ncat("never\\n")');
+    expectStatus(s, 'failed');
+    assert.doesNotMatch(s.sc.stdout, /never/);
+    assert.match(s.sc.stderr, /Error in inner\(3\) : bad value: 3/, describeRun(s));
+    assert.match(s.sc.stderr, /2: inner\(3\) at main\.R#3\n1: outer\(\)/, describeRun(s));
+    assert.doesNotMatch(s.sc.stderr, /kernel\.R|\.mcpsd_top|withCallingHandlers/, 'no kernel frames');
+
+    const w = await r(d.client, c, 'as.integer("x")\nkeep + 1');
+    expectStatus(w, 'completed');
+    expectSession(w, 'continued');
+    assert.deepEqual(w.sc.value, { 'text/plain': '[1] 8' });
+    // At the top level R names no call, as the console does.
+    assert.match(w.sc.stderr, /^Warning message:\nNAs introduced by coercion\n/, describeRun(w));
+  });
+
+  test('a ggplot comes back as a PNG image; base graphics too', { timeout: T }, async () => {
+    const c = conv('r-plot');
+    const g = await r(d.client, c, 'library(ggplot2)\ndf <- data.frame(x = 1:10, y = (1:10)^2)\nggplot(df, aes(x, y)) + geom_line()');
+    expectStatus(g, 'completed');
+    const figs = (g.sc.files ?? []).filter((f) => /^figure-\d+-1\.png$/.test(f.name));
+    assert.equal(figs.length, 1, `one figure file: ${JSON.stringify(g.sc.files)}`);
+    const img = g.result.content.find((x) => x.type === 'image');
+    assert.ok(img, `an image content item: ${JSON.stringify(g.result.content.map((x) => x.type))}`);
+    assert.equal(img.mimeType, 'image/png');
+    assert.ok(Buffer.from(img.data, 'base64').subarray(0, 8).equals(PNG_MAGIC), 'the image is a PNG');
+    assert.equal(g.sc.value, undefined, 'a drawn plot has no text value');
+
+    // Two pages of base graphics: two figures; none when nothing is drawn.
+    const b = await r(d.client, c, 'plot(1:3)\nhist(df$y)\ninvisible(NULL)');
+    expectStatus(b, 'completed');
+    const names = (b.sc.files ?? []).map((f) => f.name).filter((n) => n.startsWith('figure-')).sort();
+    assert.equal(names.length, 2, JSON.stringify(b.sc.files));
+    const n = await r(d.client, c, 'mean(df$y)');
+    expectStatus(n, 'completed');
+    assert.equal((n.sc.files ?? []).filter((f) => f.name.startsWith('figure-')).length, 0);
+    assert.deepEqual(n.sc.value, { 'text/plain': '[1] 38.5' });
+  });
+
+  test('quit() ends the session; the next call starts a fresh one', { timeout: T }, async () => {
+    const c = conv('r-quit');
+    const a = await r(d.client, c, 'z <- 1\ncat("bye\\n")\nquit(status = 3)');
+    assert.match(a.sc.stdout, /bye/, describeRun(a));
+    const b = await r(d.client, c, 'exists("z")');
+    expectStatus(b, 'completed');
+    assert.deepEqual(b.sc.value, { 'text/plain': '[1] FALSE' });
+  });
+
+  test('check_code parses R without running it', { timeout: T }, async () => {
+    const good = await callTool(d.client, 'check_code', { conversationId: c1, language: 'r', code: 'x <- 1\nstop("not run")\n' });
+    assert.equal(good.sc.ok, true, JSON.stringify(good.sc));
+    const bad = await callTool(d.client, 'check_code', { conversationId: c1, language: 'r', code: 'x <- function( {\n' });
+    assert.equal(bad.sc.ok, false, JSON.stringify(bad.sc));
+    assert.match(JSON.stringify(bad.sc), /unexpected/);
+  });
+});
