@@ -64,7 +64,7 @@ static void usage(FILE *out)
 	    "       mcp-sandboxd --print-reference markdown|env|readme\n"
 	    "       mcp-sandboxd --help | --version\n"
 	    "\n"
-	    "A remote MCP server that runs code in Docker sandboxes: Python,\n"
+	    "A remote MCP server that runs code in Docker sandboxes: Python, R,\n"
 	    "TypeScript/JavaScript, Bash, C, C++, Go, Rust, Ruby and PHP, one\n"
 	    "runner image each (runners/build.sh; list_runners shows those\n"
 	    "installed). Settings come from the environment and from a .env\n"
