@@ -462,9 +462,9 @@ build_lang() {
 }
 
 # Python first: deploy/run.sh serves as soon as one image is done, and Python
-# is the one to serve; R next (mostly downloads and dpkg, like the light
-# ones). Beside them (two builds at a time) go the light ones,
-# mostly downloads and dpkg, so that Python has a core to itself for its
+# is the one to serve; the other analyst's language, R, comes next. Beside
+# them (two builds at a time) go the light ones, R included, mostly
+# downloads and dpkg, so that Python has a core to itself for its
 # byte-compiling; then the compilers: c before go, whose standard library
 # compiles for minutes, and rust and cpp after c (below). The rest follow
 # in alphabetical order.
