@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "run/warm/agentblob.h"
+#include "run/agentblob.h"
 #include "util/buf.h"
 #include "util/log.h"
 #include "util/num.h"

@@ -21,7 +21,7 @@
 #include "run/capture.h"
 #include "run/oneoff.h"
 #include "run/packages.h"
-#include "run/warm/agentblob.h"
+#include "run/agentblob.h"
 #include "run/warm/warm_io.h"
 #include "util/buf.h"
 #include "util/errmsg.h"
