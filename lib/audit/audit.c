@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <openssl/evp.h>
 
@@ -23,6 +24,7 @@
 struct audit {
 	struct store *st;
 	bool keep_code;
+	unsigned audit_days, usage_days; /* 0: forever */
 };
 
 int audit_create(struct store *st, bool keep_code, struct audit **out)
@@ -46,6 +48,50 @@ void audit_destroy(struct audit *a)
 struct store *audit_store(const struct audit *a)
 {
 	return a->st;
+}
+
+void audit_set_retention(struct audit *a, unsigned audit_days,
+                         unsigned usage_days)
+{
+	a->audit_days = audit_days;
+	a->usage_days = usage_days;
+}
+
+/* Wall clock in milliseconds. */
+static long long audit_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+enum cron_next audit_job_retention(void *audit, long long deadline_ms)
+{
+	struct audit *a = audit;
+	long long now = audit_now_ms();
+	int r;
+
+	(void)deadline_ms;
+	if (a->audit_days) {
+		r = audit_prune(a->st, now - a->audit_days * 86400000LL, now);
+		if (r < 0)
+			log_warnx("audit: pruning entries older than %u days "
+			          "failed (%s); retrying in an hour",
+			          a->audit_days, strerror(-r));
+	}
+	if (a->usage_days) {
+		r = usage_prune(a->st, now / 1000 - a->usage_days * 86400LL);
+		if (r < 0)
+			log_warnx("usage: deleting hours older than %u days "
+			          "failed (%s); retrying in an hour",
+			          a->usage_days, strerror(-r));
+		else if (r > 0)
+			log_info("usage: deleted %d hourly rows older than %u "
+			         "days",
+			         r, a->usage_days);
+	}
+	return CRON_DONE;
 }
 
 /* ---- an entry's text ------------------------------------------------------ */

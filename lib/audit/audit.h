@@ -42,6 +42,10 @@
 
 #include "audit/audit_canon.h"
 #include "store/store.h"
+#include "util/cron.h"
+
+/* How often the retention job looks for old entries and hours. */
+#define AUDIT_RETENTION_INTERVAL_MS (3600 * 1000)
 
 /*
  * Schema step of the audit module (see lib/schema.c). Never edit: add
@@ -132,6 +136,21 @@ audit_create(struct store *st, bool keep_code, struct audit **out);
 
 /* NULL-safe. */
 void audit_destroy(struct audit *a);
+
+/*
+ * Keeps audit entries audit_days and usage hours usage_days (0: forever)
+ * from now on; audit_job_retention deletes what is older. Before the job
+ * is registered.
+ */
+void audit_set_retention(struct audit *a, unsigned audit_days,
+                         unsigned usage_days);
+
+/*
+ * The retention job (cron.h, every AUDIT_RETENTION_INTERVAL_MS): prunes
+ * the trail (audit_prune) and the usage (usage_prune). Failures are
+ * logged and retried at the next run.
+ */
+enum cron_next audit_job_retention(void *audit, long long deadline_ms);
 
 /* The store it writes to (borrowed). */
 struct store *audit_store(const struct audit *a);

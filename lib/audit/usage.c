@@ -64,9 +64,8 @@ int usage_add_tx(struct store_tx *tx, const struct usage_delta *d)
 
 /* ---- the question ----------------------------------------------------- */
 
-/* Seconds since the epoch, or 2026-11-28T10:00:00Z. */
-static int usage_time(const char *name, const char *v, long long *out,
-                      char *err, size_t errlen)
+int usage_time_parse(const char *name, const char *v, long long *out,
+                     char *err, size_t errlen)
 {
 	struct tm tm;
 	int64_t n;
@@ -103,11 +102,11 @@ int usage_query_parse(const char *from, const char *to, const char *bucket,
 
 	memset(q, 0, sizeof(*q));
 	q->to_s = now_s + 1;
-	if (to && *to && (r = usage_time("to", to, &q->to_s, err, errlen)) < 0)
+	if (to && *to && (r = usage_time_parse("to", to, &q->to_s, err, errlen)) < 0)
 		return r;
 	q->from_s = q->to_s - USAGE_DEFAULT_WINDOW_S;
 	if (from && *from &&
-	    (r = usage_time("from", from, &q->from_s, err, errlen)) < 0)
+	    (r = usage_time_parse("from", from, &q->from_s, err, errlen)) < 0)
 		return r;
 	if (q->from_s >= q->to_s)
 		return errmsg_fail(-EINVAL, err, errlen,

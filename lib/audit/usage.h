@@ -98,6 +98,14 @@ struct usage_query {
 };
 
 /*
+ * A time from text: seconds since the epoch or an RFC 3339 UTC time
+ * (2026-11-28T10:00:00Z). -EINVAL with a message naming name.
+ */
+__attribute__((warn_unused_result)) int
+usage_time_parse(const char *name, const char *v, long long *out, char *err,
+                 size_t errlen);
+
+/*
  * Parses a report's question from text (query parameters or tool
  * arguments; NULL for absent): from and to as seconds since the epoch or
  * an RFC 3339 UTC time (2026-11-28T10:00:00Z; default: the last 7 days to

@@ -469,8 +469,12 @@ static void test_usage(void)
 	   "memory x time: 64 MiB x 2 s, twice");
 	ok(num_of(row_of(rep, 0), "storage_bytes") == 4096,
 	   "storage: the largest size of c1");
-	ok(strstr(cJSON_PrintUnformatted(rep), "u-bob") == NULL,
-	   "no row of bob's");
+	{
+		char *txt = cJSON_PrintUnformatted(rep);
+
+		ok(txt && strstr(txt, "u-bob") == NULL, "no row of bob's");
+		cJSON_free(txt);
+	}
 	cJSON_Delete(rep);
 
 	is_int(usage_query_parse(NULL, NULL, "none", h0 + 7200, &q, err,
