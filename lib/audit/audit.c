@@ -94,7 +94,8 @@ enum cron_next audit_job_retention(void *audit, long long deadline_ms)
 	return CRON_DONE;
 }
 
-/* ---- an entry's text ------------------------------------------------------ */
+/* ---- an entry's text ------------------------------------------------------
+ */
 
 /*
  * A string as the canonical encoding accepts it: text that is not valid
@@ -173,8 +174,8 @@ static cJSON *audit_run_body(const struct audit *a, const struct audit_run *r,
 	cJSON *o = cJSON_CreateObject(), *lim, *use, *pk, *net, *files;
 	char sha[AUDIT_HASH_HEX + 1];
 
-	if (!o || audit_sha256_hex(r->code ? r->code : "", r->code_len, sha) <
-	              0) {
+	if (!o ||
+	    audit_sha256_hex(r->code ? r->code : "", r->code_len, sha) < 0) {
 		cJSON_Delete(o);
 		return NULL;
 	}
@@ -202,13 +203,11 @@ static cJSON *audit_run_body(const struct audit *a, const struct audit_run *r,
 	cJSON_AddNumberToObject(use, "cpu_ms", (double)r->cpu_ms);
 	cJSON_AddNumberToObject(use, "memory_peak_bytes",
 	                        (double)r->memory_peak_bytes);
-	cJSON_AddNumberToObject(use, "storage_bytes",
-	                        (double)r->storage_bytes);
+	cJSON_AddNumberToObject(use, "storage_bytes", (double)r->storage_bytes);
 	pk = cJSON_AddObjectToObject(o, "packages");
 	cJSON_AddItemToObject(pk, "requested",
 	                      audit_strings(r->packages, r->n_packages));
-	cJSON_AddNumberToObject(pk, "installed",
-	                        (double)r->packages_installed);
+	cJSON_AddNumberToObject(pk, "installed", (double)r->packages_installed);
 	net = cJSON_AddObjectToObject(o, "network");
 	cJSON_AddItemToObject(net, "allowed",
 	                      audit_strings(r->net_allowed, r->n_net_allowed));
@@ -229,13 +228,14 @@ static cJSON *audit_run_body(const struct audit *a, const struct audit_run *r,
 	return o;
 }
 
-/* ---- appending ------------------------------------------------------------ */
+/* ---- appending ------------------------------------------------------------
+ */
 
 /* A string field of an entry's body ("" when absent). */
 static const char *audit_field(const cJSON *body, const char *name)
 {
-	const char *v = cJSON_GetStringValue(
-	    cJSON_GetObjectItemCaseSensitive(body, name));
+	const char *v =
+	    cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(body, name));
 
 	return v ? v : "";
 }
@@ -293,7 +293,8 @@ static int audit_insert_tx(struct store_tx *tx, cJSON *body, long long seq,
 	}
 	s = store_stmt(tx, sql);
 	store_bind_int64(s, 1, seq);
-	store_bind_int64(s, 2, cJSON_IsNumber(t) ? (long long)t->valuedouble : 0);
+	store_bind_int64(s, 2,
+	                 cJSON_IsNumber(t) ? (long long)t->valuedouble : 0);
 	store_bind_text(s, 3, audit_field(body, "kind"));
 	store_bind_text(s, 4, audit_field(body, "tenant"));
 	store_bind_text(s, 5, audit_field(body, "conversation"));
@@ -358,7 +359,8 @@ out:
 	return r;
 }
 
-/* ---- verifying ------------------------------------------------------------ */
+/* ---- verifying ------------------------------------------------------------
+ */
 
 /*
  * Where a trail that does not start at 1 continues from: the hash a
@@ -374,8 +376,8 @@ static int audit_anchor(struct store_tx *tx, long long first, char *anchor)
 
 	while ((r = store_step(tx, s)) == 1) {
 		cJSON *b = cJSON_Parse(store_col_text(s, 0));
-		const cJSON *th = cJSON_GetObjectItemCaseSensitive(
-		    b, "pruned_through");
+		const cJSON *th =
+		    cJSON_GetObjectItemCaseSensitive(b, "pruned_through");
 		const char *h = cJSON_GetStringValue(
 		    cJSON_GetObjectItemCaseSensitive(b, "pruned_hash"));
 		bool hit = cJSON_IsNumber(th) &&
@@ -392,8 +394,8 @@ static int audit_anchor(struct store_tx *tx, long long first, char *anchor)
 }
 
 /* The first seq and the anchor; *first 0 for an empty trail. */
-static int audit_verify_start(struct store *st, long long *first,
-                              char *anchor, struct audit_verdict *v)
+static int audit_verify_start(struct store *st, long long *first, char *anchor,
+                              struct audit_verdict *v)
 {
 	static const char sql[] = "SELECT MIN(seq) FROM audit_log";
 	struct store_tx *tx;
@@ -490,7 +492,8 @@ int audit_verify(struct store *st, struct audit_verdict *v)
 	return 0;
 }
 
-/* ---- exporting ------------------------------------------------------------ */
+/* ---- exporting ------------------------------------------------------------
+ */
 
 int audit_export(struct store *st, const struct audit_filter *f,
                  int (*emit)(void *arg, const char *line, size_t n), void *arg,
@@ -536,9 +539,9 @@ int audit_export(struct store *st, const struct audit_filter *f,
 			char *ps = p ? cJSON_PrintUnformatted(p) : NULL;
 			char *hs = h ? cJSON_PrintUnformatted(h) : NULL;
 
-			r = ps && hs ? buf_printf(&line, "%s,\"hash\":%s", ps,
-			                          hs)
-			             : -ENOMEM;
+			r = ps && hs
+			        ? buf_printf(&line, "%s,\"hash\":%s", ps, hs)
+			        : -ENOMEM;
 			cJSON_free(ps);
 			cJSON_free(hs);
 			cJSON_Delete(p);
@@ -558,7 +561,8 @@ int audit_export(struct store *st, const struct audit_filter *f,
 	return r < 0 ? r : 0;
 }
 
-/* ---- retention ------------------------------------------------------------ */
+/* ---- retention ------------------------------------------------------------
+ */
 
 int audit_prune(struct store *st, long long before_ms, long long now_ms)
 {

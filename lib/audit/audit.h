@@ -109,7 +109,7 @@ struct audit_run {
 	bool network;
 	/* measured (-1: unknown) */
 	long long duration_ms;
-	long long cpu_ms;        /* what the tenant is charged for */
+	long long cpu_ms; /* what the tenant is charged for */
 	long long memory_peak_bytes;
 	long long storage_bytes; /* the workspace after the run */
 	/* packages asked for, and how many were installed (not reused) */

@@ -328,8 +328,7 @@ bool audit_check_row(struct audit_check *c, const struct audit_row *row)
 	    !row->conversation)
 		return check_fail(c, row->seq, "entry %lld has an empty field",
 		                  row->seq);
-	if (audit_chain_hash(row->prev, row->body, strlen(row->body), want) <
-	    0)
+	if (audit_chain_hash(row->prev, row->body, strlen(row->body), want) < 0)
 		return check_fail(c, row->seq, "entry %lld: hashing failed",
 		                  row->seq);
 	if (strcmp(want, row->hash) != 0)

@@ -23,8 +23,9 @@ static int audit_cli_verify(struct store *st, FILE *out, FILE *err)
 	int r = audit_verify(st, &v);
 
 	if (r < 0) {
-		fprintf(err, "mcp-sandboxd: the audit trail in %s could not be "
-		             "read: %s\n",
+		fprintf(err,
+		        "mcp-sandboxd: the audit trail in %s could not be "
+		        "read: %s\n",
 		        store_path(st), strerror(-r));
 		return AUDIT_CLI_TROUBLE;
 	}
@@ -44,8 +45,9 @@ static int audit_cli_verify(struct store *st, FILE *out, FILE *err)
 	cJSON_free(txt);
 	cJSON_Delete(o);
 	if (!v.ok)
-		fprintf(err, "mcp-sandboxd: the audit trail is broken at entry "
-		             "%lld: %s\n",
+		fprintf(err,
+		        "mcp-sandboxd: the audit trail is broken at entry "
+		        "%lld: %s\n",
 		        v.broken_seq, v.reason);
 	return v.ok ? 0 : AUDIT_CLI_BROKEN;
 }
@@ -55,8 +57,8 @@ static int audit_cli_line(void *arg, const char *line, size_t n)
 	return fwrite(line, 1, n, arg) == n ? 0 : -EIO;
 }
 
-static int audit_cli_export(struct store *st, int argc, char **argv,
-                            FILE *out, FILE *err)
+static int audit_cli_export(struct store *st, int argc, char **argv, FILE *out,
+                            FILE *err)
 {
 	struct audit_filter f = {.limit = AUDIT_CLI_PAGE};
 	long long last;
@@ -69,9 +71,10 @@ static int audit_cli_export(struct store *st, int argc, char **argv,
 		           strcmp(argv[i], "--conversation") == 0) {
 			f.conversation = argv[++i];
 		} else {
-			fprintf(err, "mcp-sandboxd: audit export: unexpected "
-			             "'%s'; options: --tenant NAME, "
-			             "--conversation ID\n",
+			fprintf(err,
+			        "mcp-sandboxd: audit export: unexpected "
+			        "'%s'; options: --tenant NAME, "
+			        "--conversation ID\n",
 			        argv[i]);
 			return AUDIT_CLI_TROUBLE;
 		}
@@ -95,8 +98,8 @@ int audit_cli(const struct config *cfg, int argc, char **argv, FILE *out,
 	char why[1024];
 	int rc;
 
-	if (argc < 1 ||
-	    (strcmp(argv[0], "verify") != 0 && strcmp(argv[0], "export") != 0)) {
+	if (argc < 1 || (strcmp(argv[0], "verify") != 0 &&
+	                 strcmp(argv[0], "export") != 0)) {
 		fprintf(err, "mcp-sandboxd: audit: give verify, or export "
 		             "[--tenant NAME] [--conversation ID]\n");
 		return AUDIT_CLI_TROUBLE;
@@ -105,8 +108,8 @@ int audit_cli(const struct config *cfg, int argc, char **argv, FILE *out,
 		fprintf(err, "mcp-sandboxd: audit verify takes no arguments\n");
 		return AUDIT_CLI_TROUBLE;
 	}
-	if (schema_open(*cfg->store_url ? cfg->store_url : cfg->store_path,
-	                &st, why, sizeof(why)) < 0) {
+	if (schema_open(*cfg->store_url ? cfg->store_url : cfg->store_path, &st,
+	                why, sizeof(why)) < 0) {
 		fprintf(err, "mcp-sandboxd: store: %s\n", why);
 		return AUDIT_CLI_TROUBLE;
 	}

@@ -50,10 +50,10 @@ static void usage_handle(void *data, struct http_request *rq)
 	(void)data;
 	if (!audit_http_allowed(rq))
 		return;
-	if (usage_query_parse(http_request_query(rq, "from"),
-	                      http_request_query(rq, "to"),
-	                      http_request_query(rq, "bucket"),
-	                      (long long)time(NULL), &q, err, sizeof(err)) < 0) {
+	if (usage_query_parse(
+	        http_request_query(rq, "from"), http_request_query(rq, "to"),
+	        http_request_query(rq, "bucket"), (long long)time(NULL), &q,
+	        err, sizeof(err)) < 0) {
 		(void)audit_http_bad(rq, err);
 		return;
 	}
@@ -148,14 +148,15 @@ static void audit_handle(void *data, struct http_request *rq)
 	buf_init(&b, AUDIT_HTTP_BODY_MAX);
 	r = audit_export(audit_http.st, &f, audit_http_emit, &b, &last);
 	if (r < 0) {
-		(void)http_reply_error(rq, r == -ENOMEM ? 413 : 503,
-		                       "the audit trail could not be read (%s); "
-		                       "%s",
-		                       strerror(-r),
-		                       r == -ENOMEM ? "ask for fewer entries "
-		                                      "(limit=)"
-		                                    : "retry, and see the "
-		                                      "daemon's log");
+		(void)http_reply_error(
+		    rq, r == -ENOMEM ? 413 : 503,
+		    "the audit trail could not be read (%s); "
+		    "%s",
+		    strerror(-r),
+		    r == -ENOMEM ? "ask for fewer entries "
+		                   "(limit=)"
+		                 : "retry, and see the "
+		                   "daemon's log");
 		buf_finish(&b);
 		return;
 	}
@@ -180,10 +181,11 @@ static void verify_handle(void *data, struct http_request *rq)
 		return;
 	r = audit_verify(audit_http.st, &v);
 	if (r < 0) {
-		(void)http_reply_error(rq, 503,
-		                       "the audit trail could not be read (%s); "
-		                       "retry, and see the daemon's log",
-		                       strerror(-r));
+		(void)http_reply_error(
+		    rq, 503,
+		    "the audit trail could not be read (%s); "
+		    "retry, and see the daemon's log",
+		    strerror(-r));
 		return;
 	}
 	o = cJSON_CreateObject();

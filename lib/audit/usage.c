@@ -64,8 +64,8 @@ int usage_add_tx(struct store_tx *tx, const struct usage_delta *d)
 
 /* ---- the question ----------------------------------------------------- */
 
-int usage_time_parse(const char *name, const char *v, long long *out,
-                     char *err, size_t errlen)
+int usage_time_parse(const char *name, const char *v, long long *out, char *err,
+                     size_t errlen)
 {
 	struct tm tm;
 	int64_t n;
@@ -102,7 +102,8 @@ int usage_query_parse(const char *from, const char *to, const char *bucket,
 
 	memset(q, 0, sizeof(*q));
 	q->to_s = now_s + 1;
-	if (to && *to && (r = usage_time_parse("to", to, &q->to_s, err, errlen)) < 0)
+	if (to && *to &&
+	    (r = usage_time_parse("to", to, &q->to_s, err, errlen)) < 0)
 		return r;
 	q->from_s = q->to_s - USAGE_DEFAULT_WINDOW_S;
 	if (from && *from &&
@@ -146,8 +147,7 @@ struct usage_fold {
 	bool truncated;
 };
 
-static void usage_fold_flush(struct usage_fold *f,
-                             const struct usage_query *q)
+static void usage_fold_flush(struct usage_fold *f, const struct usage_query *q)
 {
 	cJSON *o, *bs;
 	long long end;
@@ -294,9 +294,10 @@ int usage_report(struct store *st, const struct usage_query *q, cJSON **out,
 	}
 	cJSON_AddNumberToObject(doc, "from", (double)q->from_s);
 	cJSON_AddNumberToObject(doc, "to", (double)q->to_s);
-	cJSON_AddStringToObject(doc, "bucket", q->bucket_s == 3600    ? "hour"
-	                                       : q->bucket_s == 86400 ? "day"
-	                                                              : "none");
+	cJSON_AddStringToObject(doc, "bucket",
+	                        q->bucket_s == 3600    ? "hour"
+	                        : q->bucket_s == 86400 ? "day"
+	                                               : "none");
 	r = usage_query_rows(st, q, &f);
 	if (r < 0) {
 		cJSON_Delete(doc);
@@ -344,25 +345,25 @@ int usage_csv(const cJSON *report, struct buf *out)
 		                  "packages_installed,egress_bytes,"
 		                  "storage_bytes\r\n");
 	cJSON_ArrayForEach (row, rows) {
-		const cJSON *t = cJSON_GetObjectItemCaseSensitive(row, "tenant");
+		const cJSON *t =
+		    cJSON_GetObjectItemCaseSensitive(row, "tenant");
 		const cJSON *c =
 		    cJSON_GetObjectItemCaseSensitive(row, "conversation");
 		const cJSON *bs =
 		    cJSON_GetObjectItemCaseSensitive(row, "runs_by_status");
 
 		if (r == 0)
-			r = csv_text(out, cJSON_IsString(t) ? t->valuestring
-			                                    : "");
+			r = csv_text(out,
+			             cJSON_IsString(t) ? t->valuestring : "");
 		if (r == 0)
 			r = buf_putc(out, ',');
 		if (r == 0)
-			r = csv_text(out, cJSON_IsString(c) ? c->valuestring
-			                                    : "");
+			r = csv_text(out,
+			             cJSON_IsString(c) ? c->valuestring : "");
 		if (r == 0)
-			r = buf_printf(out, ",%.0f,%.0f,%.0f",
-			               csv_num(row, "start"),
-			               csv_num(row, "end"),
-			               csv_num(row, "runs"));
+			r = buf_printf(
+			    out, ",%.0f,%.0f,%.0f", csv_num(row, "start"),
+			    csv_num(row, "end"), csv_num(row, "runs"));
 		for (size_t i = 0; i < N_STATUSES && r == 0; i++)
 			r = buf_printf(out, ",%.0f",
 			               csv_num(bs, usage_statuses[i]));

@@ -136,7 +136,7 @@ __attribute__((warn_unused_result)) int usage_csv(const cJSON *report,
  * Deletes the hours that ended before before_s, in one transaction;
  * returns how many rows went, or a store error.
  */
-__attribute__((warn_unused_result)) int
-usage_prune(struct store *st, long long before_s);
+__attribute__((warn_unused_result)) int usage_prune(struct store *st,
+                                                    long long before_s);
 
 #endif

@@ -16,8 +16,8 @@
 
 #include "config/config.h"
 
-#define AUTH_TENANT_MAX 64  /* config tenant names are [a-z0-9_.-]{1,64} */
-#define AUTH_SCOPES_MAX 255 /* space-separated scope names */
+#define AUTH_TENANT_MAX 64   /* config tenant names are [a-z0-9_.-]{1,64} */
+#define AUTH_SCOPES_MAX 255  /* space-separated scope names */
 #define AUTH_CLIENT_MAX 2000 /* an OAuth client_id (a URL with CIMD) */
 
 enum auth_status {

@@ -221,7 +221,7 @@ void mcp_server_stats(struct mcp_server *srv, struct mcp_stats *out);
 /* ---- the transport's side ------------------------------------------ */
 
 struct mcp_http_req {
-	const char *tenant;     /* authenticated tenant (borrowed) */
+	const char *tenant; /* authenticated tenant (borrowed) */
 	/*
 	 * Who within the tenant, for the audit trail: "oauth:<client_id>",
 	 * "token:<fingerprint>", "none", "stdio"; NULL: "".

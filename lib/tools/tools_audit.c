@@ -75,8 +75,8 @@ static size_t tools_audit_files(const cJSON *sc, struct audit_file *out,
 		if (!name)
 			continue;
 		out[n].name = name;
-		out[n].size = cJSON_IsNumber(sz) ? (long long)sz->valuedouble
-		                                 : -1;
+		out[n].size =
+		    cJSON_IsNumber(sz) ? (long long)sz->valuedouble : -1;
 		n++;
 	}
 	return n;
@@ -121,8 +121,8 @@ void tools_audit_run(struct mcp_call *call, const char *tool, const char *conv,
 	/* Network destinations and egress bytes: the egress proxy's, once
 	 * it reports them; none before. */
 	r.files = files;
-	r.n_files = files ? tools_audit_files(sc, files, TOOLS_AUDIT_FILES_MAX)
-	                  : 0;
+	r.n_files =
+	    files ? tools_audit_files(sc, files, TOOLS_AUDIT_FILES_MAX) : 0;
 	/* Logged there: the run's answer goes out either way. */
 	if (audit_record(tools_audit, &r, tools_audit_now_ms()) < 0)
 		log_debug("audit: the run above is not recorded");
@@ -211,13 +211,12 @@ static cJSON *tools_usage_call(void *data, struct mcp_call *call,
 	if (byc && !cJSON_IsBool(byc))
 		bad = "by_conversation";
 	if (bad)
-		return mcp_text_resultf(true,
-		                        "usage: %s must be a %s; see the tool's "
-		                        "input schema",
-		                        bad,
-		                        strcmp(bad, "by_conversation") == 0
-		                            ? "boolean"
-		                            : "string");
+		return mcp_text_resultf(
+		    true,
+		    "usage: %s must be a %s; see the tool's "
+		    "input schema",
+		    bad,
+		    strcmp(bad, "by_conversation") == 0 ? "boolean" : "string");
 	if (usage_query_parse(from, to, bucket, (long long)time(NULL), &q, err,
 	                      sizeof(err)) < 0)
 		return mcp_text_resultf(true, "usage: %s", err);

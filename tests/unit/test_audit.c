@@ -59,10 +59,11 @@ static void test_canon(void)
 	struct buf x, y;
 	char err[64];
 
-	canon_is("{\"b\":1,\"a\":[true,false,null],\"c\":{\"z\":\"\",\"y\":-"
-	         "3}}",
-	         "{\"a\":[true,false,null],\"b\":1,\"c\":{\"y\":-3,\"z\":\"\"}}",
-	         "keys sorted at every level, no whitespace");
+	canon_is(
+	    "{\"b\":1,\"a\":[true,false,null],\"c\":{\"z\":\"\",\"y\":-"
+	    "3}}",
+	    "{\"a\":[true,false,null],\"b\":1,\"c\":{\"y\":-3,\"z\":\"\"}}",
+	    "keys sorted at every level, no whitespace");
 	canon_is("{\"s\":\"q\\\" b\\\\ n\\n t\\t c\\u0001 \\u00e9 \\/\"}",
 	         "{\"s\":\"q\\\" b\\\\ n\\n t\\t c\\u0001 \xc3\xa9 /\"}",
 	         "only quote, backslash and control bytes escaped");
@@ -116,8 +117,8 @@ static void fake_chain(struct fake_chain *c)
 		         i * 7, i + 1, 1000 + i);
 		snprintf(c->prev[i], sizeof(c->prev[i]), "%s",
 		         i ? c->hash[i - 1] : AUDIT_GENESIS);
-		if (audit_chain_hash(c->prev[i], c->body[i],
-		                     strlen(c->body[i]), c->hash[i]) < 0)
+		if (audit_chain_hash(c->prev[i], c->body[i], strlen(c->body[i]),
+		                     c->hash[i]) < 0)
 			ok(false, "hash");
 		c->rows[i] = (struct audit_row){
 		    .seq = i + 1,
@@ -133,8 +134,7 @@ static void fake_chain(struct fake_chain *c)
 }
 
 /* Walks c; returns the seq reported broken, 0 when intact. */
-static long long walk(const struct fake_chain *c, int skip, char *why,
-                      size_t n)
+static long long walk(const struct fake_chain *c, int skip, char *why, size_t n)
 {
 	struct audit_check k;
 
@@ -313,8 +313,8 @@ static void test_trail(void)
 	              "WHERE seq = 3") == 1,
 	   "and put back");
 	verify_is(st, 0, "put back");
-	ok(tamper(st, "UPDATE audit_log SET tenant = 'mallory' WHERE seq = 2") ==
-	       1,
+	ok(tamper(st,
+	          "UPDATE audit_log SET tenant = 'mallory' WHERE seq = 2") == 1,
 	   "entry 2's tenant column changed");
 	verify_is(st, 2, "a column changed");
 	ok(tamper(st, "UPDATE audit_log SET tenant = 'bob' WHERE seq = 2") == 1,
@@ -329,8 +329,7 @@ static void test_trail(void)
 
 	/* Retention: a fresh trail, the older half pruned. */
 	for (int i = 0; i < 6; i++)
-		is_int(record(a, "alice", "c1", "completed", 10,
-		              t0 + i * 1000),
+		is_int(record(a, "alice", "c1", "completed", 10, t0 + i * 1000),
 		       0, "run recorded");
 	is_int(audit_prune(st, t0 + 2500, t0 + 10000), 3,
 	       "three entries older than the cutoff pruned");
