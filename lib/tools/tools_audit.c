@@ -131,20 +131,15 @@ void tools_audit_run(struct mcp_call *call, const char *tool, const char *conv,
 
 /* ---- the usage tool ------------------------------------------------------ */
 
+/* Short: every conversation's tools/list carries it (tool_list.test). */
 static const char tools_usage_input_schema[] =
     "{\"type\":\"object\",\"properties\":{"
-    "\"from\":{\"type\":\"string\",\"description\":\"start of the window: "
-    "a UTC time (2026-11-28T10:00:00Z) or seconds since the epoch; "
-    "default 7 days before to\"},"
-    "\"to\":{\"type\":\"string\",\"description\":\"end of the window "
-    "(excluded); default now\"},"
-    "\"bucket\":{\"type\":\"string\",\"enum\":[\"hour\",\"day\",\"none\"],"
-    "\"description\":\"one row per hour, per day (UTC), or one for the "
-    "whole window; default day\"},"
-    "\"conversationId\":{\"type\":\"string\",\"description\":\"only this "
-    "conversation\"},"
-    "\"by_conversation\":{\"type\":\"boolean\",\"description\":\"a row "
-    "per conversation\"}},"
+    "\"from\":{\"type\":\"string\",\"description\":\"UTC time or epoch "
+    "seconds\"},"
+    "\"to\":{\"type\":\"string\"},"
+    "\"bucket\":{\"type\":\"string\",\"enum\":[\"hour\",\"day\",\"none\"]},"
+    "\"conversationId\":{\"type\":\"string\"},"
+    "\"by_conversation\":{\"type\":\"boolean\"}},"
     "\"additionalProperties\":false}";
 
 static const char tools_usage_output_schema[] =
@@ -246,11 +241,8 @@ static cJSON *tools_usage_call(void *data, struct mcp_call *call,
 static struct tool_impl tools_usage_tool = {
     .name = "usage",
     .title = "Your usage",
-    .description = "What your runs used over a window (this token's "
-                   "tenant only): runs by status, CPU seconds, memory x "
-                   "time, packages installed, egress bytes and workspace "
-                   "storage, per hour, per day or in total, optionally "
-                   "per conversation.",
+    .description = "Your usage (default: last 7 days, per day): runs by "
+                   "status, CPU, memory, packages, egress, storage.",
     .input_schema = tools_usage_input_schema,
     .output_schema = tools_usage_output_schema,
     .read_only = true,

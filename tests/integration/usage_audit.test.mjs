@@ -18,6 +18,10 @@
 //  - an entry altered with the sqlite3 shell, then one deleted, are
 //    reported at their seq by /admin/audit/verify (409) and by
 //    `mcp-sandboxd audit verify` (exit 1).
+// With PostgreSQL (a scratch server from tests/lib/pg.sh; skipped with the
+// reason when it cannot start): two daemons sharing the store, runs ending
+// on both at once, keep one chain, and an entry altered with psql is
+// reported by both.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -25,7 +29,8 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { BIN, connectHttp } from './lib/daemon.mjs';
+import { BIN, connectHttp, freePort } from './lib/daemon.mjs';
+import { skipReason, startPg } from './lib/pg.mjs';
 import { callTool, describeRun, instanceName, removeContainersOf, runCode, startSandboxDaemon } from './lib/sandbox.mjs';
 
 const ALICE = randomBytes(24).toString('hex');
@@ -285,5 +290,62 @@ describe('usage and the audit trail', () => {
     assert.equal(r.status, 409);
     assert.equal(v.broken_seq, 3);
     assert.match(v.reason, /entry 3 is missing/);
+  });
+});
+
+const pg = startPg();
+
+describe('the audit trail in a PostgreSQL store shared by two daemons', { skip: pg ? false : skipReason }, () => {
+  const instances = [0, 1].map((i) => instanceName(`audit-pg-${i}`));
+  const d = [];
+  const clients = [];
+
+  const verify = (x) => fetch(`${x.base}/admin/audit/verify`, { headers: { Authorization: `Bearer ${OPERATOR}` } });
+
+  before(async () => {
+    pg.psql('CREATE DATABASE mcpsd_audit OWNER mcpsd');
+    const ports = [await freePort(), await freePort()];
+    const env = {
+      SANDBOX_WARM: 'false',
+      STORE_URL: pg.url('mcpsd_audit'),
+      MCP_API_TOKENS: `alice:${ALICE}`,
+      OPERATOR_TOKEN: OPERATOR,
+      PUBLIC_BASE_URL: `http://127.0.0.1:${ports[0]}`,
+      FILE_SECRET: randomBytes(32).toString('hex'),
+    };
+    for (const i of [0, 1]) {
+      d[i] = await startSandboxDaemon({ name: `audit-pg-${i}`, port: ports[i], instance: instances[i], env, connect: false });
+      clients[i] = await connectHttp(d[i], { token: ALICE });
+    }
+  });
+
+  after(async () => {
+    for (const i of [0, 1]) {
+      await clients[i]?.close();
+      await removeContainersOf(instances[i]);
+      await d[i]?.stop();
+    }
+    pg.destroy();
+  });
+
+  test('runs ending on both replicas at once keep one chain; psql tampering is reported by both', async () => {
+    const rs = await Promise.all(
+      [0, 1, 2, 3, 4, 5].map((i) => runCode(clients[i % 2], { language: 'python', conversationId: `pg-${i}`, code: `print(${i})` })),
+    );
+    for (const r of rs) assert.equal(r.sc?.status, 'completed', describeRun(r));
+    for (const x of d) {
+      const v = await (await verify(x)).json();
+      assert.equal(v.ok, true, JSON.stringify(v));
+      assert.equal(v.entries, 6);
+      assert.equal(v.head_seq, 6);
+    }
+    assert.equal(pg.psql('SELECT count(DISTINCT prev) FROM audit_log', 'mcpsd_audit'), '6', 'no two entries continue from one');
+    pg.psql(`UPDATE audit_log SET body = replace(body, '"exit_code":0', '"exit_code":1') WHERE seq = 4`, 'mcpsd_audit');
+    for (const x of d) {
+      const r = await verify(x);
+      assert.equal(r.status, 409);
+      const v = await r.json();
+      assert.equal(v.broken_seq, 4, JSON.stringify(v));
+    }
   });
 });
