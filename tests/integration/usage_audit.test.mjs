@@ -97,7 +97,8 @@ describe('usage and the audit trail', () => {
     await alice?.close();
     await bob?.close();
     await removeContainersOf(instance);
-    await d?.stop();
+    // Clean, or the sanitizers' findings show here.
+    await d?.stopClean();
     rmSync(root, { recursive: true, force: true });
   });
 
@@ -323,7 +324,7 @@ describe('the audit trail in a PostgreSQL store shared by two daemons', { skip: 
     for (const i of [0, 1]) {
       await clients[i]?.close();
       await removeContainersOf(instances[i]);
-      await d[i]?.stop();
+      await d[i]?.stopClean();
     }
     pg.destroy();
   });
