@@ -136,12 +136,12 @@ int usage_query_parse(const char *from, const char *to, const char *bucket,
 struct usage_fold {
 	cJSON *rows;
 	cJSON *row; /* current output row, or NULL */
-	char tenant[256], conv[256];
+	char tenant[300], conv[520]; /* conversation ids: up to 256 bytes */
 	long long start;
 	long long runs, cpu_ms, mem, pkgs, egress, storage;
 	long long by_status[N_STATUSES];
 	/* the conversation whose largest size is being found */
-	char size_conv[256];
+	char size_conv[520];
 	long long size_max;
 	size_t n;
 	bool truncated;
