@@ -135,7 +135,7 @@ int usage_query_parse(const char *from, const char *to, const char *bucket,
 /* The row being folded. */
 struct usage_fold {
 	cJSON *rows;
-	cJSON *row; /* current output row, or NULL */
+	cJSON *row;                  /* current output row, or NULL */
 	char tenant[300], conv[520]; /* conversation ids: up to 256 bytes */
 	long long start;
 	long long runs, cpu_ms, mem, pkgs, egress, storage;
