@@ -5,6 +5,8 @@
  */
 #include "schema.h"
 
+#include "audit/audit.h"
+#include "audit/usage.h"
 #include "oauth/oauth_db.h"
 #include "run/budget.h"
 #include "tasks/tasks_db.h"
@@ -19,6 +21,8 @@ static const struct store_migration migrations[] = {
     {3, "budget", BUDGET_MIGRATION_1, BUDGET_MIGRATION_1_PG},
     {4, "tasks", TASKS_DB_MIGRATION_2, TASKS_DB_MIGRATION_2_PG},
     {5, "tasks", TASKS_DB_MIGRATION_3, TASKS_DB_MIGRATION_3_PG},
+    {6, "audit", AUDIT_MIGRATION_1, AUDIT_MIGRATION_1_PG},
+    {7, "usage", USAGE_MIGRATION_1, USAGE_MIGRATION_1_PG},
 };
 
 #define N_MIGRATIONS (sizeof(migrations) / sizeof(migrations[0]))

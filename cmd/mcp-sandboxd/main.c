@@ -17,6 +17,9 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "audit/audit.h"
+#include "audit/audit_cli.h"
+#include "audit/audit_http.h"
 #include "backend/backend.h"
 #include "backend/seccomp.h"
 #include "build_config.h"
@@ -31,6 +34,7 @@
 #include "schema.h"
 #include "store/store.h"
 #include "tasks/tasks.h"
+#include "tools/tools_audit.h"
 #include "tools/tools_files.h"
 #include "tools/tools_run.h"
 #include "util/cron.h"
@@ -62,6 +66,9 @@ static void usage(FILE *out)
 	    out,
 	    "Usage: mcp-sandboxd [--env-file PATH] [--check-config] [--stdio]\n"
 	    "       mcp-sandboxd --print-reference markdown|env|readme\n"
+	    "       mcp-sandboxd [--env-file PATH] audit verify\n"
+	    "       mcp-sandboxd [--env-file PATH] audit export [--tenant T] "
+	    "[--conversation C]\n"
 	    "       mcp-sandboxd --help | --version\n"
 	    "\n"
 	    "A remote MCP server that runs code in Docker sandboxes: Python, R,\n"
@@ -87,6 +94,9 @@ static void usage(FILE *out)
 	    "                    the table below: markdown\n"
 	    "                    (docs/configuration.md), env (.env.example)\n"
 	    "                    or readme (the README's day-one table)\n"
+	    "  audit verify      check the audit trail's hash chain in the\n"
+	    "                    store; exit 0 intact, 1 broken\n"
+	    "  audit export      print the audit trail as JSON lines\n"
 	    "  --help            show this help\n"
 	    "  --version         print the version\n"
 	    "\n"
@@ -118,6 +128,7 @@ struct daemon {
 	struct stats *stats;
 	struct store *store;
 	struct budget *budget;
+	struct audit *audit;
 	struct oauth *oauth;
 	struct mcp_stdio *sio;
 };
@@ -212,6 +223,14 @@ static int daemon_core(struct daemon *d, char *err, size_t errlen)
 		return -1;
 	}
 	runner_set_budget(d->runner, d->budget);
+	/* Usage and the audit trail live in the store too. */
+	if (audit_create(d->store, cfg->audit_keep_code, &d->audit) < 0) {
+		log_errorx("out of memory");
+		return -1;
+	}
+	audit_set_retention(d->audit, cfg->audit_retention_days,
+	                    cfg->usage_retention_days);
+	tools_audit_register(d->mcp, d->audit);
 	tools_run_register(d->mcp, d->runner, d->wm);
 	tools_files_register(d->mcp, d->wm);
 #if MCPSD_FIXTURES
@@ -259,6 +278,9 @@ static int daemon_jobs(struct daemon *d)
 	             tasks_job_sweep, d->tasks) < 0 ||
 	    (d->oauth && cron_add(c, CRON_SLOW, "oauth", OAUTH_PURGE_MS,
 	                          oauth_job_purge, d->oauth) < 0) ||
+	    cron_add(c, CRON_SLOW, "audit-retention",
+	             AUDIT_RETENTION_INTERVAL_MS, audit_job_retention,
+	             d->audit) < 0 ||
 	    cron_start(c) < 0) {
 		log_errorx("cannot start the housekeeping loops");
 		return -1;
@@ -274,7 +296,8 @@ static int daemon_serve(struct daemon *d, bool use_stdio, char *err,
 
 	if (http_server_bind(cfg, d->mcp, &d->http, err, errlen) < 0 ||
 	    (d->oauth &&
-	     oauth_http_register(d->oauth, d->http, err, errlen) < 0)) {
+	     oauth_http_register(d->oauth, d->http, err, errlen) < 0) ||
+	    audit_http_register(d->http, cfg, d->store, err, errlen) < 0) {
 		log_errorx("%s", err);
 		return -1;
 	}
@@ -349,6 +372,7 @@ static void daemon_free(struct daemon *d)
 	tasks_close(d->tasks);
 	runner_destroy(d->runner);
 	budget_destroy(d->budget);
+	audit_destroy(d->audit);
 	oauth_destroy(d->oauth);
 	store_close(d->store);
 	workspace_mgr_destroy(d->wm);
@@ -376,7 +400,7 @@ int main(int argc, char **argv)
 	sigset_t sigs;
 	int sig = 0, opt, rc = 0;
 
-	while ((opt = getopt_long(argc, argv, "hVce:", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "+hVce:", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'h':
 			usage(stdout);
@@ -407,7 +431,7 @@ int main(int argc, char **argv)
 			return EXIT_CONFIG;
 		}
 	}
-	if (optind < argc) {
+	if (optind < argc && strcmp(argv[optind], "audit") != 0) {
 		fprintf(stderr, "mcp-sandboxd: unexpected argument '%s'\n",
 		        argv[optind]);
 		usage(stderr);
@@ -422,6 +446,12 @@ int main(int argc, char **argv)
 		return EXIT_CONFIG;
 	}
 	log_set_level(d.cfg.log_level);
+	if (optind < argc) {
+		rc = audit_cli(&d.cfg, argc - optind - 1, argv + optind + 1,
+		               stdout, stderr);
+		config_finish(&d.cfg);
+		return rc;
+	}
 	if (check) {
 		config_print(&d.cfg, stdout);
 		config_finish(&d.cfg);

@@ -444,6 +444,26 @@ static const struct setting settings[] = {
      "Bearer token for GET /metrics (empty: /metrics answers loopback "
      "clients only, and nobody when PUBLIC_BASE_URL is a public URL: "
      "behind a proxy or tunnel every request is a loopback one)"},
+    SECTION("Usage and audit",
+            "What each tenant and conversation used, and the hash-chained "
+            "record of every run (docs/operations.md, Usage and audit)."),
+    {"OPERATOR_TOKEN", SET_SECRET, "", OFF(operator_token), 0, 0,
+     "$(openssl rand -hex 32)",
+     "Bearer token for the operator's endpoints /admin/usage and "
+     "/admin/audit (at least 16 characters; empty: they answer loopback "
+     "clients only, and nobody when PUBLIC_BASE_URL is a public URL). The "
+     "API tokens and METRICS_TOKEN do not open them"},
+    {"AUDIT_KEEP_CODE", SET_BOOL, "false", OFF(audit_keep_code), 0, 0, "true",
+     "Keep each run's code in the audit trail, not only its SHA-256 (the "
+     "store grows by the code of every run)"},
+    {"AUDIT_RETENTION_DAYS", SET_UINT, "365", OFF(audit_retention_days), 0,
+     36500, "365",
+     "Audit entries older than this are deleted (hourly), leaving a "
+     "checkpoint entry so the rest still verifies (0: keep them all)"},
+    {"USAGE_RETENTION_DAYS", SET_UINT, "400", OFF(usage_retention_days), 0,
+     36500, "400",
+     "Hourly usage counters older than this are deleted (0: keep them "
+     "all)"},
 };
 
 #define N_SETTINGS (sizeof(settings) / sizeof(settings[0]))

@@ -174,6 +174,12 @@ struct config {
 	unsigned swarm_queue_timeout_s;
 	char *metrics_token; /* "": loopback peers only */
 
+	/* usage and audit */
+	char *operator_token; /* /admin/...; "": loopback peers only */
+	bool audit_keep_code;
+	unsigned audit_retention_days; /* 0: forever */
+	unsigned usage_retention_days; /* 0: forever */
+
 	/* proxies in front (MCP_TRUSTED_PROXIES), and what they imply */
 	char *trusted_proxies_raw; /* as given */
 	char

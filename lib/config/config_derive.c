@@ -401,8 +401,8 @@ static int derive_oauth(struct config *cfg, char *err, size_t errlen)
 }
 
 /*
- * The metrics token. The backend's settings are its own (backend.h's
- * backend_configure, after this).
+ * The metrics and operator tokens. The backend's settings are its own
+ * (backend.h's backend_configure, after this).
  */
 static int derive_cluster(struct config *cfg, char *err, size_t errlen)
 {
@@ -411,6 +411,17 @@ static int derive_cluster(struct config *cfg, char *err, size_t errlen)
 		                   "METRICS_TOKEN must have at least 16 "
 		                   "characters, e.g. METRICS_TOKEN=$(openssl "
 		                   "rand -hex 32)");
+	if (cfg->operator_token[0] && strlen(cfg->operator_token) < 16)
+		return errmsg_fail(-EINVAL, err, errlen,
+		                   "OPERATOR_TOKEN must have at least 16 "
+		                   "characters, e.g. OPERATOR_TOKEN=$(openssl "
+		                   "rand -hex 32)");
+	if (cfg->operator_token[0] && cfg->metrics_token[0] &&
+	    strcmp(cfg->operator_token, cfg->metrics_token) == 0)
+		return errmsg_fail(-EINVAL, err, errlen,
+		                   "OPERATOR_TOKEN must differ from "
+		                   "METRICS_TOKEN: a scraper's token must not "
+		                   "read the audit trail");
 	return 0;
 }
 

@@ -16,8 +16,9 @@
 
 #include "config/config.h"
 
-#define AUTH_TENANT_MAX 64  /* config tenant names are [a-z0-9_.-]{1,64} */
-#define AUTH_SCOPES_MAX 255 /* space-separated scope names */
+#define AUTH_TENANT_MAX 64   /* config tenant names are [a-z0-9_.-]{1,64} */
+#define AUTH_SCOPES_MAX 255  /* space-separated scope names */
+#define AUTH_CLIENT_MAX 2000 /* an OAuth client_id (a URL with CIMD) */
 
 enum auth_status {
 	AUTH_OK = 0,
@@ -43,6 +44,8 @@ struct auth_result {
 	 */
 	char scopes[AUTH_SCOPES_MAX + 1];
 	char fingerprint[13]; /* of the token, for logs; "" for NONE */
+	/* OAUTH: the client_id the token was issued to; "" otherwise */
+	char client[AUTH_CLIENT_MAX + 1];
 };
 
 /*

@@ -282,6 +282,16 @@ int http_reply_error(struct http_request *rq, unsigned status, const char *fmt,
 int http_reply_header(struct http_request *rq, const char *name,
                       const char *value);
 
+/*
+ * Whether an operator's request may go on (the rule of /metrics): with
+ * token set, it must bear that token (compared in constant time); without
+ * it, only loopback clients, and nobody while PUBLIC_BASE_URL is a public
+ * URL. On refusal answers 401 or 403 with a message naming setting (the
+ * variable to set) and path, and returns false.
+ */
+bool http_operator_ok(struct http_request *rq, const char *token,
+                      const char *setting, const char *path);
+
 /* ---- pure helpers, exposed for tests and fuzzing -------------------- */
 
 /*

@@ -135,7 +135,22 @@ static const char *header_of(void *hctx, const char *name)
 	return http_request_header(hctx, name);
 }
 
-static void fill_req(const struct http_request *rq, struct mcp_http_req *req)
+/*
+ * Who within the tenant, for the audit trail: the OAuth client, the
+ * static token's fingerprint, or "none" (MCP_AUTH=none).
+ */
+static void principal_of(const struct auth_result *a, char *out, size_t n)
+{
+	if (a->method == AUTH_METHOD_OAUTH)
+		snprintf(out, n, "oauth:%s", a->client);
+	else if (a->method == AUTH_METHOD_STATIC)
+		snprintf(out, n, "token:%s", a->fingerprint);
+	else
+		snprintf(out, n, "none");
+}
+
+static void fill_req(const struct http_request *rq, struct mcp_http_req *req,
+                     char *client, size_t n)
 {
 	size_t len;
 
@@ -143,6 +158,8 @@ static void fill_req(const struct http_request *rq, struct mcp_http_req *req)
 	req->header = header_of;
 	req->hctx = (void *)(uintptr_t)rq;
 	req->tenant = rq->auth.tenant;
+	principal_of(&rq->auth, client, n);
+	req->client = client;
 	req->body = http_request_body(rq, &len);
 	req->body_len = len;
 	req->protocol_version = http_request_header(rq, "MCP-Protocol-Version");
@@ -153,10 +170,11 @@ void http_mcp_handle(void *data, struct http_request *rq)
 {
 	struct mcp_http_req req;
 	struct mcp_http_resp mr;
+	char client[AUTH_CLIENT_MAX + 8];
 	unsigned m = http_method_bit(rq->method);
 
 	(void)data;
-	fill_req(rq, &req);
+	fill_req(rq, &req, client, sizeof(client));
 	req.session_id = http_request_header(rq, "Mcp-Session-Id");
 	if (m == HTTP_POST)
 		mcp_http_post(rq->hs->mcp, &req, &mr);
@@ -171,9 +189,10 @@ void http_mcp_sse_handle(void *data, struct http_request *rq)
 {
 	struct mcp_http_req req;
 	struct mcp_http_resp mr;
+	char client[AUTH_CLIENT_MAX + 8];
 
 	(void)data;
-	fill_req(rq, &req);
+	fill_req(rq, &req, client, sizeof(client));
 	mcp_http_sse_open(rq->hs->mcp, &req, "/messages", &mr);
 	reply_mcp(rq, &mr);
 }
@@ -182,9 +201,10 @@ void http_mcp_messages_handle(void *data, struct http_request *rq)
 {
 	struct mcp_http_req req;
 	struct mcp_http_resp mr;
+	char client[AUTH_CLIENT_MAX + 8];
 
 	(void)data;
-	fill_req(rq, &req);
+	fill_req(rq, &req, client, sizeof(client));
 	req.session_id = http_request_query(rq, "sessionId");
 	mcp_http_sse_post(rq->hs->mcp, &req, &mr);
 	reply_mcp(rq, &mr);

@@ -9,8 +9,10 @@
  * PUBLIC_BASE_URL is unset or loopback: a public one means a proxy or
  * tunnel in front, whose requests may all come from loopback whoever sent
  * them, so there the token is required. The API tokens do not open it: a
- * scraper never holds a key that runs code. Runs on connection threads; the
- * stats pointer is set before serving and never changes.
+ * scraper never holds a key that runs code. The operator's endpoints
+ * (/admin/..., OPERATOR_TOKEN) follow the same rule through
+ * http_operator_ok. Runs on connection threads; the stats pointer is set
+ * before serving and never changes.
  */
 #include <arpa/inet.h>
 #include <openssl/crypto.h>
@@ -59,41 +61,54 @@ static bool peer_loopback(const char *peer)
 	return IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127;
 }
 
+bool http_operator_ok(struct http_request *rq, const char *token,
+                      const char *setting, const char *path)
+{
+	struct http_server *hs = rq->hs;
+
+	if (token[0]) {
+		if (token_ok(rq, token))
+			return true;
+		(void)http_reply_error(
+		    rq, MHD_HTTP_UNAUTHORIZED,
+		    "%s needs 'Authorization: Bearer <token>' with the "
+		    "server's %s (the API tokens do not open it); see "
+		    "docs/operations.md",
+		    path, setting);
+		(void)http_reply_header(rq, "WWW-Authenticate",
+		                        "Bearer realm=\"operator\"");
+		return false;
+	}
+	if (hs->cfg->public_remote) {
+		(void)http_reply_error(
+		    rq, MHD_HTTP_FORBIDDEN,
+		    "%s needs %s on a server with a public PUBLIC_BASE_URL "
+		    "(behind a proxy or tunnel every request comes from "
+		    "loopback); set %s and send it as a bearer token "
+		    "(docs/operations.md)",
+		    path, setting, setting);
+		return false;
+	}
+	if (!peer_loopback(rq->peer) || !peer_loopback(rq->client)) {
+		(void)http_reply_error(
+		    rq, MHD_HTTP_FORBIDDEN,
+		    "%s answers loopback peers only while %s is unset; set "
+		    "%s and send it as a bearer token (docs/operations.md)",
+		    path, setting, setting);
+		return false;
+	}
+	return true;
+}
+
 void http_metrics_handle(void *data, struct http_request *rq)
 {
 	struct http_server *hs = rq->hs;
-	const char *token = hs->cfg->metrics_token;
 	struct buf out;
 
 	(void)data;
-	if (token[0]) {
-		if (!token_ok(rq, token)) {
-			(void)http_reply_error(
-			    rq, MHD_HTTP_UNAUTHORIZED,
-			    "/metrics needs 'Authorization: Bearer <token>' "
-			    "with the server's METRICS_TOKEN (the API tokens "
-			    "do not open it); see docs/operations.md, "
-			    "'Metrics'");
-			(void)http_reply_header(rq, "WWW-Authenticate",
-			                        "Bearer realm=\"metrics\"");
-			return;
-		}
-	} else if (hs->cfg->public_remote) {
-		(void)http_reply_error(
-		    rq, MHD_HTTP_FORBIDDEN,
-		    "/metrics needs METRICS_TOKEN on a server with a public "
-		    "PUBLIC_BASE_URL (behind a proxy or tunnel every request "
-		    "comes from loopback); set METRICS_TOKEN and scrape with "
-		    "it as a bearer token (docs/operations.md, 'Metrics')");
+	if (!http_operator_ok(rq, hs->cfg->metrics_token, "METRICS_TOKEN",
+	                      "/metrics"))
 		return;
-	} else if (!peer_loopback(rq->peer) || !peer_loopback(rq->client)) {
-		(void)http_reply_error(
-		    rq, MHD_HTTP_FORBIDDEN,
-		    "/metrics answers loopback peers only while METRICS_TOKEN "
-		    "is unset; set METRICS_TOKEN and scrape with it as a "
-		    "bearer token (docs/operations.md, 'Metrics')");
-		return;
-	}
 	if (!hs->stats) {
 		(void)http_reply_error(
 		    rq, MHD_HTTP_SERVICE_UNAVAILABLE,

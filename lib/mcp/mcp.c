@@ -327,6 +327,7 @@ static struct session *post_session(struct mcp_server *srv,
 		return NULL;
 	}
 	s->refs++;
+	mcp_session_set_client(s, req->client);
 	snprintf(resp->session_id, sizeof(resp->session_id), "%s", s->id);
 	return s;
 }
@@ -439,6 +440,7 @@ static void post_stateless(struct mcp_server *srv,
 	r = mcp_session_new_stateless(srv, req->tenant, &meta, &s);
 	if (r == 0) {
 		s->refs++;
+		mcp_session_set_client(s, req->client);
 		st = post_stream(s);
 		if (!st) {
 			mcp_session_end(srv, s);
@@ -666,6 +668,7 @@ void mcp_http_sse_open(struct mcp_server *srv, const struct mcp_http_req *req,
 		mcp_unlock(srv);
 		return;
 	}
+	mcp_session_set_client(s, req->client);
 	st = mcp_events_new(s, STREAM_LEGACY);
 	if (st)
 		s->get_stream = st;

@@ -221,7 +221,12 @@ void mcp_server_stats(struct mcp_server *srv, struct mcp_stats *out);
 /* ---- the transport's side ------------------------------------------ */
 
 struct mcp_http_req {
-	const char *tenant;     /* authenticated tenant (borrowed) */
+	const char *tenant; /* authenticated tenant (borrowed) */
+	/*
+	 * Who within the tenant, for the audit trail: "oauth:<client_id>",
+	 * "token:<fingerprint>", "none", "stdio"; NULL: "".
+	 */
+	const char *client;
 	const char *session_id; /* Mcp-Session-Id or ?sessionId=, or NULL */
 	const char *protocol_version; /* MCP-Protocol-Version or NULL */
 	const char *last_event_id;    /* Last-Event-ID or NULL */
@@ -305,6 +310,12 @@ enum mcp_log_level {
 
 /* The authenticated tenant (borrowed, valid during the call). */
 const char *mcp_call_tenant(const struct mcp_call *call);
+
+/*
+ * Who within the tenant opened the call's session (mcp_http_req.client;
+ * borrowed, valid during the call, "" when unknown).
+ */
+const char *mcp_call_client(const struct mcp_call *call);
 
 /* MCP Apps: the extension's key and the media type of its views. */
 #define MCP_UI_EXTENSION "io.modelcontextprotocol/ui"

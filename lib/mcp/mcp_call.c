@@ -253,6 +253,11 @@ const char *mcp_call_tenant(const struct mcp_call *c)
 	return c->sess->tenant;
 }
 
+const char *mcp_call_client(const struct mcp_call *c)
+{
+	return c->sess->client ? c->sess->client : "";
+}
+
 const char *mcp_call_protocol_version(const struct mcp_call *c)
 {
 	return c->sess->version;

@@ -216,6 +216,7 @@ struct session {
 	 * daemon that owns the session, for a load balancer. */
 	char id[MCP_REPLICA_NAME_MAX + 1 + 64 + 1];
 	char *tenant;
+	char *client; /* mcp_http_req.client of its first request, or NULL */
 	unsigned refs;
 	bool legacy;
 	/*
@@ -436,6 +437,12 @@ void mcp_session_unref(struct mcp_server *srv, struct session *s);
  * whose last reference went.
  */
 void mcp_session_free(struct session *s);
+
+/*
+ * Records who opened s (mcp_http_req.client; copied, NULL for none). Out
+ * of memory leaves it unknown: the audit trail then says "".
+ */
+void mcp_session_set_client(struct session *s, const char *client);
 
 /*
  * Creates a session for tenant and links it into the table. *out is

@@ -102,7 +102,14 @@ void mcp_session_free(struct session *s)
 {
 	cJSON_Delete(s->client_caps);
 	free(s->tenant);
+	free(s->client);
 	free(s);
+}
+
+void mcp_session_set_client(struct session *s, const char *client)
+{
+	free(s->client);
+	s->client = client && client[0] ? strdup(client) : NULL;
 }
 
 int mcp_session_new_stateless(struct mcp_server *srv, const char *tenant,

@@ -175,6 +175,7 @@ static void post_line(struct mcp_stdio *t, const char *line, size_t n)
 {
 	struct mcp_http_req req = {
 	    .tenant = t->o.tenant,
+	    .client = "stdio",
 	    .session_id = t->session_id,
 	    .body = line,
 	    .body_len = n,
@@ -308,7 +309,7 @@ int mcp_stdio_start(struct mcp_server *srv, const struct mcp_stdio_opts *o,
                     struct mcp_stdio **out, char *err, size_t errlen)
 {
 	struct mcp_stdio *t = calloc(1, sizeof(*t));
-	struct mcp_http_req req = {.tenant = o->tenant};
+	struct mcp_http_req req = {.tenant = o->tenant, .client = "stdio"};
 	struct mcp_http_resp resp;
 	int r;
 

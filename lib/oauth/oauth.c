@@ -644,6 +644,13 @@ out:
 enum oauth_verdict oauth_verify(struct oauth *o, const char *token, size_t len,
                                 const char **tenant)
 {
+	return oauth_verify_client(o, token, len, tenant, NULL, 0);
+}
+
+enum oauth_verdict oauth_verify_client(struct oauth *o, const char *token,
+                                       size_t len, const char **tenant,
+                                       char *client, size_t clientlen)
+{
 	static const size_t plen = sizeof(OAUTH_ACCESS_PREFIX) - 1;
 	unsigned char hash[OAUTH_DB_HASH_LEN];
 	struct oauth_db_token t;
@@ -652,6 +659,8 @@ enum oauth_verdict oauth_verify(struct oauth *o, const char *token, size_t len,
 	int r;
 
 	*tenant = NULL;
+	if (client && clientlen)
+		client[0] = '\0';
 	if (!o || len != plen + OAUTH_SECRET_HEX ||
 	    memcmp(token, OAUTH_ACCESS_PREFIX, plen) != 0)
 		return OAUTH_TOKEN_NOT_OURS;
@@ -688,6 +697,8 @@ enum oauth_verdict oauth_verify(struct oauth *o, const char *token, size_t len,
 			return OAUTH_TOKEN_SCOPE;
 	}
 	*tenant = ten->name;
+	if (client && clientlen)
+		snprintf(client, clientlen, "%s", t.grant.client_id);
 	return OAUTH_TOKEN_OK;
 }
 

@@ -142,6 +142,14 @@ enum oauth_verdict oauth_verify(struct oauth *o, const char *token, size_t len,
                                 const char **tenant);
 
 /*
+ * oauth_verify, and on OAUTH_TOKEN_OK the client_id the token was issued
+ * to in client (size n; "" otherwise), for the audit trail.
+ */
+enum oauth_verdict oauth_verify_client(struct oauth *o, const char *token,
+                                       size_t len, const char **tenant,
+                                       char *client, size_t n);
+
+/*
  * The WWW-Authenticate value for a refusal on the protected path (e.g.
  * "/mcp"): Bearer with resource_metadata and scope, plus error
  * "invalid_token" (v INVALID or NOT_OURS with a token presented) or

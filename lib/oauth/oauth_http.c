@@ -151,7 +151,8 @@ static enum auth_status verify(void *data, const char *token, size_t len,
 {
 	const char *tenant = NULL;
 
-	switch (oauth_verify(data, token, len, &tenant)) {
+	switch (oauth_verify_client(data, token, len, &tenant, out->client,
+	                            sizeof(out->client))) {
 	case OAUTH_TOKEN_OK:
 		snprintf(out->tenant, sizeof(out->tenant), "%s", tenant);
 		snprintf(out->scopes, sizeof(out->scopes), "%s", OAUTH_SCOPE);

@@ -13,6 +13,7 @@
 #include "run/catalog.h"
 #include "run/run_arguments.h"
 #include "tools/check_output.h"
+#include "tools/tools_audit.h"
 #include "util/buf.h"
 #include "util/log.h"
 
@@ -243,6 +244,7 @@ static cJSON *tools_check_call(void *data, struct mcp_call *call,
 		tools_check_checker(ctx->runner, res.language, filename,
 		                    sizeof(filename), checker, sizeof(checker));
 		result = tools_check_result(&res, filename, checker);
+		tools_audit_run(call, "check_code", "", &req, &res, NULL);
 		log_info("check lang=%s status=%s exit=%d", res.language,
 		         runner_status_name(res.status), res.exit_code);
 		if (res.status == RUNNER_ERROR)

@@ -18,6 +18,7 @@
 
 #include "run/capture.h"
 #include "run/run_arguments.h"
+#include "tools/tools_audit.h"
 #include "tools/tools_check.h"
 #include "tools/tools_content.h"
 #include "tools/notebook/tools_notebook.h"
@@ -688,6 +689,8 @@ static cJSON *tools_run_code_call(void *data, struct mcp_call *call,
 				                    res.value_json != NULL,
 				                    notebook_url, result);
 		}
+		/* Busy and rate-limited calls too: who was refused. */
+		tools_audit_run(call, "run_code", conv, &req, &res, result);
 	}
 	if (result)
 		tools_run_add_conversation(result, conv, minted[0] != '\0');

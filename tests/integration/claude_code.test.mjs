@@ -20,7 +20,7 @@ import { BIN, startDaemon } from './lib/daemon.mjs';
 import { PARSER_ERROR, claude, claudeBin, claudeUser, claudeVersion, mcpStatus, parseMcpList } from './lib/claude_code.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const TOOLS = ['check_code', 'delete_file', 'list_files', 'list_runners', 'replay_notebook', 'run_code', 'upload_file'];
+const TOOLS = ['check_code', 'delete_file', 'list_files', 'list_runners', 'replay_notebook', 'run_code', 'upload_file', 'usage'];
 // The server's words about a missing or wrong token (lib/http/http_route.c).
 const MISSING = /missing bearer token/;
 const INVALID = /invalid bearer token/;

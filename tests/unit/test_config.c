@@ -424,7 +424,25 @@ int main(void)
 	is_str(c.tokens[0].tenant, "default", "its tenant is default");
 	is_str(c.public_base_url, "http://127.0.0.1:8080", "derived base URL");
 	ok(c.allowed_hosts[0] == NULL, "no Host check off loopback");
+	ok(!c.audit_keep_code && c.audit_retention_days == 365 &&
+	       c.usage_retention_days == 400 && !c.operator_token[0],
+	   "audit defaults: no code kept, a year of entries, no token");
 	config_finish(&c);
+
+	/* The operator's token: long enough, and not the scraper's. */
+	setenv("OPERATOR_TOKEN", "short", 1);
+	ok(load(&c, NULL, err, sizeof(err)) < 0 &&
+	       strstr(err, "OPERATOR_TOKEN must have at least 16"),
+	   "a short OPERATOR_TOKEN is refused: %s", err);
+	config_finish(&c);
+	setenv("OPERATOR_TOKEN", "same-token-0123456789", 1);
+	setenv("METRICS_TOKEN", "same-token-0123456789", 1);
+	ok(load(&c, NULL, err, sizeof(err)) < 0 &&
+	       strstr(err, "must differ from METRICS_TOKEN"),
+	   "OPERATOR_TOKEN equal to METRICS_TOKEN is refused: %s", err);
+	config_finish(&c);
+	unsetenv("OPERATOR_TOKEN");
+	unsetenv("METRICS_TOKEN");
 
 	setenv("MCP_HTTP_ADDR", "127.0.0.1:9999", 1);
 	setenv("MCP_API_TOKENS",

@@ -563,6 +563,18 @@ static void test_tokens(struct oauth *o, const struct client *claude,
 	is_int(oauth_verify(o, access, strlen(access), &tenant), OAUTH_TOKEN_OK,
 	       "the access token is accepted");
 	is_str(tenant, "alice", "as tenant alice");
+	{
+		char client[OAUTH_URI_MAX + 1] = "x";
+
+		is_int(oauth_verify_client(o, access, strlen(access), &tenant,
+		                           client, sizeof(client)),
+		       OAUTH_TOKEN_OK, "the access token, with its client");
+		is_str(client, claude->id, "names the client it was issued to");
+		is_int(oauth_verify_client(o, "mcpsd_at_x", 10, &tenant, client,
+		                           sizeof(client)),
+		       OAUTH_TOKEN_NOT_OURS, "a malformed token");
+		is_str(client, "", "names no client");
+	}
 	is_int(oauth_verify(o, "mcpsd_at_x", 10, &tenant), OAUTH_TOKEN_NOT_OURS,
 	       "a malformed token is not ours");
 	is_int(oauth_verify(NULL, access, strlen(access), &tenant),

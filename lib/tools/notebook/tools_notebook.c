@@ -13,6 +13,7 @@
 
 #include "tools/notebook/notebook.h"
 #include "run/run_arguments.h"
+#include "tools/tools_audit.h"
 #include "util/buf.h"
 #include "util/log.h"
 #include "workspace/files.h"
@@ -210,8 +211,9 @@ static const char replay_out[] =
 /* One replayed cell: run, then the record of what it printed. */
 static cJSON *tools_notebook_replay_cell(struct tools_notebook_ctx *ctx,
                                          struct mcp_call *call,
-                                         struct workspace *ws, const char *code,
-                                         bool first, const char **status)
+                                         struct workspace *ws, const char *conv,
+                                         const char *code, bool first,
+                                         const char **status)
 {
 	struct runner_request req;
 	struct runner_result res;
@@ -244,6 +246,8 @@ static cJSON *tools_notebook_replay_cell(struct tools_notebook_ctx *ctx,
 			files = NULL;
 		rec = tools_notebook_record_of(ws, req.code, req.code_len, &res,
 		                               files);
+		tools_audit_run(call, "replay_notebook", conv, &req, &res,
+		                NULL);
 	}
 	mcp_call_on_cancel(call, NULL, NULL);
 	cJSON_Delete(files);
@@ -368,7 +372,7 @@ static cJSON *tools_notebook_replay_call(void *data, struct mcp_call *call,
 			snprintf(msg, sizeof(msg), "replaying cell %d", i);
 			(void)mcp_call_progress(call, cells + 1, -1, msg);
 		}
-		again = tools_notebook_replay_cell(ctx, call, ws, src,
+		again = tools_notebook_replay_cell(ctx, call, ws, conv, src,
 		                                   cells == 0, &status);
 		cells++;
 		d = again ? notebook_diff(rec, again) : NULL;
