@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "audit/audit.h"
-#include "audit/audit_cli.h"
+#include "audit_cli.h"
 #include "audit/audit_http.h"
 #include "backend/backend.h"
 #include "backend/seccomp.h"
@@ -34,7 +34,7 @@
 #include "schema.h"
 #include "store/store.h"
 #include "tasks/tasks.h"
-#include "tools/tools_audit.h"
+#include "tools/audit/tools_audit.h"
 #include "tools/tools_files.h"
 #include "tools/tools_run.h"
 #include "util/cron.h"

@@ -13,7 +13,7 @@
 #include "run/catalog.h"
 #include "run/run_arguments.h"
 #include "tools/check_output.h"
-#include "tools/tools_audit.h"
+#include "tools/audit/tools_audit.h"
 #include "util/buf.h"
 #include "util/log.h"
 

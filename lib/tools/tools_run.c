@@ -18,7 +18,7 @@
 
 #include "run/capture.h"
 #include "run/run_arguments.h"
-#include "tools/tools_audit.h"
+#include "tools/audit/tools_audit.h"
 #include "tools/tools_check.h"
 #include "tools/tools_content.h"
 #include "tools/notebook/tools_notebook.h"

@@ -13,7 +13,7 @@
 
 #include "tools/notebook/notebook.h"
 #include "run/run_arguments.h"
-#include "tools/tools_audit.h"
+#include "tools/audit/tools_audit.h"
 #include "util/buf.h"
 #include "util/log.h"
 #include "workspace/files.h"

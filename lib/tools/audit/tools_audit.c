@@ -3,7 +3,7 @@
  * tools_audit: see tools_audit.h. The trail pointer is written once before
  * serving and only read afterwards.
  */
-#include "tools/tools_audit.h"
+#include "tools/audit/tools_audit.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
 /*
  * audit_cli: see audit_cli.h.
  */
-#include "audit/audit_cli.h"
+#include "audit_cli.h"
 
 #include <errno.h>
 #include <string.h>
