@@ -892,9 +892,8 @@ static int res_read(void *data, struct mcp_call *call, const char *uri,
 }
 
 #define CONV_PROP                                                              \
-	"\"conversationId\":{\"type\":\"string\",\"minLength\":1,"             \
-	"\"maxLength\":256,\"description\":\"" TOOLS_CONV_KNOWN_DESCRIPTION    \
-	"\"},"
+	"\"conversationId\":{\"type\":\"string\",\"description\":"             \
+	"\"" TOOLS_CONV_KNOWN_DESCRIPTION "\"},"
 /* upload_file may open a chat: its id may be left out, as run_code's. */
 #define CONV_PROP_OPTIONAL                                                     \
 	"\"conversationId\":{\"type\":\"string\",\"minLength\":1,"             \

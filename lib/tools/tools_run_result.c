@@ -196,14 +196,22 @@ static void tools_run_size(char out[32], size_t n)
 		snprintf(out, 32, "%zu bytes", n);
 }
 
-/*
- * The length of a runner description's summary: its first clause, up to
- * the first ". " or "; " outside parentheses. The rest (flags, tips) is
- * for list_runners; tools/list reaches every conversation.
+/* How many items of a description's " with a, b, c, d" list the summary keeps.
  */
-static size_t tools_run_summary_len(const char *d)
+#define TOOLS_RUN_LIST_KEPT 3
+
+/*
+ * Appends a runner description's summary: its first clause, up to the first
+ * ". ", "; " or ", " outside parentheses, with a " with a, b, c, d, ..."
+ * list in it cut to its first TOOLS_RUN_LIST_KEPT items and ", ..." (a
+ * list's commas do not end the clause). The rest
+ * (every library, flags, tips) is list_runners'; tools/list reaches every
+ * conversation, so the summary keeps the name, the version and what the
+ * language can and cannot use ("standard library only").
+ */
+static int tools_run_summary(struct buf *b, const char *d)
 {
-	int depth = 0;
+	int depth = 0, items = -1;
 	size_t i;
 
 	for (i = 0; d[i]; i++) {
@@ -213,9 +221,18 @@ static size_t tools_run_summary_len(const char *d)
 			depth--;
 		else if (depth == 0 && (d[i] == '.' || d[i] == ';') &&
 		         (d[i + 1] == ' ' || d[i + 1] == '\0'))
-			return i;
+			break;
+		else if (depth == 0 && items < 0 &&
+		         strncmp(d + i, " with ", 6) == 0)
+			items = 0;
+		else if (depth == 0 && items < 0 && d[i] == ',' &&
+		         d[i + 1] == ' ')
+			break;
+		else if (depth == 0 && items >= 0 && d[i] == ',' &&
+		         ++items == TOOLS_RUN_LIST_KEPT)
+			return buf_printf(b, ": %.*s, ...", (int)i, d);
 	}
-	return i;
+	return i ? buf_printf(b, ": %.*s", (int)i, d) : 0;
 }
 
 /*
@@ -235,11 +252,10 @@ static int tools_run_describe_compact(struct buf *b, const struct catalog *cat,
 	r = buf_puts(b, "\n\nLanguages (details: list_runners):");
 	for (size_t i = 0; r == 0 && i < cat->n; i++) {
 		const struct catalog_image *m = &cat->items[i];
-		size_t n = tools_run_summary_len(m->description);
 
 		r = buf_printf(b, "\n- %s", m->language);
-		if (r == 0 && n)
-			r = buf_printf(b, ": %.*s", (int)n, m->description);
+		if (r == 0)
+			r = tools_run_summary(b, m->description);
 		if (r == 0 && packages && m->packages[0])
 			r = buf_printf(b, "; packages: %s", m->packages);
 	}
@@ -256,33 +272,29 @@ static int tools_run_describe_warm(struct buf *b, const struct config *cfg)
 	tools_run_size(out, cfg->output_max_bytes);
 	return buf_printf(
 	    b,
-	    "Run code in an isolated Linux sandbox. A conversationId is "
-	    "unique to one chat; each keeps a warm session per language: "
-	    "Python keeps "
-	    "variables, imports and loaded data between calls, shows a final "
-	    "expression's value like a notebook cell and returns open "
-	    "matplotlib figures as PNG; R keeps its global environment the "
-	    "same way and returns its plots as PNG; other languages run as a "
-	    "fresh process. A session ends after %s idle, %s after it started, "
-	    "or "
-	    "on a timeout the code ignores, out of memory or exit(); the "
-	    "result's session.state says new, continued, %s (then "
-	    "run your setup again). Background processes stop when a run "
-	    "ends. /data, the working directory, belongs to the conversation: "
-	    "save files and charts there to keep them and get links; print "
-	    "results to stdout. Limits per run: %u MB memory (the session's), "
-	    "%g CPU, %u s, %u processes, %u MB /tmp, output up to %s. %s",
+	    "Run code in an isolated Linux sandbox. Each chat "
+	    "(conversationId) keeps a warm session per language: Python and "
+	    "R keep variables, imports and loaded data between calls, show "
+	    "the last expression's value like a notebook cell and return "
+	    "plots as PNG; other languages run as a fresh process. A session "
+	    "ends after %s idle, after %s, or on a timeout the code ignores, "
+	    "out of memory or exit(); the result's session.state says new, "
+	    "continued, %s (then run your setup again). Background processes "
+	    "stop when a run ends. /data, the working directory, belongs to "
+	    "the chat: save files and charts there to keep them and get "
+	    "links; print results to stdout. Limits per run: %u MB memory "
+	    "(the session's), %g CPU, %u s, %u processes, %u MB /tmp, output "
+	    "up to %s. %s",
 	    idle, life,
 	    cfg->state_save ? "restored (saved state back) or restarted"
 	                    : "or restarted",
 	    cfg->memory_mb, cfg->cpus, cfg->timeout_s, cfg->pids_limit,
 	    cfg->tmp_mb, out,
 	    cfg->allow_network
-	        ? "No network unless network: true. Network, or other "
-	          "memory_mb or cpus than the defaults, run in a one-off "
-	          "sandbox without the session's state."
-	        : "No network. Other memory_mb or cpus than the defaults run "
-	          "in a one-off sandbox without the session's state.");
+	        ? "No network unless network: true. Network or non-default "
+	          "memory_mb/cpus run one-off, without the session's state."
+	        : "No network. Non-default memory_mb/cpus run one-off, "
+	          "without the session's state.");
 }
 
 /* ... and with every run in a fresh box. */

@@ -77,10 +77,10 @@ for (const [name, env] of CONFIGS) {
       assert.match(desc, /numpy, pandas, matplotlib/, 'the Python line names its libraries');
       assert.match(desc, /list_runners/, 'the description points to list_runners for the details');
       // Where files go, limits, network.
-      assert.match(desc, /\/data, the working directory,( which)? belongs to the conversation/);
+      assert.match(desc, /\/data, the working directory,( which)? belongs to the (conversation|chat)/);
       assert.match(desc, /Limits per run: \d+ MB memory[^.]*, [\d.]+ CPU, \d+ s, \d+ processes, \d+ MB \/tmp, output up to \d+ MB/);
       assert.match(desc, /No network unless network: true/);
-      assert.match(desc, /unique to one chat/);
+      assert.match(desc, /unique to one chat|Each chat \(conversationId\)/);
       const p = rc.inputSchema.properties;
       assert.equal(p.timeout_seconds.maximum > p.timeout_seconds.default, true, 'timeout_seconds carries its default and maximum');
       assert.ok(p.memory_mb.maximum && p.cpus.maximum, 'memory_mb and cpus carry their maximum');
@@ -88,9 +88,9 @@ for (const [name, env] of CONFIGS) {
       if (env.SANDBOX_WARM === 'true') {
         // The state semantics of a warm session.
         assert.match(desc, /warm session per language/);
-        assert.match(desc, /Python keeps variables, imports and loaded data between calls/);
+        assert.match(desc, /Python( and R)? keeps? variables, imports and loaded data between calls/);
         assert.match(desc, /session\.state says new, continued,? (restored \(saved state back\) )?or restarted/);
-        assert.match(desc, /one-off sandbox without the session's state/);
+        assert.match(desc, /one-off, without the session's state/);
         assert.deepEqual(p.session.enum, ['continue', 'new']);
       }
       // list_runners has the details run_code's description leaves out.

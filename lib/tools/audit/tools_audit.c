@@ -134,10 +134,8 @@ void tools_audit_run(struct mcp_call *call, const char *tool, const char *conv,
 /* Short: every conversation's tools/list carries it (tool_list.test). */
 static const char tools_usage_input_schema[] =
     "{\"type\":\"object\",\"properties\":{"
-    "\"from\":{\"type\":\"string\",\"description\":\"UTC time or epoch "
-    "seconds\"},"
-    "\"to\":{\"type\":\"string\"},"
-    "\"bucket\":{\"type\":\"string\",\"enum\":[\"hour\",\"day\",\"none\"]},"
+    "\"from\":{\"type\":\"string\"},\"to\":{\"type\":\"string\"},"
+    "\"bucket\":{\"enum\":[\"hour\",\"day\",\"none\"]},"
     "\"conversationId\":{\"type\":\"string\"},"
     "\"by_conversation\":{\"type\":\"boolean\"}},"
     "\"additionalProperties\":false}";
@@ -241,8 +239,9 @@ static cJSON *tools_usage_call(void *data, struct mcp_call *call,
 static struct tool_impl tools_usage_tool = {
     .name = "usage",
     .title = "Your usage",
-    .description = "Your usage (default: last 7 days, per day): runs by "
-                   "status, CPU, memory, packages, egress, storage.",
+    .description = "Your usage (default: last 7 days, per day; from/to: UTC "
+                   "time or epoch seconds): runs, CPU, memory, packages, "
+                   "egress, storage.",
     .input_schema = tools_usage_input_schema,
     .output_schema = tools_usage_output_schema,
     .read_only = true,

@@ -191,11 +191,9 @@ char *tools_notebook_record(struct workspace *ws, const char *conv,
 
 /* ---- replay_notebook ----------------------------------------------------- */
 
-static const char replay_in[] =
-    "{\"type\":\"object\",\"properties\":{"
-    "\"conversationId\":{\"type\":\"string\",\"minLength\":1,"
-    "\"maxLength\":256}},"
-    "\"required\":[\"conversationId\"]}";
+static const char replay_in[] = "{\"type\":\"object\",\"properties\":{"
+                                "\"conversationId\":{\"type\":\"string\"}},"
+                                "\"required\":[\"conversationId\"]}";
 
 static const char replay_out[] =
     "{\"type\":\"object\",\"properties\":{"
