@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backend/docker/docker_internal.h"
 #include "util/log.h"
 
 #define DE_MEMORY_BYTES (256LL * 1024 * 1024)
@@ -164,15 +165,43 @@ int docker_egress_net_open(struct docker *d, const struct backend_egress_net *n,
 	return 0;
 }
 
+/*
+ * Takes every container off the network: the proxy, and a run's box the
+ * engine still counts as on it (its removal is queued, not done).
+ */
+static void de_empty_network(struct docker *d, const char *name)
+{
+	char path[256], why[512];
+	cJSON *net = NULL, *c;
+
+	snprintf(path, sizeof(path), "/networks/%s", name);
+	if (docker_request(d, "GET", path, NULL, 0, &net, why, sizeof(why)) <
+	    0) {
+		log_warnx("egress: looking at network %s: %s", name, why);
+		return;
+	}
+	cJSON_ArrayForEach (c, cJSON_GetObjectItemCaseSensitive(net,
+	                                                        "Containers")) {
+		int r;
+
+		if (!c->string || !docker_id_ok(c->string))
+			continue;
+		r = docker_network_disconnect(d, name, c->string, why,
+		                              sizeof(why));
+		if (r < 0 && r != -ENOENT)
+			log_warnx("egress: taking %.12s off %s: %s", c->string,
+			          name, why);
+	}
+	cJSON_Delete(net);
+}
+
 void docker_egress_net_close(struct docker *d,
                              const struct backend_egress_net *n)
 {
 	char why[512];
 	int r;
 
-	r = docker_network_disconnect(d, n->name, n->proxy, why, sizeof(why));
-	if (r < 0 && r != -ENOENT)
-		log_warnx("egress: taking the proxy off %s: %s", n->name, why);
+	de_empty_network(d, n->name);
 	r = docker_network_remove(d, n->name, why, sizeof(why));
 	if (r < 0 && r != -ENOENT)
 		log_warnx("egress: removing network %s: %s", n->name, why);
