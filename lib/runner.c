@@ -180,7 +180,7 @@ static int runner_warm(struct runner *r, const struct runner_request *req,
 	res->cpu_ms = -1;
 	if (!r->warm)
 		why = "disabled";
-	else if (req->network)
+	else if (req->network && !req->egress)
 		why = "network";
 	else if (req->one_off)
 		why = "one_off";
@@ -758,6 +758,9 @@ int runner_create(const struct config *cfg, struct runner **out, char *err,
 	    backend_has(r->be, BACKEND_CAN_EGRESS)) {
 		rc = egress_create(cfg, r->be, r->boot, &r->egress, err, errlen);
 		r->oneoff.egress = r->egress;
+		/* Before any warm box is made: they must be joinable. */
+		if (rc == 0 && r->warm)
+			warm_set_egress(r->warm, r->egress);
 	}
 	if (rc < 0)
 		goto fail;

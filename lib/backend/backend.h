@@ -123,6 +123,12 @@ struct box_spec {
 	 * is on instead (and nothing else), or NULL.
 	 */
 	const struct box_egress *egress;
+	/*
+	 * With BACKEND_CAN_EGRESS: the box starts without any network (as
+	 * none) but box_join can put it on an egress network later (a warm
+	 * box whose conversation may ask for network in a run).
+	 */
+	bool joinable;
 	/* A package installer: SANDBOX_PACKAGES_NETWORK when packages are
 	 * on (packages.h), whatever network says. */
 	bool install;

@@ -123,6 +123,7 @@ while not hdr.endswith(b'\r\n\r\n'):
     hdr += sock.recv(1)
 t = ssl._create_unverified_context().wrap_socket(sock, server_hostname='tls.test')
 print('CERT', hashlib.sha256(t.getpeercert(binary_form=True)).hexdigest())
+t.close()
 `.replaceAll('PORT', String(tlsPort));
     const r = await py(d.client, 'eg-ok', fetchCode([`http://web.test:${webPort}/a`, `https://tls.test:${tlsPort}/b`]) + peek, {
       network: true,
@@ -213,6 +214,29 @@ for u in ['http://${gw}:${webPort}/direct', 'http://169.254.169.254/direct']:
     const refused = await py(bob, 'eg-bob', 'print(1)', { network: [`web.test:${webPort}`] });
     assert.equal(refused.sc, undefined);
     assert.match(refused.text, /not in this tenant's egress allow-list; ask only for names it allows \(tls\.test:\d+\)/);
+  });
+
+  test('a warm session keeps its state across a networked run; the next run has no network again', { timeout: T }, async () => {
+    const first = await py(d.client, 'eg-warm', 'x = 41\nprint("set")');
+    expectStatus(first, 'completed');
+    const IFACES = "print('IFACES', sorted(l.split(':')[0].strip() for l in open('/proc/net/dev').readlines()[2:]))\n";
+    const url = `http://web.test:${webPort}/warm`;
+    const net = await py(d.client, 'eg-warm', `x += 1\n${fetchCode([url])}${IFACES}`, { network: true });
+    expectStatus(net, 'completed');
+    assert.equal(net.sc.session.state, 'continued', JSON.stringify(net.sc.session));
+    assert.match(lineOf(net.sc.stdout, url), / 200 hello from web \/warm/, describeRun(net));
+    assert.match(net.sc.stdout, /IFACES \['eth0', 'lo'\]/);
+    assert.deepEqual(dests(net), [`web.test:${webPort} allowed`]);
+
+    const after = await py(d.client, 'eg-warm', `print('x', x)\n${fetchCode([url])}${IFACES}` +
+      "import os\nprint('PROXY', os.environ.get('HTTP_PROXY'))\n");
+    expectStatus(after, 'completed');
+    assert.equal(after.sc.session.state, 'continued', JSON.stringify(after.sc.session));
+    assert.match(after.sc.stdout, /^x 42$/m, 'the state survived the networked run');
+    assert.match(after.sc.stdout, /IFACES \['lo'\]/, 'no network interface but loopback');
+    assert.match(lineOf(after.sc.stdout, url), /ERR/);
+    assert.match(after.sc.stdout, /PROXY None/);
+    assert.equal(after.sc.egress, undefined);
   });
 
   test('a run without network has none, and /metrics counts the proxy\'s requests', { timeout: T }, async () => {

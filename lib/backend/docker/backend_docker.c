@@ -183,6 +183,14 @@ static int dk_opts_fill(const struct config *cfg, const char *seccomp_opt,
 		o->n_dns = 1;
 	} else if (sp->install && cfg->packages) {
 		o->network_mode = cfg->packages_network;
+	} else if (sp->joinable) {
+		/*
+		 * A container made with NetworkMode none can never join a
+		 * network: this one is made on the proxy's network and taken
+		 * off it before it starts (dk_box_create), so it starts with
+		 * loopback only and can join an egress network later.
+		 */
+		o->network_mode = cfg->egress_proxy_network;
 	} else {
 		o->network_mode =
 		    sp->network && cfg->allow_network ? "bridge" : "none";
@@ -394,6 +402,8 @@ static enum cgroup_usage_mode dk_cg_mode(struct dk_backend *be)
 	return mode;
 }
 
+static void dk_box_release(struct box *base);
+
 static int dk_box_create(struct backend *base, const struct box_spec *spec,
                          struct box **out, char *err, size_t errlen)
 {
@@ -450,6 +460,15 @@ static int dk_box_create(struct backend *base, const struct box_spec *spec,
 	b->base.be = base;
 	b->be = be;
 	snprintf(b->base.id, sizeof(b->base.id), "%.12s", b->cid);
+	if (spec->joinable && !spec->egress) {
+		/* Off its network before it ever starts (dk_opts_fill). */
+		rc = docker_network_disconnect(be->docker, o.network_mode,
+		                               b->cid, err, errlen);
+		if (rc < 0) {
+			dk_box_release(&b->base);
+			return rc == -ENOENT ? -EIO : rc;
+		}
+	}
 	*out = &b->base;
 	return 0;
 }
