@@ -390,20 +390,23 @@ int egress_resolve(const struct config *cfg, const char *tenant,
                    char *err, size_t errlen)
 {
 	struct egress_list *t = malloc(sizeof(*t));
+	struct egress_ports ports;
 	int r;
 
 	if (!t) {
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	r = egress_tenant_list(cfg->egress_tenants, tenant, t, err, errlen);
+	r = egress_ports_parse(cfg->egress_ports, &ports, err, errlen);
+	if (r == 0)
+		r = egress_tenant_list(cfg->egress_tenants, tenant, t, err, errlen);
 	if (r == 0)
 		r = egress_list_parse(cfg->egress_allow, "SANDBOX_EGRESS_ALLOW",
 		                      t, err, errlen);
 	else if (r > 0)
 		r = 0;
 	if (r == 0 && asked)
-		r = egress_list_narrow(t, asked, out, err, errlen);
+		r = egress_list_narrow(t, asked, &ports, out, err, errlen);
 	else if (r == 0)
 		*out = *t;
 	free(t);

@@ -257,7 +257,8 @@ void egress_rule_format(const struct egress_rule *r, char *buf, size_t len)
 }
 
 int egress_list_narrow(const struct egress_list *allowed,
-                       const struct egress_list *asked, struct egress_list *out,
+                       const struct egress_list *asked,
+                       const struct egress_ports *ports, struct egress_list *out,
                        char *err, size_t errlen)
 {
 	memset(out, 0, sizeof(*out));
@@ -266,7 +267,7 @@ int egress_list_narrow(const struct egress_list *allowed,
 
 		for (size_t j = 0; j < allowed->n && !ok; j++)
 			ok = egress_rule_covers(&allowed->rules[j],
-			                        &asked->rules[i], NULL);
+			                        &asked->rules[i], ports);
 		if (!ok) {
 			char a[EGRESS_NAME_MAX + 16], list[512];
 			size_t n = 0;

@@ -79,12 +79,13 @@ bool egress_rule_covers(const struct egress_rule *outer,
 
 /*
  * out = asked, after checking that every rule of asked is covered by a rule
- * of allowed. -EPERM with a message naming the first rule that is not (and
- * what the tenant may ask for).
+ * of allowed under the operator's ports. -EPERM with a message naming the
+ * first rule that is not (and what the tenant may ask for).
  */
 __attribute__((warn_unused_result)) int
 egress_list_narrow(const struct egress_list *allowed,
-                   const struct egress_list *asked, struct egress_list *out,
+                   const struct egress_list *asked,
+                   const struct egress_ports *ports, struct egress_list *out,
                    char *err, size_t errlen);
 
 /* Writes r as a caller would ("*.github.com:8443") into buf. */
