@@ -754,12 +754,15 @@ int runner_create(const struct config *cfg, struct runner **out, char *err,
 		         backend_name(r->be));
 	else if (rc == 0 && cfg->warm)
 		rc = warm_create(cfg, r->be, r->boot, &r->warm, err, errlen);
-	if (rc == 0 && cfg->allow_network &&
+	if (rc == 0 &&
+	    (cfg->allow_network ||
+	     (cfg->packages &&
+	      strcmp(cfg->packages_network, PACKAGES_NETWORK_EGRESS) == 0)) &&
 	    backend_has(r->be, BACKEND_CAN_EGRESS)) {
 		rc = egress_create(cfg, r->be, r->boot, &r->egress, err, errlen);
 		r->oneoff.egress = r->egress;
 		/* Before any warm box is made: they must be joinable. */
-		if (rc == 0 && r->warm)
+		if (rc == 0 && r->warm && cfg->allow_network)
 			warm_set_egress(r->warm, r->egress);
 	}
 	if (rc < 0)

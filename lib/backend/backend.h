@@ -190,6 +190,12 @@ struct backend_egress_proxy {
 	const char *instance; /* labels */
 };
 
+/*
+ * The name the proxy has on every run's egress network (the engine's DNS
+ * answers it in the box; other names it does not resolve there).
+ */
+#define BACKEND_EGRESS_PROXY_ALIAS "mcpsd-egress"
+
 /* One run's egress network: the proxy joins it at proxy_ip. */
 struct backend_egress_net {
 	const char *name;

@@ -520,3 +520,41 @@ int egress_settings_check(const char *allow, const char *tenants,
 		r = egress_subnet_parse(subnet, &base, &prefix, err, errlen);
 	return r;
 }
+
+int egress_url_list(const char *url, struct egress_list *out, char *err,
+                    size_t errlen)
+{
+	bool tls = strncmp(url, "https://", 8) == 0;
+	const char *h, *end, *at;
+	char host[EGRESS_NAME_MAX + 8], why[256];
+	size_t n;
+
+	memset(out, 0, sizeof(*out));
+	if (!tls && strncmp(url, "http://", 7) != 0)
+		goto bad;
+	h = url + (tls ? 8 : 7);
+	end = h + strcspn(h, "/?#");
+	at = memchr(h, '@', (size_t)(end - h));
+	if (at)
+		h = at + 1;
+	n = (size_t)(end - h);
+	if (n == 0 || n >= sizeof(host) - 6)
+		goto bad;
+	memcpy(host, h, n);
+	host[n] = '\0';
+	if (!strchr(host, ':'))
+		snprintf(host + n, sizeof(host) - n, ":%d", tls ? 443 : 80);
+	if (egress_rule_parse(host, strlen(host), &out->rules[0], why,
+	                      sizeof(why)) < 0 ||
+	    out->rules[0].wildcard)
+		goto bad;
+	out->n = 1;
+	return 0;
+bad:
+	snprintf(err, errlen,
+	         "'%.120s' has no host the egress proxy can allow (a name or "
+	         "IPv4 address, an optional port); use such a URL for the "
+	         "package index or registry",
+	         url);
+	return -EINVAL;
+}

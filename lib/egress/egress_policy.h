@@ -110,6 +110,15 @@ __attribute__((warn_unused_result)) int
 egress_tenant_list(const char *setting, const char *tenant,
                    struct egress_list *out, char *err, size_t errlen);
 
+/*
+ * The one destination of an http(s) URL (a package index): its host with
+ * its port (80 or 443 when the URL has none), as a one-rule list. -EINVAL
+ * with a message for a URL without such a host (an IPv6 literal, say).
+ */
+__attribute__((warn_unused_result)) int
+egress_url_list(const char *url, struct egress_list *out, char *err,
+                size_t errlen);
+
 /* One SANDBOX_EGRESS_HOSTS entry: a name the proxy resolves itself. */
 struct egress_host {
 	char name[EGRESS_NAME_MAX + 1];

@@ -773,7 +773,7 @@ int oneoff_run(const struct oneoff_context *r, const struct runner_request *req,
 		}
 	}
 	oneoff_fill_spec(r, req, img, res, &dir, tenant_fp, &spec);
-	if (req->egress && !req->install) {
+	if (req->egress) {
 		rc = oneoff_egress_begin(r, req, &eg_run, &spec, res);
 		if (rc < 0)
 			goto out;

@@ -13,13 +13,14 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connectHttp } from './lib/daemon.mjs';
-import { bridgeGateway } from './lib/pyindex.mjs';
+import { bridgeGateway, wheel } from './lib/pyindex.mjs';
 import { describeRun } from './lib/sandbox.mjs';
 import { SLOW, expectStatus, py, startWarm, stopWarm } from './lib/warm.mjs';
 
@@ -132,7 +133,7 @@ t.close()
     assert.match(lineOf(r.sc.stdout, `http://web.test:${webPort}/a`), / 200 hello from web \/a/, describeRun(r));
     assert.match(lineOf(r.sc.stdout, `https://tls.test:${tlsPort}/b`), / 200 hello over tls/, describeRun(r));
     const der = Buffer.from(cert.cert.toString().replace(/-----[^-]+-----|\s/g, ''), 'base64');
-    const fp = (await import('node:crypto')).createHash('sha256').update(der).digest('hex');
+    const fp = createHash('sha256').update(der).digest('hex');
     assert.match(r.sc.stdout, new RegExp(`CERT ${fp}`), 'the box saw the test server\'s own certificate');
     assert.equal(r.sc.egress.blocked, 0, JSON.stringify(r.sc.egress));
     assert.ok(r.sc.egress.allowed >= 3, JSON.stringify(r.sc.egress));
@@ -251,5 +252,66 @@ for u in ['http://${gw}:${webPort}/direct', 'http://169.254.169.254/direct']:
     assert.ok(req['mcpsd_egress_requests_total{verdict="blocked"}'] >= 8, JSON.stringify(req));
     const bytes = Object.fromEntries(await metric(d, 'mcpsd_egress_bytes_total'));
     assert.ok(bytes['mcpsd_egress_bytes_total{direction="in"}'] > 0, JSON.stringify(bytes));
+  });
+});
+
+describe('package installers through the egress proxy (SANDBOX_PACKAGES_NETWORK=egress)', () => {
+  let d, index, elsewhere, indexPort, elsewherePort, gw;
+  const indexHits = [], elsewhereHits = [];
+  const ok = wheel('mcpsd-eg', '1.0', { 'mcpsd_eg/__init__.py': 'V = "from-the-index"\n' });
+  const far = wheel('mcpsd-far', '1.0', { 'mcpsd_far/__init__.py': 'V = 1\n' });
+  const sha = (w) => createHash('sha256').update(w.data).digest('hex');
+  before(async () => {
+    gw = bridgeGateway();
+    // The file of mcpsd-far is on another port of the same host: another
+    // destination, which the installer must not reach.
+    elsewhere = createServer((req, res) => {
+      elsewhereHits.push(req.url);
+      res.writeHead(200, { 'Content-Type': 'application/octet-stream' }).end(far.data);
+    });
+    elsewherePort = await listen(elsewhere, gw);
+    index = createServer((req, res) => {
+      indexHits.push(req.url);
+      res.setHeader('Content-Type', req.url.startsWith('/simple/') ? 'text/html' : 'application/octet-stream');
+      if (req.url === '/simple/mcpsd-eg/')
+        return res.end(`<a href="/files/${ok.file}#sha256=${sha(ok)}">${ok.file}</a>`);
+      if (req.url === '/simple/mcpsd-far/')
+        return res.end(`<a href="http://${gw}:${elsewherePort}/files/${far.file}#sha256=${sha(far)}">${far.file}</a>`);
+      if (req.url === `/files/${ok.file}`) return res.end(ok.data);
+      res.writeHead(404).end('not found');
+    });
+    indexPort = await listen(index, gw);
+    d = await startWarm({
+      name: 'egress-pkg',
+      env: {
+        SANDBOX_PACKAGES_NETWORK: 'egress',
+        SANDBOX_PACKAGES_PIP_INDEX: `http://${gw}:${indexPort}/simple`,
+        SANDBOX_EGRESS_PRIVATE: `${gw}/32`,
+        SANDBOX_EGRESS_SUBNET: `10.${150 + (process.pid % 50)}.0.0/16`,
+      },
+    });
+  });
+  after(async () => {
+    await stopWarm(d);
+    index?.close();
+    elsewhere?.close();
+  });
+
+  test('pip reaches its index and nothing else; the code itself has no network', { timeout: T }, async () => {
+    const r = await py(d.client, 'eg-pip', 'import mcpsd_eg\nprint(mcpsd_eg.V)', { packages: ['mcpsd-eg'] });
+    expectStatus(r, 'completed');
+    assert.equal(r.sc.stdout, 'from-the-index\n', describeRun(r));
+    assert.ok(indexHits.includes(`/files/${ok.file}`), `the wheel came from the index: ${indexHits}`);
+
+    const f = await py(d.client, 'eg-pip', 'import mcpsd_far', { packages: ['mcpsd-far'] });
+    expectStatus(f, 'failed');
+    assert.equal(f.sc.packages.failed, true, JSON.stringify(f.sc.packages));
+    assert.deepEqual(elsewhereHits, [], 'the installer did not reach another destination');
+    const blocked = (await metric(d, 'mcpsd_egress_requests_total{verdict="blocked"}'))[0]?.[1] ?? 0;
+    assert.ok(blocked >= 1, `the proxy refused it (${blocked})`);
+
+    const net = await py(d.client, 'eg-pip', 'print(1)', { network: true });
+    assert.equal(net.sc, undefined, 'runs have no network on this server');
+    assert.match(net.text, /network access is disabled by the operator/);
   });
 });

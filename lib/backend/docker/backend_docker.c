@@ -850,7 +850,7 @@ static int dk_box_join(struct box *base, const struct box_egress *e, char *err,
 	struct dk_box *b = (struct dk_box *)base;
 
 	return docker_network_connect(b->be->docker, e->network, b->cid, e->ip,
-	                              err, errlen);
+	                              NULL, err, errlen);
 }
 
 static int dk_box_leave(struct box *base, const struct box_egress *e,

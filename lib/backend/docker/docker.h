@@ -275,12 +275,14 @@ docker_network_remove(struct docker *d, const char *name, char *err,
 
 /*
  * POST /networks/{name}/connect: container (id or name) joins the network,
- * at ip when not NULL. Works on a running container.
+ * at ip when not NULL, known on it by alias too when not NULL (the
+ * engine's DNS answers it to the network's members). Works on a running
+ * container.
  */
 __attribute__((warn_unused_result)) int
 docker_network_connect(struct docker *d, const char *name,
-                       const char *container, const char *ip, char *err,
-                       size_t errlen);
+                       const char *container, const char *ip,
+                       const char *alias, char *err, size_t errlen);
 
 /* POST /networks/{name}/disconnect with Force. */
 __attribute__((warn_unused_result)) int

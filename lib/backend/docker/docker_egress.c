@@ -154,8 +154,8 @@ int docker_egress_net_open(struct docker *d, const struct backend_egress_net *n,
 		r = -EADDRINUSE;
 	if (r < 0)
 		return r;
-	r = docker_network_connect(d, n->name, n->proxy, n->proxy_ip, err,
-	                           errlen);
+	r = docker_network_connect(d, n->name, n->proxy, n->proxy_ip,
+	                           BACKEND_EGRESS_PROXY_ALIAS, err, errlen);
 	if (r < 0) {
 		if (docker_network_remove(d, n->name, why, sizeof(why)) < 0)
 			log_warnx("egress: removing network %s: %s", n->name,

@@ -121,18 +121,26 @@ static int dn_endpoint(struct docker *d, const char *name, const char *what,
 }
 
 int docker_network_connect(struct docker *d, const char *name,
-                           const char *container, const char *ip, char *err,
-                           size_t errlen)
+                           const char *container, const char *ip,
+                           const char *alias, char *err, size_t errlen)
 {
-	cJSON *b = cJSON_CreateObject(), *ep, *ipam;
+	cJSON *b = cJSON_CreateObject(), *ep = NULL, *ipam, *al;
 
-	if (b && ip) {
+	if (b && (ip || alias))
 		ep = cJSON_AddObjectToObject(b, "EndpointConfig");
-		ipam = ep ? cJSON_AddObjectToObject(ep, "IPAMConfig") : NULL;
-		if (!ipam || !cJSON_AddStringToObject(ipam, "IPv4Address", ip)) {
-			cJSON_Delete(b);
-			b = NULL;
-		}
+	if (ep && ip) {
+		ipam = cJSON_AddObjectToObject(ep, "IPAMConfig");
+		if (!ipam || !cJSON_AddStringToObject(ipam, "IPv4Address", ip))
+			ep = NULL;
+	}
+	if (ep && alias) {
+		al = cJSON_AddArrayToObject(ep, "Aliases");
+		if (!al || !cJSON_AddItemToArray(al, cJSON_CreateString(alias)))
+			ep = NULL;
+	}
+	if (b && (ip || alias) && !ep) {
+		cJSON_Delete(b);
+		b = NULL;
 	}
 	return dn_endpoint(d, name, "connect", b, container, err, errlen);
 }
