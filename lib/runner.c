@@ -759,7 +759,8 @@ int runner_create(const struct config *cfg, struct runner **out, char *err,
 	     (cfg->packages &&
 	      strcmp(cfg->packages_network, PACKAGES_NETWORK_EGRESS) == 0)) &&
 	    backend_has(r->be, BACKEND_CAN_EGRESS)) {
-		rc = egress_create(cfg, r->be, r->boot, &r->egress, err, errlen);
+		rc =
+		    egress_create(cfg, r->be, r->boot, &r->egress, err, errlen);
 		r->oneoff.egress = r->egress;
 		/* Before any warm box is made: they must be joinable. */
 		if (rc == 0 && r->warm && cfg->allow_network)

@@ -181,12 +181,12 @@ typedef int (*box_output_fn)(void *arg, int which, const char *p, size_t n);
 
 /* The egress proxy container (lib/egress): Squid from its own image. */
 struct backend_egress_proxy {
-	const char *name;    /* container name, replaced if it exists */
-	const char *image;   /* SANDBOX_EGRESS_IMAGE */
-	const char *dir;     /* host directory mounted read-only at /egress */
-	const char *log_dir; /* host directory mounted at /egress/log */
-	const char *network; /* the network with a route out */
-	unsigned uid;        /* the user Squid runs as */
+	const char *name;     /* container name, replaced if it exists */
+	const char *image;    /* SANDBOX_EGRESS_IMAGE */
+	const char *dir;      /* host directory mounted read-only at /egress */
+	const char *log_dir;  /* host directory mounted at /egress/log */
+	const char *network;  /* the network with a route out */
+	unsigned uid;         /* the user Squid runs as */
 	const char *instance; /* labels */
 };
 
@@ -201,7 +201,7 @@ struct backend_egress_net {
 	const char *name;
 	const char *subnet;
 	const char *gateway;
-	const char *proxy;    /* the proxy container's name */
+	const char *proxy; /* the proxy container's name */
 	const char *proxy_ip;
 	const char *instance; /* labels */
 };

@@ -355,8 +355,8 @@ static const struct setting settings[] = {
     {"SANDBOX_EGRESS_PROXY_NETWORK", SET_STR, "bridge",
      OFF(egress_proxy_network), 0, 0, "bridge",
      "Docker network with a route out that the proxy is on"},
-    {"SANDBOX_EGRESS_SUBNET", SET_STR, "10.213.0.0/16", OFF(egress_subnet),
-     0, 0, "10.213.0.0/16",
+    {"SANDBOX_EGRESS_SUBNET", SET_STR, "10.213.0.0/16", OFF(egress_subnet), 0,
+     0, "10.213.0.0/16",
      "IPv4 range cut into a /29 network for each run with network (one "
      "box and the proxy on it); use one the host's networks do not"},
 

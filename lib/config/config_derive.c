@@ -843,8 +843,9 @@ static bool package_url_ok(const char *u)
 static bool docker_net_name_ok(const char *net)
 {
 	return net[0] && strlen(net) <= 64 &&
-	       strspn(net, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-	                   "0123456789_.-") == strlen(net) &&
+	       strspn(net,
+	              "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	              "0123456789_.-") == strlen(net) &&
 	       net[0] != '-' && net[0] != '.' && strcmp(net, "host") != 0 &&
 	       strcmp(net, "none") != 0;
 }
@@ -922,10 +923,10 @@ int config_derive(struct config *cfg, char *err, size_t errlen)
 	if (r == 0)
 		r = derive_packages(cfg, err, errlen);
 	if (r == 0)
-		r = egress_settings_check(cfg->egress_allow, cfg->egress_tenants,
-		                          cfg->egress_ports, cfg->egress_private,
-		                          cfg->egress_hosts, cfg->egress_subnet,
-		                          err, errlen);
+		r = egress_settings_check(
+		    cfg->egress_allow, cfg->egress_tenants, cfg->egress_ports,
+		    cfg->egress_private, cfg->egress_hosts, cfg->egress_subnet,
+		    err, errlen);
 	if (r == 0 && !docker_net_name_ok(cfg->egress_proxy_network))
 		r = errmsg_fail(-EINVAL, err, errlen,
 		                "SANDBOX_EGRESS_PROXY_NETWORK='%.64s' must be "

@@ -85,8 +85,8 @@ static int eg_write_file(const char *dir, const char *name, const char *text,
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
 	          0644);
-	if (fd < 0 || write(fd, text, n) != (ssize_t)n || fchmod(fd, 0644) < 0 ||
-	    close(fd) < 0 || rename(tmp, path) < 0) {
+	if (fd < 0 || write(fd, text, n) != (ssize_t)n ||
+	    fchmod(fd, 0644) < 0 || close(fd) < 0 || rename(tmp, path) < 0) {
 		int e = errno;
 
 		if (fd >= 0)
@@ -399,7 +399,8 @@ int egress_resolve(const struct config *cfg, const char *tenant,
 	}
 	r = egress_ports_parse(cfg->egress_ports, &ports, err, errlen);
 	if (r == 0)
-		r = egress_tenant_list(cfg->egress_tenants, tenant, t, err, errlen);
+		r = egress_tenant_list(cfg->egress_tenants, tenant, t, err,
+		                       errlen);
 	if (r == 0)
 		r = egress_list_parse(cfg->egress_allow, "SANDBOX_EGRESS_ALLOW",
 		                      t, err, errlen);
@@ -427,13 +428,13 @@ static void eg_fill_run(struct egress *eg, struct egress_run *r, unsigned slot)
 	eg_ip(net + 2, r->proxy_ip);
 	eg_ip(net + 3, r->ip);
 	r->box = (struct box_egress){r->net, r->ip};
-	r->bnet = (struct backend_egress_net){.name = r->net,
-	                                      .subnet = r->subnet,
-	                                      .gateway = r->gateway,
-	                                      .proxy = eg->proxy,
-	                                      .proxy_ip = r->proxy_ip,
-	                                      .instance =
-	                                          eg->cfg->instance_name};
+	r->bnet =
+	    (struct backend_egress_net){.name = r->net,
+	                                .subnet = r->subnet,
+	                                .gateway = r->gateway,
+	                                .proxy = eg->proxy,
+	                                .proxy_ip = r->proxy_ip,
+	                                .instance = eg->cfg->instance_name};
 	static const char *const names[] = {"HTTP_PROXY", "HTTPS_PROXY",
 	                                    "http_proxy", "https_proxy"};
 	for (size_t i = 0; i < 4; i++) {
@@ -536,7 +537,8 @@ int egress_run_begin(struct egress *eg, const struct egress_list *list,
 	struct egress_run *r = calloc(1, sizeof(*r));
 	char *policy = malloc(EGRESS_RULES_MAX * EGRESS_PORTS_MAX *
 	                      (EGRESS_NAME_MAX + 10));
-	size_t plen = EGRESS_RULES_MAX * EGRESS_PORTS_MAX * (EGRESS_NAME_MAX + 10);
+	size_t plen =
+	    EGRESS_RULES_MAX * EGRESS_PORTS_MAX * (EGRESS_NAME_MAX + 10);
 	struct timespec ts;
 	int rc;
 
@@ -617,8 +619,9 @@ void egress_run_end(struct egress *eg, struct egress_run *r,
 
 /* ---- the module ---------------------------------------------------------- */
 
-int egress_create(const struct config *cfg, struct backend *be, const char *boot,
-                  struct egress **out, char *err, size_t errlen)
+int egress_create(const struct config *cfg, struct backend *be,
+                  const char *boot, struct egress **out, char *err,
+                  size_t errlen)
 {
 	struct egress *eg = calloc(1, sizeof(*eg));
 	unsigned prefix;

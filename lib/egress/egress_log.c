@@ -207,7 +207,8 @@ static bool ef_dest_json(cJSON *arr, const struct egress_dest *d)
 		return cJSON_Delete(o), false;
 	if (!cJSON_AddStringToObject(o, "host", d->host) ||
 	    !cJSON_AddNumberToObject(o, "port", d->port) ||
-	    !cJSON_AddBoolToObject(o, "allowed", d->verdict == EGRESS_ALLOWED) ||
+	    !cJSON_AddBoolToObject(o, "allowed",
+	                           d->verdict == EGRESS_ALLOWED) ||
 	    !cJSON_AddNumberToObject(o, "requests", d->requests) ||
 	    !cJSON_AddNumberToObject(o, "bytes", (double)d->bytes))
 		return false;

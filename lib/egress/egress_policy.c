@@ -51,11 +51,12 @@ static int ep_name_check(const char *name, size_t n, const char *shown,
 		}
 		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
 		      c == '-')) {
-			snprintf(err, errlen,
-			         "'%.80s' is not a domain pattern: only letters, "
-			         "digits, '-', '.', a leading '*.' and a "
-			         "':port' may appear",
-			         shown);
+			snprintf(
+			    err, errlen,
+			    "'%.80s' is not a domain pattern: only letters, "
+			    "digits, '-', '.', a leading '*.' and a "
+			    "':port' may appear",
+			    shown);
 			return -EINVAL;
 		}
 		label++;
@@ -109,8 +110,8 @@ int egress_rule_parse(const char *s, size_t n, struct egress_rule *out,
 	if (nl > EGRESS_NAME_MAX)
 		nl = EGRESS_NAME_MAX + 1; /* refused below */
 	for (size_t i = 0; i < nl; i++)
-		low[i] = (s[i] >= 'A' && s[i] <= 'Z') ? (char)(s[i] + 32)
-		                                      : s[i];
+		low[i] =
+		    (s[i] >= 'A' && s[i] <= 'Z') ? (char)(s[i] + 32) : s[i];
 	low[nl] = '\0';
 	if (ep_name_check(low, nl, shown, err, errlen) < 0)
 		return -EINVAL;
@@ -196,9 +197,10 @@ int egress_ports_parse(const char *s, struct egress_ports *out, char *err,
 		s += n;
 	}
 	if (out->n == 0) {
-		snprintf(err, errlen,
-		         "SANDBOX_EGRESS_PORTS is empty: name the ports runs may "
-		         "connect to, e.g. 80,443");
+		snprintf(
+		    err, errlen,
+		    "SANDBOX_EGRESS_PORTS is empty: name the ports runs may "
+		    "connect to, e.g. 80,443");
 		return -EINVAL;
 	}
 	return 0;
@@ -234,12 +236,12 @@ bool egress_rule_covers(const struct egress_rule *outer,
 	bool names;
 
 	if (outer->wildcard)
-		names = ep_below(inner->name, outer->name) ||
-		        (inner->wildcard &&
-		         strcmp(inner->name, outer->name) == 0);
+		names =
+		    ep_below(inner->name, outer->name) ||
+		    (inner->wildcard && strcmp(inner->name, outer->name) == 0);
 	else
-		names = !inner->wildcard &&
-		        strcmp(inner->name, outer->name) == 0;
+		names =
+		    !inner->wildcard && strcmp(inner->name, outer->name) == 0;
 	if (!names)
 		return false;
 	if (outer->port == 0)
@@ -258,8 +260,8 @@ void egress_rule_format(const struct egress_rule *r, char *buf, size_t len)
 
 int egress_list_narrow(const struct egress_list *allowed,
                        const struct egress_list *asked,
-                       const struct egress_ports *ports, struct egress_list *out,
-                       char *err, size_t errlen)
+                       const struct egress_ports *ports,
+                       struct egress_list *out, char *err, size_t errlen)
 {
 	memset(out, 0, sizeof(*out));
 	for (size_t i = 0; i < asked->n; i++) {
@@ -274,8 +276,8 @@ int egress_list_narrow(const struct egress_list *allowed,
 
 			egress_rule_format(&asked->rules[i], a, sizeof(a));
 			list[0] = '\0';
-			for (size_t j = 0; j < allowed->n && n + 2 < sizeof(list);
-			     j++) {
+			for (size_t j = 0;
+			     j < allowed->n && n + 2 < sizeof(list); j++) {
 				char r[EGRESS_NAME_MAX + 16];
 				int w;
 
@@ -289,11 +291,12 @@ int egress_list_narrow(const struct egress_list *allowed,
 				if (n >= sizeof(list))
 					n = sizeof(list) - 1;
 			}
-			snprintf(err, errlen,
-			         "network: '%s' is not in this tenant's egress "
-			         "allow-list; ask only for names it allows (%s), "
-			         "or ask the operator to add it",
-			         a, allowed->n ? list : "none: no network");
+			snprintf(
+			    err, errlen,
+			    "network: '%s' is not in this tenant's egress "
+			    "allow-list; ask only for names it allows (%s), "
+			    "or ask the operator to add it",
+			    a, allowed->n ? list : "none: no network");
 			return -EPERM;
 		}
 		out->rules[out->n++] = asked->rules[i];
@@ -301,8 +304,8 @@ int egress_list_narrow(const struct egress_list *allowed,
 	return 0;
 }
 
-static int ep_put(char *buf, size_t len, size_t *at, const struct egress_rule *r,
-                  unsigned port)
+static int ep_put(char *buf, size_t len, size_t *at,
+                  const struct egress_rule *r, unsigned port)
 {
 	int w = snprintf(buf + *at, len - *at, "%s%s %u\n",
 	                 r->wildcard ? "*." : "", r->name, port);
@@ -341,8 +344,8 @@ full:
 
 /* One "tenant=patterns" entry of n bytes: its tenant matched, its list. */
 static int ep_tenant_entry(const char *s, size_t n, const char *tenant,
-                          struct egress_list *out, bool *matched, char *err,
-                          size_t errlen)
+                           struct egress_list *out, bool *matched, char *err,
+                           size_t errlen)
 {
 	const char *eq = memchr(s, '=', n);
 	char what[96], *pats;
@@ -441,10 +444,11 @@ int egress_hosts_parse(const char *s,
 		    r.wildcard || r.port ||
 		    netaddr_parse(eq + 1, n - nn - 1, &a) < 0 ||
 		    a.family != AF_INET) {
-			snprintf(err, errlen,
-			         "SANDBOX_EGRESS_HOSTS: '%.*s' must be name=IPv4 "
-			         "address, e.g. mirror.internal=10.1.2.3",
-			         (int)(n < 80 ? n : 80), s);
+			snprintf(
+			    err, errlen,
+			    "SANDBOX_EGRESS_HOSTS: '%.*s' must be name=IPv4 "
+			    "address, e.g. mirror.internal=10.1.2.3",
+			    (int)(n < 80 ? n : 80), s);
 			return -EINVAL;
 		}
 		memcpy(h.name, r.name, sizeof(h.name));

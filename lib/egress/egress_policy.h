@@ -115,9 +115,10 @@ egress_tenant_list(const char *setting, const char *tenant,
  * its port (80 or 443 when the URL has none), as a one-rule list. -EINVAL
  * with a message for a URL without such a host (an IPv6 literal, say).
  */
-__attribute__((warn_unused_result)) int
-egress_url_list(const char *url, struct egress_list *out, char *err,
-                size_t errlen);
+__attribute__((warn_unused_result)) int egress_url_list(const char *url,
+                                                        struct egress_list *out,
+                                                        char *err,
+                                                        size_t errlen);
 
 /* One SANDBOX_EGRESS_HOSTS entry: a name the proxy resolves itself. */
 struct egress_host {
@@ -139,8 +140,8 @@ egress_hosts_parse(const char *s,
  * as a host-order base address and prefix. -EINVAL with a message.
  */
 __attribute__((warn_unused_result)) int
-egress_subnet_parse(const char *s, unsigned *base, unsigned *prefix,
-                    char *err, size_t errlen);
+egress_subnet_parse(const char *s, unsigned *base, unsigned *prefix, char *err,
+                    size_t errlen);
 
 /*
  * Checks every egress setting at start-up (config_derive): the lists,
@@ -148,9 +149,8 @@ egress_subnet_parse(const char *s, unsigned *base, unsigned *prefix,
  * subnet. 0 or -EINVAL with a message naming the setting.
  */
 __attribute__((warn_unused_result)) int
-egress_settings_check(const char *allow, const char *tenants,
-                      const char *ports, const char *private_cidrs,
-                      const char *hosts, const char *subnet, char *err,
-                      size_t errlen);
+egress_settings_check(const char *allow, const char *tenants, const char *ports,
+                      const char *private_cidrs, const char *hosts,
+                      const char *subnet, char *err, size_t errlen);
 
 #endif

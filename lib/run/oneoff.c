@@ -709,8 +709,7 @@ static int oneoff_egress_begin(const struct oneoff_context *r,
 
 /* Ends the run's way out (after its box) and keeps what it did in res. */
 static void oneoff_egress_end(const struct oneoff_context *r,
-                              struct egress_run *run,
-                              struct runner_result *res)
+                              struct egress_run *run, struct runner_result *res)
 {
 	struct egress_facts *f;
 

@@ -35,8 +35,8 @@ struct egress;
 struct oneoff_context {
 	const struct config *cfg;
 	struct backend *be;
-	struct egress *egress; /* runs with network go through it; or NULL */
-	char runs_dir[PATH_MAX];      /* SANDBOX_ROOT/runs */
+	struct egress *egress;   /* runs with network go through it; or NULL */
+	char runs_dir[PATH_MAX]; /* SANDBOX_ROOT/runs */
 	char runs_host_dir[PATH_MAX]; /* ... as the engine's host sees it */
 	DIR *sweep_dir;               /* a walk of runs_dir left unfinished */
 	unsigned sweep_removed;       /* ... and what it removed so far */

@@ -682,9 +682,11 @@ int packages_command(const struct config *cfg, const char *manager, bool ca,
 		c->argv[k++] = "--index-url";
 		c->argv[k++] = cfg->pip_index;
 		/* --isolated makes pip ignore HTTP(S)_PROXY: say it. */
-		if (strcmp(cfg->packages_network, PACKAGES_NETWORK_EGRESS) == 0) {
+		if (strcmp(cfg->packages_network, PACKAGES_NETWORK_EGRESS) ==
+		    0) {
 			c->argv[k++] = "--proxy";
-			c->argv[k++] = "http://" BACKEND_EGRESS_PROXY_ALIAS ":3128";
+			c->argv[k++] =
+			    "http://" BACKEND_EGRESS_PROXY_ALIAS ":3128";
 		}
 		http_host(cfg->pip_index, c->host, sizeof(c->host));
 		if (c->host[0]) {

@@ -79,8 +79,8 @@ void run_arguments_store_finish(struct run_arguments_store *st)
  * tenant's allow-list is applied by the runner (egress_resolve).
  */
 static int run_arguments_network_list(const cJSON *v,
-                                      struct run_arguments_store *st,
-                                      char *err, size_t errlen)
+                                      struct run_arguments_store *st, char *err,
+                                      size_t errlen)
 {
 	const cJSON *e;
 	char why[384];
@@ -89,18 +89,20 @@ static int run_arguments_network_list(const cJSON *v,
 	if (!st->network)
 		return errmsg_fail(-ENOMEM, err, errlen, "out of memory");
 	if (cJSON_GetArraySize(v) == 0)
-		return errmsg_fail(-EINVAL, err, errlen,
-		                   "network: [] allows nothing; give the names "
-		                   "the code must reach, e.g. "
-		                   "[\"api.example.com\"], or leave network out");
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "network: [] allows nothing; give the names "
+		    "the code must reach, e.g. "
+		    "[\"api.example.com\"], or leave network out");
 	cJSON_ArrayForEach (e, v) {
 		struct egress_rule r;
 		bool dup = false;
 
 		if (!cJSON_IsString(e))
-			return errmsg_fail(-EINVAL, err, errlen,
-			                   "network must list domain names as "
-			                   "strings, e.g. [\"api.example.com\"]");
+			return errmsg_fail(
+			    -EINVAL, err, errlen,
+			    "network must list domain names as "
+			    "strings, e.g. [\"api.example.com\"]");
 		if (egress_rule_parse(e->valuestring, strlen(e->valuestring),
 		                      &r, why, sizeof(why)) < 0)
 			return errmsg_fail(-EINVAL, err, errlen, "network: %s",
@@ -108,17 +110,19 @@ static int run_arguments_network_list(const cJSON *v,
 		for (size_t i = 0; i < st->network->n && !dup; i++) {
 			char a[EGRESS_NAME_MAX + 16], b[EGRESS_NAME_MAX + 16];
 
-			egress_rule_format(&st->network->rules[i], a, sizeof(a));
+			egress_rule_format(&st->network->rules[i], a,
+			                   sizeof(a));
 			egress_rule_format(&r, b, sizeof(b));
 			dup = strcmp(a, b) == 0;
 		}
 		if (dup)
 			continue;
 		if (st->network->n == EGRESS_RULES_MAX)
-			return errmsg_fail(-EINVAL, err, errlen,
-			                   "network lists more than %d names; use "
-			                   "wildcards such as *.example.com",
-			                   EGRESS_RULES_MAX);
+			return errmsg_fail(
+			    -EINVAL, err, errlen,
+			    "network lists more than %d names; use "
+			    "wildcards such as *.example.com",
+			    EGRESS_RULES_MAX);
 		st->network->rules[st->network->n++] = r;
 	}
 	return 0;

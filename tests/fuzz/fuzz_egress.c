@@ -27,9 +27,11 @@ static void check_entry(void *arg, const struct egress_log_entry *e)
 
 	if (n == 0 || n > EGRESS_HOST_MAX || e->port > 65535 ||
 	    !strchr(e->src, '.') ||
-	    strspn(e->host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-	                    "0123456789.-_:[]") != n ||
-	    (e->verdict != EGRESS_ALLOWED && e->verdict != EGRESS_BLOCKED_LIST &&
+	    strspn(e->host,
+	           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	           "0123456789.-_:[]") != n ||
+	    (e->verdict != EGRESS_ALLOWED &&
+	     e->verdict != EGRESS_BLOCKED_LIST &&
 	     e->verdict != EGRESS_BLOCKED_ADDRESS) ||
 	    e->bytes_in < 0 || e->bytes_out < 0)
 		abort();
@@ -92,7 +94,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct egress_list *l = malloc(sizeof(*l));
 		char err[512];
 
-		if (l && egress_list_parse(s, "fuzz", l, err, sizeof(err)) == 0 &&
+		if (l &&
+		    egress_list_parse(s, "fuzz", l, err, sizeof(err)) == 0 &&
 		    l->n > EGRESS_RULES_MAX)
 			abort();
 		free(l);

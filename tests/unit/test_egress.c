@@ -38,14 +38,14 @@ static struct egress_rule rule(const char *s)
 static void test_patterns(void)
 {
 	static const char *const good[] = {
-	    "api.example.com", "*.github.com", "pypi.org:443", "localhost",
+	    "api.example.com", "*.github.com", "pypi.org:443",   "localhost",
 	    "10.1.2.3",        "a-b.c-d.e",    "API.Example.COM"};
 	static const char *const bad[] = {
-	    "",         "*",          "*.com",      "*.*.x.com", "a..b",
-	    ".a.b",     "a.b.",       "-a.b",       "a-.b",      "a b",
-	    "a.b:0",    "a.b:65536",  "a.b:08",     "a.b:",      "a*.b.c",
-	    "a.b/c",    "http://a.b", "a.b\r\n",    "[::1]",     "a_b.c",
-	    "a.b:1:2",  "\xc3\xa9.x", "a.b;rm -rf"};
+	    "",        "*",          "*.com",     "*.*.x.com", "a..b",
+	    ".a.b",    "a.b.",       "-a.b",      "a-.b",      "a b",
+	    "a.b:0",   "a.b:65536",  "a.b:08",    "a.b:",      "a*.b.c",
+	    "a.b/c",   "http://a.b", "a.b\r\n",   "[::1]",     "a_b.c",
+	    "a.b:1:2", "\xc3\xa9.x", "a.b;rm -rf"};
 	struct egress_rule r;
 	char err[256];
 
@@ -82,37 +82,39 @@ static void test_narrow(void)
 
 	ok(egress_ports_parse("80,443", &ports, err, sizeof(err)) == 0,
 	   "ports");
-	ok(egress_list_parse("*.github.com api.example.com:8443 pypi.org",
-	                     "T", &tenant, err, sizeof(err)) == 0,
+	ok(egress_list_parse("*.github.com api.example.com:8443 pypi.org", "T",
+	                     &tenant, err, sizeof(err)) == 0,
 	   "tenant list");
 	is_int(tenant.n, 3, "three rules");
 	ok(egress_list_parse("api.github.com, *.x.github.com pypi.org:443",
 	                     "call", &asked, err, sizeof(err)) == 0,
 	   "asked");
-	ok(egress_list_narrow(&tenant, &asked, &ports, &out, err, sizeof(err)) == 0,
+	ok(egress_list_narrow(&tenant, &asked, &ports, &out, err,
+	                      sizeof(err)) == 0,
 	   "within: %s", err);
 	is_int(out.n, 3, "the call's list");
 	ok(egress_list_parse("github.com", "call", &asked, err, sizeof(err)) ==
 	       0,
 	   "asked the base name");
-	ok(egress_list_narrow(&tenant, &asked, &ports, &out, err, sizeof(err)) ==
-	           -EPERM &&
+	ok(egress_list_narrow(&tenant, &asked, &ports, &out, err,
+	                      sizeof(err)) == -EPERM &&
 	       strstr(err, "'github.com' is not in this tenant's") &&
 	       strstr(err, "*.github.com, api.example.com:8443, pypi.org"),
 	   "the base name is not below *.: %s", err);
 	ok(egress_list_parse("api.example.com", "call", &asked, err,
 	                     sizeof(err)) == 0,
 	   "asked another port");
-	ok(egress_list_narrow(&tenant, &asked, &ports, &out, err, sizeof(err)) ==
-	       -EPERM,
+	ok(egress_list_narrow(&tenant, &asked, &ports, &out, err,
+	                      sizeof(err)) == -EPERM,
 	   "a name allowed on 8443 only is not allowed on the default ports");
 	ok(egress_list_parse("*.github.com", "call", &asked, err,
 	                     sizeof(err)) == 0 &&
-	       egress_list_narrow(&tenant, &asked, &ports, &out, err, sizeof(err)) == 0,
+	       egress_list_narrow(&tenant, &asked, &ports, &out, err,
+	                          sizeof(err)) == 0,
 	   "the same wildcard");
 	memset(&tenant, 0, sizeof(tenant));
-	ok(egress_list_narrow(&tenant, &asked, &ports, &out, err, sizeof(err)) ==
-	           -EPERM &&
+	ok(egress_list_narrow(&tenant, &asked, &ports, &out, err,
+	                      sizeof(err)) == -EPERM &&
 	       strstr(err, "none: no network"),
 	   "an empty tenant list allows nothing: %s", err);
 }
@@ -129,7 +131,8 @@ static void test_render(void)
 	ok(egress_ports_parse("80,x", &ports, err, sizeof(err)) < 0 &&
 	       strstr(err, "'x'"),
 	   "a bad port: %s", err);
-	ok(egress_ports_parse("80,443", &ports, err, sizeof(err)) == 0, "again");
+	ok(egress_ports_parse("80,443", &ports, err, sizeof(err)) == 0,
+	   "again");
 	ok(egress_list_parse("*.a.com b.com:8443 b.com:8443", "L", &l, err,
 	                     sizeof(err)) == 0,
 	   "list");

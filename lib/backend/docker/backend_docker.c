@@ -853,13 +853,13 @@ static int dk_box_join(struct box *base, const struct box_egress *e, char *err,
 	                              NULL, err, errlen);
 }
 
-static int dk_box_leave(struct box *base, const struct box_egress *e,
-                        char *err, size_t errlen)
+static int dk_box_leave(struct box *base, const struct box_egress *e, char *err,
+                        size_t errlen)
 {
 	struct dk_box *b = (struct dk_box *)base;
 
-	return docker_network_disconnect(b->be->docker, e->network, b->cid,
-	                                 err, errlen);
+	return docker_network_disconnect(b->be->docker, e->network, b->cid, err,
+	                                 errlen);
 }
 
 static const char *dk_lacks(unsigned feature)

@@ -269,9 +269,10 @@ docker_network_create(struct docker *d, const struct docker_network_opts *o,
                       char *err, size_t errlen);
 
 /* DELETE /networks/{name}. -ENOENT when it does not exist. */
-__attribute__((warn_unused_result)) int
-docker_network_remove(struct docker *d, const char *name, char *err,
-                      size_t errlen);
+__attribute__((warn_unused_result)) int docker_network_remove(struct docker *d,
+                                                              const char *name,
+                                                              char *err,
+                                                              size_t errlen);
 
 /*
  * POST /networks/{name}/connect: container (id or name) joins the network,
@@ -281,8 +282,8 @@ docker_network_remove(struct docker *d, const char *name, char *err,
  */
 __attribute__((warn_unused_result)) int
 docker_network_connect(struct docker *d, const char *name,
-                       const char *container, const char *ip,
-                       const char *alias, char *err, size_t errlen);
+                       const char *container, const char *ip, const char *alias,
+                       char *err, size_t errlen);
 
 /* POST /networks/{name}/disconnect with Force. */
 __attribute__((warn_unused_result)) int

@@ -17,8 +17,7 @@
 
 static int de_proxy_create(struct docker *d,
                            const struct backend_egress_proxy *p,
-                           char id[DOCKER_ID_LEN + 1], char *err,
-                           size_t errlen)
+                           char id[DOCKER_ID_LEN + 1], char *err, size_t errlen)
 {
 	static const char *const cmd[] = {"squid", "-N", "-f",
 	                                  "/egress/squid.conf"};
@@ -31,9 +30,9 @@ static int de_proxy_create(struct docker *d,
 	    {"/var/cache/squid", "rw,noexec,nosuid,nodev,size=8m"}};
 	const struct docker_kv labels[] = {{"sandbox.egress", "proxy"},
 	                                   {"sandbox.owner", p->instance}};
-	const struct docker_mount mounts[] = {{p->dir, "/egress", true, false},
-	                                      {p->log_dir, "/egress/log", false,
-	                                       false}};
+	const struct docker_mount mounts[] = {
+	    {p->dir, "/egress", true, false},
+	    {p->log_dir, "/egress/log", false, false}};
 	struct docker_create_opts o;
 	char user[32];
 
@@ -80,9 +79,10 @@ static void de_sweep_networks(struct docker *d, const char *instance)
 	cJSON_ArrayForEach (n, nets) {
 		const char *name = cJSON_GetStringValue(
 		    cJSON_GetObjectItemCaseSensitive(n, "Name"));
-		const char *kind = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
-		    cJSON_GetObjectItemCaseSensitive(n, "Labels"),
-		    "sandbox.egress"));
+		const char *kind =
+		    cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+		        cJSON_GetObjectItemCaseSensitive(n, "Labels"),
+		        "sandbox.egress"));
 
 		if (!name || !kind || strcmp(kind, "network") != 0)
 			continue;
@@ -180,8 +180,8 @@ static void de_empty_network(struct docker *d, const char *name)
 		log_warnx("egress: looking at network %s: %s", name, why);
 		return;
 	}
-	cJSON_ArrayForEach (c, cJSON_GetObjectItemCaseSensitive(net,
-	                                                        "Containers")) {
+	cJSON_ArrayForEach (
+	    c, cJSON_GetObjectItemCaseSensitive(net, "Containers")) {
 		int r;
 
 		if (!c->string || !docker_id_ok(c->string))

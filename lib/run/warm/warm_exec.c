@@ -588,8 +588,8 @@ static int warm_egress_begin(const struct warm_context *env, struct warm_box *b,
 	rc = egress_run_begin(env->egress, req->egress, &we->run, msg,
 	                      sizeof(msg));
 	if (rc == 0) {
-		rc = box_join(b->box, egress_run_box(we->run), msg,
-		              sizeof(msg));
+		rc =
+		    box_join(b->box, egress_run_box(we->run), msg, sizeof(msg));
 		we->joined = rc == 0;
 	}
 	if (rc < 0) {
