@@ -187,6 +187,7 @@ layer_docs() {
 	for f in "$ROOT"/runners/*/Dockerfile; do
 		n=$(basename "$(dirname "$f")")
 		case $n in
+		egress) continue ;; # the egress proxy, not a runner
 		typescript) shown=TypeScript ;; cpp) shown=C++ ;; php) shown=PHP ;;
 		*) shown=${n^} ;;
 		esac
