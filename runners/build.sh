@@ -66,8 +66,8 @@ Options:
                   docker build); default: $LOCAL_BASE, made locally with
                   debootstrap + docker import when missing
   --egress        build the egress proxy's image (mcp-sandboxd/egress, Squid;
-                  EGRESS_IMAGE) instead of the runners, or besides those
-                  --only names
+                  EGRESS_IMAGE) alone, or besides those --only names
+                  (without --only and --egress: every runner and the proxy)
   --daemon-base   also make mcp-sandboxd/base:$DAEMON_SUITE, the offline base of
                   the daemon's own image (Dockerfile, docker-compose.yml)
   --network NET   network of the build steps (docker build --network), e.g.
@@ -622,7 +622,9 @@ elif [[ -n "$ONLY" ]]; then
       die "unknown language '$l' (available: $(printf '%s ' "${ALL_LANGS[@]}"))"
   done
 else
+  # Everything: every runner and the egress proxy.
   LANGS=("${ALL_LANGS[@]}")
+  EGRESS=1
 fi
 ((${#LANGS[@]} || EGRESS)) || die "nothing to build"
 [[ "$JOBS" =~ ^[1-9][0-9]?$ ]] || die "--jobs wants a number from 1 to 99, not '$JOBS'"
