@@ -627,6 +627,13 @@ static const char packages_script[] =
     "fi\n";
 
 /* The host of an http:// URL (for pip's --trusted-host), else "". */
+/* SANDBOX_PACKAGES_NETWORK=egress (packages.h). */
+static bool packages_through_egress(const struct config *cfg)
+{
+	return cfg->packages_network &&
+	       strcmp(cfg->packages_network, PACKAGES_NETWORK_EGRESS) == 0;
+}
+
 static void http_host(const char *url, char *out, size_t outlen)
 {
 	const char *h, *end;
@@ -682,8 +689,7 @@ int packages_command(const struct config *cfg, const char *manager, bool ca,
 		c->argv[k++] = "--index-url";
 		c->argv[k++] = cfg->pip_index;
 		/* --isolated makes pip ignore HTTP(S)_PROXY: say it. */
-		if (strcmp(cfg->packages_network, PACKAGES_NETWORK_EGRESS) ==
-		    0) {
+		if (packages_through_egress(cfg)) {
 			c->argv[k++] = "--proxy";
 			c->argv[k++] =
 			    "http://" BACKEND_EGRESS_PROXY_ALIAS ":3128";
@@ -1168,7 +1174,7 @@ static int packages_egress(const struct config *cfg, const char *manager,
 	const char *url =
 	    strcmp(manager, "pip") == 0 ? cfg->pip_index : cfg->npm_registry;
 
-	if (strcmp(cfg->packages_network, PACKAGES_NETWORK_EGRESS) != 0)
+	if (!packages_through_egress(cfg))
 		return 0;
 	if (egress_url_list(url, allow, ir->message, sizeof(ir->message)) < 0)
 		return -EINVAL;
