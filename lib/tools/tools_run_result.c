@@ -123,8 +123,8 @@ const char tools_run_input_schema[] =
     "\"stdin\":{\"type\":\"string\"},"
     "\"environment\":{\"type\":\"object\",\"additionalProperties\":"
     "{\"type\":\"string\"}},"
-    "\"network\":{\"anyOf\":[{\"type\":\"boolean\"},{\"type\":"
-    "\"array\",\"items\":{\"type\":\"string\"}}],\"default\":false},"
+    "\"network\":{\"type\":[\"boolean\",\"array\"],\"items\":{"
+    "\"type\":\"string\"},\"default\":false},"
     "\"timeout_seconds\":{\"type\":\"integer\",\"minimum\":1},"
     "\"memory_mb\":{\"type\":\"integer\"},"
     "\"cpus\":{\"type\":\"number\"},"
@@ -279,9 +279,9 @@ static int tools_run_describe_warm(struct buf *b, const struct config *cfg)
 	    cfg->memory_mb, cfg->cpus, cfg->timeout_s, cfg->pids_limit,
 	    cfg->tmp_mb, out,
 	    cfg->allow_network
-	        ? "No network unless network: true. Network, or other "
-	          "memory_mb or cpus than the defaults, run in a one-off "
-	          "sandbox without the session's state."
+	        ? "No network unless network: true (the session "
+	          "stays). Other memory_mb or cpus than the defaults run in a "
+	          "one-off sandbox without the session's state."
 	        : "No network. Other memory_mb or cpus than the defaults run "
 	          "in a one-off sandbox without the session's state.");
 }
@@ -349,11 +349,8 @@ void tools_run_describe(struct runner *runner, char **description,
 	cJSON_AddStringToObject(
 	    p, "description",
 	    cfg->allow_network
-	        ? "true: reach the names this server allows your tenant, "
-	          "through its egress proxy (HTTP(S)_PROXY is set); or a "
-	          "list of them, e.g. [\"api.example.com\", "
-	          "\"*.github.com\"]. Other destinations are refused and "
-	          "listed in the result's egress"
+	        ? "true: the names allowed to you (via a proxy), or some: "
+	          "[\"api.example.com\"]"
 	        : "Turned off on this server");
 	p = cJSON_GetObjectItemCaseSensitive(props, "session");
 	cJSON_AddStringToObject(
