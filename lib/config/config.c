@@ -317,7 +317,8 @@ static const struct setting settings[] = {
     {"SANDBOX_PACKAGES_NETWORK", SET_STR, "bridge", OFF(packages_network), 0, 0,
      "bridge",
      "Docker network the installers run on (e.g. one that reaches only "
-     "your mirror)"},
+     "your mirror), or 'egress': through the egress proxy, to the index's "
+     "or registry's host and port only (recommended)"},
     {"SANDBOX_PACKAGES_CA_FILE", SET_STR, "", OFF(packages_ca_file), 0, 0,
      "/etc/ssl/certs/ca-certificates.crt",
      "PEM bundle of the certificate authorities the installers trust "
