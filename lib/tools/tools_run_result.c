@@ -279,8 +279,8 @@ static int tools_run_describe_warm(struct buf *b, const struct config *cfg)
 	    cfg->memory_mb, cfg->cpus, cfg->timeout_s, cfg->pids_limit,
 	    cfg->tmp_mb, out,
 	    cfg->allow_network
-	        ? "No network unless network: true (the session "
-	          "stays). Other memory_mb or cpus than the defaults run in a "
+	        ? "No network unless network: true (or a list of allowed "
+	          "names). Other memory_mb or cpus than the defaults run in a "
 	          "one-off sandbox without the session's state."
 	        : "No network. Other memory_mb or cpus than the defaults run "
 	          "in a one-off sandbox without the session's state.");
@@ -302,7 +302,8 @@ static int tools_run_describe_cold(struct buf *b, const struct config *cfg)
 	    "CPU, %u s, %u processes, %u MB /tmp, output up to %s. %s",
 	    cfg->memory_mb, cfg->cpus, cfg->timeout_s, cfg->pids_limit,
 	    cfg->tmp_mb, out,
-	    cfg->allow_network ? "No network unless network: true."
+	    cfg->allow_network ? "No network unless network: true (or a list "
+	                         "of allowed names)."
 	                       : "No network.");
 }
 
@@ -346,12 +347,9 @@ void tools_run_describe(struct runner *runner, char **description,
 	                        "Extra variables (HOME, LANG, FILE_BASE_URL, "
 	                        "LD_* reserved)");
 	p = cJSON_GetObjectItemCaseSensitive(props, "network");
-	cJSON_AddStringToObject(
-	    p, "description",
-	    cfg->allow_network
-	        ? "true: the names allowed to you (via a proxy), or some: "
-	          "[\"api.example.com\"]"
-	        : "Turned off on this server");
+	if (!cfg->allow_network)
+		cJSON_AddStringToObject(p, "description",
+		                        "Turned off on this server");
 	p = cJSON_GetObjectItemCaseSensitive(props, "session");
 	cJSON_AddStringToObject(
 	    p, "description",
