@@ -4,6 +4,7 @@
  * see egress.h. eg->lock guards the slots, the open runs, the proxy's
  * state and the log reader; engine calls are made without it (a slot is
  * taken under the lock first, so no two runs open the same network).
+ * start_lock makes proxy starts one at a time (eg_ensure_proxy).
  */
 #include "egress/egress.h"
 
@@ -55,8 +56,10 @@ struct egress {
 	unsigned char *used;
 	struct egress_ports ports;
 
+	pthread_mutex_t start_lock; /* one proxy start at a time */
 	pthread_mutex_t lock;
 	bool started;
+	long long gen; /* proxy starts so far */
 	struct egress_run *runs;
 	int log_fd;
 	long long log_off;
@@ -467,23 +470,41 @@ static void eg_give_slot(struct egress *eg, unsigned slot)
 	pthread_mutex_unlock(&eg->lock);
 }
 
-/* Starts the proxy once (again after it was found gone). */
-static int eg_ensure_proxy(struct egress *eg, bool again, char *err,
+/*
+ * Starts the proxy when it is not running, or again when seen_gen (the
+ * generation a caller found gone) is still the current one: of two runs
+ * that find it gone, one starts it and the other uses that one. One start
+ * at a time (start_lock, held across the engine calls; never with lock).
+ */
+static int eg_ensure_proxy(struct egress *eg, long long seen_gen, char *err,
                            size_t errlen)
 {
-	bool started;
-	int r;
+	bool start;
+	int r = 0;
+
+	pthread_mutex_lock(&eg->start_lock);
+	pthread_mutex_lock(&eg->lock);
+	start = !eg->started || (seen_gen >= 0 && seen_gen == eg->gen);
+	pthread_mutex_unlock(&eg->lock);
+	if (start) {
+		r = eg_proxy_start(eg, err, errlen);
+		pthread_mutex_lock(&eg->lock);
+		eg->started = r == 0;
+		eg->gen++;
+		pthread_mutex_unlock(&eg->lock);
+	}
+	pthread_mutex_unlock(&eg->start_lock);
+	return r;
+}
+
+static long long eg_gen(struct egress *eg)
+{
+	long long g;
 
 	pthread_mutex_lock(&eg->lock);
-	started = eg->started && !again;
+	g = eg->gen;
 	pthread_mutex_unlock(&eg->lock);
-	if (started)
-		return 0;
-	r = eg_proxy_start(eg, err, errlen);
-	pthread_mutex_lock(&eg->lock);
-	eg->started = r == 0;
-	pthread_mutex_unlock(&eg->lock);
-	return r;
+	return g;
 }
 
 /* Opens a network for r on some free slot. */
@@ -491,6 +512,7 @@ static int eg_open_net(struct egress *eg, struct egress_run *r, char *err,
                        size_t errlen)
 {
 	bool restarted = false;
+	long long gen;
 	int rc = -EAGAIN;
 
 	for (unsigned tries = 0; tries < EG_OPEN_TRIES; tries++) {
@@ -507,6 +529,7 @@ static int eg_open_net(struct egress *eg, struct egress_run *r, char *err,
 			return rc;
 		}
 		eg_fill_run(eg, r, slot);
+		gen = eg_gen(eg);
 		rc = backend_egress_net_open(eg->be, &r->bnet, err, errlen);
 		if (rc == 0)
 			return 0;
@@ -517,7 +540,7 @@ static int eg_open_net(struct egress *eg, struct egress_run *r, char *err,
 		/* The proxy is gone (an engine restart): once more. */
 		if (rc == -EIO && !restarted) {
 			restarted = true;
-			if (eg_ensure_proxy(eg, true, err, errlen) < 0)
+			if (eg_ensure_proxy(eg, gen, err, errlen) < 0)
 				return -EIO;
 			continue;
 		}
@@ -551,7 +574,7 @@ int egress_run_begin(struct egress *eg, const struct egress_list *list,
 	}
 	clock_gettime(CLOCK_REALTIME, &ts);
 	r->started_ms = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-	rc = eg_ensure_proxy(eg, false, err, errlen);
+	rc = eg_ensure_proxy(eg, -1, err, errlen);
 	if (rc == 0)
 		rc = eg_open_net(eg, r, err, errlen);
 	if (rc < 0) {
@@ -636,6 +659,7 @@ int egress_create(const struct config *cfg, struct backend *be,
 	eg->be = be;
 	eg->log_fd = -1;
 	pthread_mutex_init(&eg->lock, NULL);
+	pthread_mutex_init(&eg->start_lock, NULL);
 	snprintf(eg->boot, sizeof(eg->boot), "%.16s", boot);
 	if (strlen(cfg->sandbox_root) + 8 >= sizeof(eg->dir)) {
 		snprintf(err, errlen, "SANDBOX_ROOT is too long for egress");
@@ -681,6 +705,7 @@ void egress_destroy(struct egress *eg)
 	free(eg->used);
 	free(eg->log_buf);
 	pthread_mutex_destroy(&eg->lock);
+	pthread_mutex_destroy(&eg->start_lock);
 	free(eg);
 }
 

@@ -205,6 +205,22 @@ for u in ['http://${gw}:${webPort}/direct', 'http://169.254.169.254/direct']:
     assert.match(bad.text, /network: .*not a domain pattern|bad port/);
   });
 
+  test('runs with network at once each get their own network and list', { timeout: T }, async () => {
+    const a = `http://a.wild.test:${webPort}/par`, w = `http://web.test:${webPort}/par`;
+    const [ra, rw] = await Promise.all([
+      py(d.client, 'eg-par-a', fetchCode([a, w]), { network: [`*.wild.test:${webPort}`], memory_mb: 300 }),
+      py(d.client, 'eg-par-w', fetchCode([a, w]), { network: [`web.test:${webPort}`] }),
+    ]);
+    expectStatus(ra, 'completed');
+    expectStatus(rw, 'completed');
+    assert.match(lineOf(ra.sc.stdout, a), / 200 /, describeRun(ra));
+    assert.match(lineOf(ra.sc.stdout, w), /ERR/, describeRun(ra));
+    assert.match(lineOf(rw.sc.stdout, w), / 200 /, describeRun(rw));
+    assert.match(lineOf(rw.sc.stdout, a), /ERR/, describeRun(rw));
+    assert.deepEqual(dests(ra), [`a.wild.test:${webPort} allowed`, `web.test:${webPort} not in the allow-list`]);
+    assert.deepEqual(dests(rw), [`a.wild.test:${webPort} not in the allow-list`, `web.test:${webPort} allowed`]);
+  });
+
   test('a tenant with a list of its own gets that list only', { timeout: T }, async () => {
     const urls = [`https://tls.test:${tlsPort}/bob`, `http://web.test:${webPort}/bob`];
     const r = await py(bob, 'eg-bob', fetchCode(urls), { network: true });
@@ -248,8 +264,8 @@ for u in ['http://${gw}:${webPort}/direct', 'http://169.254.169.254/direct']:
     assert.match(r.sc.stdout, /PROXY None/);
     assert.equal(r.sc.egress, undefined);
     const req = Object.fromEntries(await metric(d, 'mcpsd_egress_requests_total'));
-    assert.ok(req['mcpsd_egress_requests_total{verdict="allowed"}'] >= 5, JSON.stringify(req));
-    assert.ok(req['mcpsd_egress_requests_total{verdict="blocked"}'] >= 8, JSON.stringify(req));
+    assert.ok(req['mcpsd_egress_requests_total{verdict="allowed"}'] >= 7, JSON.stringify(req));
+    assert.ok(req['mcpsd_egress_requests_total{verdict="blocked"}'] >= 10, JSON.stringify(req));
     const bytes = Object.fromEntries(await metric(d, 'mcpsd_egress_bytes_total'));
     assert.ok(bytes['mcpsd_egress_bytes_total{direction="in"}'] > 0, JSON.stringify(bytes));
   });
