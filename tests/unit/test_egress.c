@@ -20,7 +20,7 @@
 static bool parses(const char *s)
 {
 	struct egress_rule r;
-	char err[256];
+	char err[256] = "";
 
 	return egress_rule_parse(s, strlen(s), &r, err, sizeof(err)) == 0;
 }
@@ -28,7 +28,7 @@ static bool parses(const char *s)
 static struct egress_rule rule(const char *s)
 {
 	struct egress_rule r;
-	char err[256];
+	char err[256] = "";
 
 	if (egress_rule_parse(s, strlen(s), &r, err, sizeof(err)) < 0)
 		fprintf(stderr, "# %s: %s\n", s, err);
@@ -47,7 +47,7 @@ static void test_patterns(void)
 	    "a.b/c",   "http://a.b", "a.b\r\n",   "[::1]",     "a_b.c",
 	    "a.b:1:2", "\xc3\xa9.x", "a.b;rm -rf"};
 	struct egress_rule r;
-	char err[256];
+	char err[256] = "";
 
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
 		ok(parses(good[i]), "accepted: %s", good[i]);
@@ -78,7 +78,7 @@ static void test_narrow(void)
 {
 	struct egress_ports ports;
 	struct egress_list tenant, asked, out;
-	char err[512];
+	char err[512] = "";
 
 	ok(egress_ports_parse("80,443", &ports, err, sizeof(err)) == 0,
 	   "ports");
@@ -123,7 +123,7 @@ static void test_render(void)
 {
 	struct egress_ports ports;
 	struct egress_list l;
-	char err[256], buf[256], tiny[8];
+	char err[256] = "", buf[256], tiny[8];
 
 	ok(egress_ports_parse("80 443", &ports, err, sizeof(err)) == 0,
 	   "ports");
@@ -150,7 +150,7 @@ static void test_tenants(void)
 {
 	const char *s = "team-a=api.example.com *.github.com; team-b=pypi.org";
 	struct egress_list l;
-	char err[256];
+	char err[256] = "";
 
 	is_int(egress_tenant_list(s, "team-a", &l, err, sizeof(err)), 1,
 	       "team-a named");
@@ -172,7 +172,7 @@ static void test_tenants(void)
 
 static void test_settings(void)
 {
-	char err[256];
+	char err[256] = "";
 
 	ok(egress_settings_check("a.com", "t=b.com", "80,443", "10.0.0.1/32",
 	                         "a.test=10.0.0.1", "10.213.0.0/16", err,
