@@ -27,6 +27,7 @@
 
 #include "backend/backend.h"
 #include "run/budget.h"
+#include "egress/egress.h"
 #include "run/oneoff.h"
 #include "run/packages.h"
 #include "run/run_arguments.h"
@@ -47,6 +48,7 @@ struct runner {
 	struct slots *slots;
 	struct budget *budget; /* borrowed, or NULL */
 	struct warm *warm;     /* NULL: warm sessions off */
+	struct egress *egress; /* NULL: no runs with network */
 	struct stats_metric *m_runs, *m_duration, *m_queue;
 	char boot[17];
 	struct oneoff_context
@@ -178,7 +180,7 @@ static int runner_warm(struct runner *r, const struct runner_request *req,
 	res->cpu_ms = -1;
 	if (!r->warm)
 		why = "disabled";
-	else if (req->network)
+	else if (req->network && !req->egress)
 		why = "network";
 	else if (req->one_off)
 		why = "one_off";
@@ -392,20 +394,47 @@ static int runner_check_packages(struct runner *r,
 	return 0;
 }
 
-int runner_run(struct runner *r, const struct runner_request *req,
-               struct runner_result *res)
+/*
+ * The allow-list of a run with network (egress_resolve) into *list and a
+ * copy of req that carries it into *copy. 0, or a refusal.
+ */
+static int runner_egress_policy(struct runner *r,
+                                const struct runner_request *req,
+                                struct runner_request *copy,
+                                struct egress_list **list,
+                                struct runner_result *res)
 {
-	const struct config *cfg = r->cfg;
+	char msg[768];
+	int rc;
+
+	if (!r->egress)
+		return runner_refuse(res, -EPERM,
+		                     "runs with network need the egress proxy, "
+		                     "which the %s backend does not have; run "
+		                     "without network",
+		                     backend_name(r->be));
+	*list = malloc(sizeof(**list));
+	if (!*list)
+		return runner_refuse(res, -ENOMEM, "out of memory");
+	rc = egress_resolve(r->cfg, req->tenant, req->network_asked, *list, msg,
+	                    sizeof(msg));
+	if (rc < 0)
+		return runner_refuse(res, rc, "%s", msg);
+	*copy = *req;
+	copy->egress = *list;
+	return 0;
+}
+
+static int runner_run_checked(struct runner *r,
+                              const struct runner_request *req,
+                              struct runner_result *res)
+{
 	struct catalog *cat = NULL;
 	const struct catalog_image *img;
 	long long t0 = mono_ms(), t_slot;
 	char langs[256];
 	int rc;
 
-	runner_result_init(res, req, cfg);
-	rc = run_arguments_check(req, cfg, res->message, sizeof(res->message));
-	if (rc < 0)
-		return runner_refuse(res, rc, "%s", res->message);
 	img = runner_image(r, req->language, &cat);
 	if (!img) {
 		catalog_languages(cat, langs, sizeof(langs));
@@ -467,6 +496,32 @@ int runner_run(struct runner *r, const struct runner_request *req,
 		    res->message[0] ? res->message : "(no cause recorded)");
 out:
 	catalog_put(cat);
+	return rc;
+}
+
+int runner_run(struct runner *r, const struct runner_request *req,
+               struct runner_result *res)
+{
+	struct runner_request egress_req;
+	struct egress_list *egress_list = NULL;
+	int rc;
+
+	runner_result_init(res, req, r->cfg);
+	rc = run_arguments_check(req, r->cfg, res->message,
+	                         sizeof(res->message));
+	if (rc < 0)
+		return runner_refuse(res, rc, "%s", res->message);
+	if (req->network && !req->install) {
+		rc = runner_egress_policy(r, req, &egress_req, &egress_list,
+		                          res);
+		if (rc < 0) {
+			free(egress_list);
+			return rc;
+		}
+		req = &egress_req;
+	}
+	rc = runner_run_checked(r, req, res);
+	free(egress_list);
 	return rc;
 }
 
@@ -699,6 +754,18 @@ int runner_create(const struct config *cfg, struct runner **out, char *err,
 		         backend_name(r->be));
 	else if (rc == 0 && cfg->warm)
 		rc = warm_create(cfg, r->be, r->boot, &r->warm, err, errlen);
+	if (rc == 0 &&
+	    (cfg->allow_network ||
+	     (cfg->packages &&
+	      strcmp(cfg->packages_network, PACKAGES_NETWORK_EGRESS) == 0)) &&
+	    backend_has(r->be, BACKEND_CAN_EGRESS)) {
+		rc =
+		    egress_create(cfg, r->be, r->boot, &r->egress, err, errlen);
+		r->oneoff.egress = r->egress;
+		/* Before any warm box is made: they must be joinable. */
+		if (rc == 0 && r->warm && cfg->allow_network)
+			warm_set_egress(r->warm, r->egress);
+	}
 	if (rc < 0)
 		goto fail;
 	log_info("runner boot id %s, instance '%s', backend %s, %u at once, "
@@ -724,6 +791,7 @@ void runner_destroy(struct runner *r)
 	if (!r)
 		return;
 	warm_destroy(r->warm);
+	egress_destroy(r->egress);
 	oneoff_sweep_finish(&r->oneoff);
 	/* Removes what is queued for removal and what this boot left. */
 	backend_destroy(r->be);
@@ -817,6 +885,8 @@ void runner_set_stats(struct runner *r, struct stats *s)
 	               "Whether the engine (DOCKER_HOST) answered last time",
 	               NULL, runner_read_engine, r);
 	backend_stats(r->be, s);
+	if (r->egress)
+		egress_stats(r->egress, s);
 }
 
 void runner_set_changed_cb(struct runner *r, runner_changed_fn fn, void *arg)

@@ -65,6 +65,9 @@ Options:
   --base IMAGE    base image to build on, e.g. debian:trixie-slim (pulled by
                   docker build); default: $LOCAL_BASE, made locally with
                   debootstrap + docker import when missing
+  --egress        build the egress proxy's image (mcp-sandboxd/egress, Squid;
+                  EGRESS_IMAGE) alone, or besides those --only names
+                  (without --only and --egress: every runner and the proxy)
   --daemon-base   also make mcp-sandboxd/base:$DAEMON_SUITE, the offline base of
                   the daemon's own image (Dockerfile, docker-compose.yml)
   --network NET   network of the build steps (docker build --network), e.g.
@@ -111,8 +114,36 @@ available_langs() {
   for d in "$RUNNERS_DIR"/*/Dockerfile; do
     [[ -f "$d" ]] || continue
     d="${d%/Dockerfile}"
+    # Not a runner: the egress proxy (--egress).
+    [[ "${d##*/}" != egress ]] || continue
     printf '%s\n' "${d##*/}"
   done
+}
+
+# The egress proxy's image (runners/egress: Squid from Debian's packages),
+# without the sandbox.runner label: the daemon runs no code in it.
+build_egress() {
+  local tag="${EGRESS_IMAGE:-mcp-sandboxd/egress:latest}" t0
+  t0=$(now_ms)
+  local -a args=(build -t "$tag" --build-arg "BASE_IMAGE=$BASE")
+  [[ -z "$NETWORK" ]] || args+=(--network "$NETWORK")
+  ((NO_CACHE)) && args+=(--no-cache)
+  log "egress: docker build $RUNNERS_DIR/egress (log: $LOG_DIR/egress.log)"
+  run_logged "$LOG_DIR/egress.log" docker "${args[@]}" "$RUNNERS_DIR/egress" ||
+    die "egress: docker build failed (log: $LOG_DIR/egress.log)"
+  [[ "$(docker image inspect -f '{{index .Config.Labels "sandbox.runner"}}' "$tag")" != true ]] ||
+    die "egress: $tag carries sandbox.runner=true; it must not"
+  if ((!SKIP_TESTS)); then
+    docker run --rm --network none --read-only --cap-drop ALL --security-opt no-new-privileges \
+      --entrypoint squid "$tag" -v >/dev/null ||
+      die "egress: squid does not run in $tag"
+    printf '10.0.0.3 a.example.com 443\n10.0.0.4 a.example.com 443\n' |
+      docker run --rm -i --network none --read-only --cap-drop ALL --tmpfs /egress/policy \
+        --entrypoint sh "$tag" -c 'echo "*.example.com 443" >/egress/policy/10.0.0.3 && /usr/local/lib/mcpsd-egress/acl' |
+      tr '\n' ' ' | grep -qx 'OK log=allowed ERR log=not-allowed ' ||
+      die "egress: the ACL helper does not answer as it should"
+  fi
+  log "egress: $tag built in $(secs_since "$t0")"
 }
 
 # Run a command with its output going to a log file; on failure show the end of
@@ -553,7 +584,7 @@ build_all() {
 # -------------------------------------------------------------------- main
 
 ONLY="" BASE="${RUNNER_BASE_IMAGE:-${BASE_IMAGE:-$LOCAL_BASE}}" NO_CACHE=0 REFRESH=0 SKIP_TESTS=0 VERBOSE=0
-DAEMON_BASE=0 NETWORK="${RUNNER_BUILD_NETWORK:-}" PROGRESS_FILE=""
+DAEMON_BASE=0 NETWORK="${RUNNER_BUILD_NETWORK:-}" PROGRESS_FILE="" EGRESS=0
 JOBS="${RUNNER_BUILD_JOBS:-2}"
 while (($#)); do
   case "$1" in
@@ -562,6 +593,7 @@ while (($#)); do
     --base) BASE="${2:?--base needs an image}" && shift ;;
     --base=*) BASE="${1#*=}" ;;
     --daemon-base) DAEMON_BASE=1 ;;
+    --egress) EGRESS=1 ;;
     --progress) PROGRESS_FILE="${2:?--progress needs a file}" && shift ;;
     --progress=*) PROGRESS_FILE="${1#*=}" ;;
     --network) NETWORK="${2:?--network needs a network name, e.g. host}" && shift ;;
@@ -582,16 +614,20 @@ while (($#)); do
 done
 
 mapfile -t ALL_LANGS < <(available_langs)
-if [[ -n "$ONLY" ]]; then
+if ((EGRESS)) && [[ -z "$ONLY" ]]; then
+  LANGS=()
+elif [[ -n "$ONLY" ]]; then
   IFS=, read -r -a LANGS <<<"$ONLY"
   for l in "${LANGS[@]}"; do
     [[ -f "$RUNNERS_DIR/$l/Dockerfile" ]] ||
       die "unknown language '$l' (available: $(printf '%s ' "${ALL_LANGS[@]}"))"
   done
 else
+  # Everything: every runner and the egress proxy.
   LANGS=("${ALL_LANGS[@]}")
+  EGRESS=1
 fi
-((${#LANGS[@]})) || die "nothing to build"
+((${#LANGS[@]} || EGRESS)) || die "nothing to build"
 [[ "$JOBS" =~ ^[1-9][0-9]?$ ]] || die "--jobs wants a number from 1 to 99, not '$JOBS'"
 # Interleaved docker build output would be unreadable.
 ((VERBOSE)) && JOBS=1
@@ -610,6 +646,8 @@ SUMMARY_DIR="$(mktemp -d "${TMPDIR:-/tmp}/mcp-sandboxd-build.XXXXXX")"
 readonly SUMMARY_DIR
 trap 'rm -rf "$SUMMARY_DIR"' EXIT
 ensure_base
+((EGRESS)) && build_egress
+((${#LANGS[@]})) || exit 0
 build_all
 
 log "built on $BASE in $(secs_since "$T_START"):"

@@ -187,6 +187,7 @@ layer_docs() {
 	for f in "$ROOT"/runners/*/Dockerfile; do
 		n=$(basename "$(dirname "$f")")
 		case $n in
+		egress) continue ;; # the egress proxy, not a runner
 		typescript) shown=TypeScript ;; cpp) shown=C++ ;; php) shown=PHP ;;
 		*) shown=${n^} ;;
 		esac
@@ -746,11 +747,15 @@ resolve_test() {
 }
 
 # runner_images_present: whether every runners/<lang>/Dockerfile has its
-# image in the engine.
+# image in the engine (runners/egress: the egress proxy's).
 runner_images_present() {
 	local d
 	for d in "$ROOT"/runners/*/Dockerfile; do
 		d=${d%/Dockerfile}
+		if [ "${d##*/}" = egress ]; then
+			docker image inspect mcp-sandboxd/egress:latest >/dev/null 2>&1 || return 1
+			continue
+		fi
 		docker image inspect "mcp-sandboxd/runner-${d##*/}:latest" >/dev/null 2>&1 || return 1
 	done
 }

@@ -68,6 +68,16 @@ struct box_mount {
 	bool follow_host_mounts;
 };
 
+/*
+ * A run's way out through the egress proxy (lib/egress/egress.h): the
+ * network of its own it joins (internal, no host address, only the proxy
+ * besides it) and its address there, which the proxy knows its policy by.
+ */
+struct box_egress {
+	const char *network;
+	const char *ip;
+};
+
 /* What to run. Every pointer is borrowed for the duration of box_create. */
 struct box_spec {
 	const char *image;      /* image id */
@@ -108,6 +118,17 @@ struct box_spec {
 	 */
 	const char *exclusive;
 	bool network; /* only when the operator allows it */
+	/*
+	 * With BACKEND_CAN_EGRESS and network: the egress network the box
+	 * is on instead (and nothing else), or NULL.
+	 */
+	const struct box_egress *egress;
+	/*
+	 * With BACKEND_CAN_EGRESS: the box starts without any network (as
+	 * none) but box_join can put it on an egress network later (a warm
+	 * box whose conversation may ask for network in a run).
+	 */
+	bool joinable;
 	/* A package installer: SANDBOX_PACKAGES_NETWORK when packages are
 	 * on (packages.h), whatever network says. */
 	bool install;
@@ -155,6 +176,35 @@ typedef int (*box_output_fn)(void *arg, int which, const char *p, size_t n);
 #define BACKEND_CAN_REPLICAS 0x10u
 /* boxes run on the daemon's host and see mounts it makes (loop quotas) */
 #define BACKEND_CAN_HOST_MOUNTS 0x20u
+/* an egress proxy and per-run egress networks (egress_* below) */
+#define BACKEND_CAN_EGRESS 0x40u
+
+/* The egress proxy container (lib/egress): Squid from its own image. */
+struct backend_egress_proxy {
+	const char *name;     /* container name, replaced if it exists */
+	const char *image;    /* SANDBOX_EGRESS_IMAGE */
+	const char *dir;      /* host directory mounted read-only at /egress */
+	const char *log_dir;  /* host directory mounted at /egress/log */
+	const char *network;  /* the network with a route out */
+	unsigned uid;         /* the user Squid runs as */
+	const char *instance; /* labels */
+};
+
+/*
+ * The name the proxy has on every run's egress network (the engine's DNS
+ * answers it in the box; other names it does not resolve there).
+ */
+#define BACKEND_EGRESS_PROXY_ALIAS "mcpsd-egress"
+
+/* One run's egress network: the proxy joins it at proxy_ip. */
+struct backend_egress_net {
+	const char *name;
+	const char *subnet;
+	const char *gateway;
+	const char *proxy; /* the proxy container's name */
+	const char *proxy_ip;
+	const char *instance; /* labels */
+};
 
 struct backend_impl {
 	const char *name;  /* SANDBOX_BACKEND's value */
@@ -197,6 +247,27 @@ struct backend_impl {
 	 * boxes (box_hand_over), before the first box with spec.handover.
 	 */
 	int (*handover_prepare)(struct backend *be, char *err, size_t errlen);
+	/*
+	 * With BACKEND_CAN_EGRESS (NULL otherwise). proxy_start (re)makes
+	 * and starts the proxy; proxy_stop removes it. net_open makes a
+	 * run's network and joins the proxy to it: -EADDRINUSE when the
+	 * subnet or name is taken (the caller tries another); net_close
+	 * undoes it, whatever is left. box_join/box_leave put a running
+	 * box on a network and take it off (warm sessions).
+	 */
+	int (*egress_proxy_start)(struct backend *be,
+	                          const struct backend_egress_proxy *p,
+	                          char *err, size_t errlen);
+	void (*egress_proxy_stop)(struct backend *be, const char *name);
+	int (*egress_net_open)(struct backend *be,
+	                       const struct backend_egress_net *n, char *err,
+	                       size_t errlen);
+	void (*egress_net_close)(struct backend *be,
+	                         const struct backend_egress_net *n);
+	int (*box_join)(struct box *b, const struct box_egress *e, char *err,
+	                size_t errlen);
+	int (*box_leave)(struct box *b, const struct box_egress *e, char *err,
+	                 size_t errlen);
 
 	int (*box_create)(struct backend *be, const struct box_spec *spec,
 	                  struct box **out, char *err, size_t errlen);
@@ -378,6 +449,49 @@ backend_handover_prepare(struct backend *be, char *err, size_t errlen)
 	return be->impl->handover_prepare(be, err, errlen);
 }
 
+/* ---- egress (BACKEND_CAN_EGRESS) ------------------------------------- */
+
+static inline int backend_egress_unsupported(struct backend *be, char *err,
+                                             size_t errlen)
+{
+	snprintf(err, errlen, "the %s backend has no egress proxy",
+	         be->impl->name);
+	return -ENOTSUP;
+}
+
+__attribute__((warn_unused_result)) static inline int
+backend_egress_proxy_start(struct backend *be,
+                           const struct backend_egress_proxy *p, char *err,
+                           size_t errlen)
+{
+	if (!be->impl->egress_proxy_start)
+		return backend_egress_unsupported(be, err, errlen);
+	return be->impl->egress_proxy_start(be, p, err, errlen);
+}
+
+static inline void backend_egress_proxy_stop(struct backend *be,
+                                             const char *name)
+{
+	if (be->impl->egress_proxy_stop)
+		be->impl->egress_proxy_stop(be, name);
+}
+
+__attribute__((warn_unused_result)) static inline int
+backend_egress_net_open(struct backend *be, const struct backend_egress_net *n,
+                        char *err, size_t errlen)
+{
+	if (!be->impl->egress_net_open)
+		return backend_egress_unsupported(be, err, errlen);
+	return be->impl->egress_net_open(be, n, err, errlen);
+}
+
+static inline void backend_egress_net_close(struct backend *be,
+                                            const struct backend_egress_net *n)
+{
+	if (be->impl->egress_net_close)
+		be->impl->egress_net_close(be, n);
+}
+
 /* ---- boxes ------------------------------------------------------------- */
 
 /*
@@ -512,6 +626,26 @@ box_usage(struct box *b, struct box_usage *out, char *err, size_t errlen)
 		return -ENOTSUP;
 	}
 	return b->impl->box_usage(b, out, err, errlen);
+}
+
+/*
+ * Puts a running box on an egress network (join) or takes it off again
+ * (leave) (BACKEND_CAN_EGRESS). -ENOTSUP without.
+ */
+__attribute__((warn_unused_result)) static inline int
+box_join(struct box *b, const struct box_egress *e, char *err, size_t errlen)
+{
+	if (!b->impl->box_join)
+		return backend_egress_unsupported(b->be, err, errlen);
+	return b->impl->box_join(b, e, err, errlen);
+}
+
+__attribute__((warn_unused_result)) static inline int
+box_leave(struct box *b, const struct box_egress *e, char *err, size_t errlen)
+{
+	if (!b->impl->box_leave)
+		return backend_egress_unsupported(b->be, err, errlen);
+	return b->impl->box_leave(b, e, err, errlen);
 }
 
 /*

@@ -317,12 +317,49 @@ static const struct setting settings[] = {
     {"SANDBOX_PACKAGES_NETWORK", SET_STR, "bridge", OFF(packages_network), 0, 0,
      "bridge",
      "Docker network the installers run on (e.g. one that reaches only "
-     "your mirror)"},
+     "your mirror), or 'egress': through the egress proxy, to the index's "
+     "or registry's host and port only (recommended)"},
     {"SANDBOX_PACKAGES_CA_FILE", SET_STR, "", OFF(packages_ca_file), 0, 0,
      "/etc/ssl/certs/ca-certificates.crt",
      "PEM bundle of the certificate authorities the installers trust "
      "(give the whole bundle, e.g. behind a TLS-inspecting proxy; "
      "default: the image's own)"},
+
+    SECTION("Egress",
+            "Runs with network reach the outside only through a Squid "
+            "proxy that allows the names of an allow-list; see "
+            "docs/security.md (Egress)."),
+    {"SANDBOX_EGRESS_ALLOW", SET_STR, "", OFF(egress_allow), 0, 0,
+     "pypi.org *.github.com api.example.com:8443",
+     "Domain patterns every tenant's runs with network may reach (a "
+     "leading *. for the names below one, :port for another port than "
+     "SANDBOX_EGRESS_PORTS); a run's network: [...] narrows it, "
+     "network: true takes it whole; empty: nothing"},
+    {"SANDBOX_EGRESS_TENANTS", SET_STR, "", OFF(egress_tenants), 0, 0,
+     "team-a=api.example.com *.github.com;team-b=pypi.org",
+     "Allow-lists of tenants that get their own instead of "
+     "SANDBOX_EGRESS_ALLOW: tenant=patterns, separated by ';'"},
+    {"SANDBOX_EGRESS_PORTS", SET_STR, "80,443", OFF(egress_ports), 0, 0,
+     "80,443", "Ports a pattern without :port allows"},
+    {"SANDBOX_EGRESS_PRIVATE", SET_STR, "", OFF(egress_private), 0, 0,
+     "10.1.2.3/32",
+     "Private, loopback and link-local addresses (CIDR) that allowed "
+     "names may still resolve to (e.g. a mirror on your network); all "
+     "others, 169.254.169.254 included, are refused whatever the name"},
+    {"SANDBOX_EGRESS_HOSTS", SET_STR, "", OFF(egress_hosts), 0, 0,
+     "mirror.internal=10.1.2.3",
+     "Names the proxy resolves itself (name=IPv4, separated by spaces "
+     "or commas), before DNS"},
+    {"SANDBOX_EGRESS_IMAGE", SET_STR, "mcp-sandboxd/egress:latest",
+     OFF(egress_image), 0, 0, "mcp-sandboxd/egress:latest",
+     "Image of the egress proxy (Squid; runners/build.sh --egress)"},
+    {"SANDBOX_EGRESS_PROXY_NETWORK", SET_STR, "bridge",
+     OFF(egress_proxy_network), 0, 0, "bridge",
+     "Docker network with a route out that the proxy is on"},
+    {"SANDBOX_EGRESS_SUBNET", SET_STR, "10.213.0.0/16", OFF(egress_subnet), 0,
+     0, "10.213.0.0/16",
+     "IPv4 range cut into a /29 network for each run with network (one "
+     "box and the proxy on it); use one the host's networks do not"},
 
     SECTION("Workspaces and files",
             "Each conversation's /data directory, its quota and "

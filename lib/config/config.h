@@ -130,6 +130,15 @@ struct config {
 	unsigned packages_max_mb; /* 0: only the workspace quota */
 	char *packages_network;   /* Docker network of the installers */
 	char *packages_ca_file;   /* "" = the image's CAs */
+	/* egress (lib/egress): checked by egress_settings_check */
+	char *egress_allow;   /* patterns */
+	char *egress_tenants; /* tenant=patterns;... */
+	char *egress_ports;   /* "80,443" */
+	char *egress_private; /* CIDRs */
+	char *egress_hosts;   /* name=ip ... */
+	char *egress_image;
+	char *egress_proxy_network;
+	char *egress_subnet; /* IPv4 CIDR, /8 to /24 */
 
 	/* workspaces and files */
 	char *sandbox_root;

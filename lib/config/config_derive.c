@@ -20,6 +20,7 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
+#include "config/egress_policy.h"
 #include "store/store.h"
 #include "util/buf.h"
 #include "util/errmsg.h"
@@ -849,6 +850,17 @@ static bool package_url_ok(const char *u)
 	return isalnum((unsigned char)*u) || *u == '[';
 }
 
+/* A Docker network name a container may be put on (not host, none, ...). */
+static bool docker_net_name_ok(const char *net)
+{
+	return net[0] && strlen(net) <= 64 &&
+	       strspn(net,
+	              "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	              "0123456789_.-") == strlen(net) &&
+	       net[0] != '-' && net[0] != '.' && strcmp(net, "host") != 0 &&
+	       strcmp(net, "none") != 0;
+}
+
 /* Packages on demand: the index, the registry, the network, the CAs. */
 static int derive_packages(struct config *cfg, char *err, size_t errlen)
 {
@@ -921,6 +933,17 @@ int config_derive(struct config *cfg, char *err, size_t errlen)
 	r = derive_cluster(cfg, err, errlen);
 	if (r == 0)
 		r = derive_packages(cfg, err, errlen);
+	if (r == 0)
+		r = egress_settings_check(
+		    cfg->egress_allow, cfg->egress_tenants, cfg->egress_ports,
+		    cfg->egress_private, cfg->egress_hosts, cfg->egress_subnet,
+		    err, errlen);
+	if (r == 0 && !docker_net_name_ok(cfg->egress_proxy_network))
+		r = errmsg_fail(-EINVAL, err, errlen,
+		                "SANDBOX_EGRESS_PROXY_NETWORK='%.64s' must be "
+		                "the name of a Docker network with a route out "
+		                "(not host or none), e.g. bridge",
+		                cfg->egress_proxy_network);
 	if (r < 0)
 		return r;
 	r = parse_secret(cfg, err, errlen);

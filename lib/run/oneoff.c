@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "egress/egress.h"
 #include "fs/fstree.h"
 #include "run/capture.h"
 #include "run/packages.h"
@@ -361,7 +362,7 @@ int oneoff_box_spec(const struct config *cfg, const struct oneoff_spec *sp,
 	for (size_t i = 0; i < argc; i++)
 		st->cmd[nc++] = argv[i];
 
-	st->env = calloc(sp->n_env + 5, sizeof(*st->env));
+	st->env = calloc(sp->n_env + sp->n_egress_env + 5, sizeof(*st->env));
 	if (!st->env || oneoff_pythonpath(cfg, sp, st) < 0) {
 		oneoff_spec_store_finish(st);
 		return -ENOMEM;
@@ -380,6 +381,8 @@ int oneoff_box_spec(const struct config *cfg, const struct oneoff_spec *sp,
 	for (size_t i = 0; i < sp->n_env; i++)
 		st->env[ne++] = sp->env[i];
 	/* After the caller's: the engine keeps the last of a name. */
+	for (size_t i = 0; i < sp->n_egress_env; i++)
+		st->env[ne++] = sp->egress_env[i];
 	if (sp->inputs_env &&
 	    !(st->pythonpath_env && oneoff_inputs_on_path(sp)))
 		st->env[ne++] = sp->inputs_env;
@@ -409,6 +412,7 @@ int oneoff_box_spec(const struct config *cfg, const struct oneoff_spec *sp,
 		    sp->stage_host_dir, ONEOFF_STAGE_PATH, false, false};
 	o->open_stdin = true;
 	o->network = sp->network;
+	o->egress = sp->egress;
 	o->install = sp->install;
 	o->memory_mb = sp->memory_mb;
 	o->cpus = sp->cpus;
@@ -671,6 +675,52 @@ fail:
 	return rc == -ENOENT ? -EIO : rc;
 }
 
+/*
+ * Opens the run's way out through the egress proxy (egress.h) and puts it
+ * in spec. 0, or a negative errno with res->message.
+ */
+static int oneoff_egress_begin(const struct oneoff_context *r,
+                               const struct runner_request *req,
+                               struct egress_run **run,
+                               struct oneoff_spec *spec,
+                               struct runner_result *res)
+{
+	char msg[512];
+	int rc;
+
+	if (!r->egress) {
+		snprintf(res->message, sizeof(res->message),
+		         "this server has no egress proxy for runs with "
+		         "network; run without network");
+		return -ENOTSUP;
+	}
+	rc = egress_run_begin(r->egress, req->egress, run, msg, sizeof(msg));
+	if (rc < 0) {
+		snprintf(res->message, sizeof(res->message),
+		         "cannot give this run network: %.400s", msg);
+		if (rc == -EAGAIN)
+			res->status = RUNNER_BUSY;
+		return rc;
+	}
+	spec->egress = egress_run_box(*run);
+	spec->egress_env = egress_run_env(*run, &spec->n_egress_env);
+	return 0;
+}
+
+/* Ends the run's way out (after its box) and keeps what it did in res. */
+static void oneoff_egress_end(const struct oneoff_context *r,
+                              struct egress_run *run, struct runner_result *res)
+{
+	struct egress_facts *f;
+
+	if (!run)
+		return;
+	f = calloc(1, sizeof(*f));
+	egress_run_end(r->egress, run, f);
+	free(res->egress);
+	res->egress = f;
+}
+
 int oneoff_run(const struct oneoff_context *r, const struct runner_request *req,
                const struct catalog_image *img, struct runner_result *res)
 {
@@ -686,6 +736,7 @@ int oneoff_run(const struct oneoff_context *r, const struct runner_request *req,
 	char tenant_fp[13], name[32], msg[512] = "";
 	bool timed_out = false, cancelled = false, have_spec = false;
 	long long t_start = 0, t_end, ph[3] = {0, 0, 0};
+	struct egress_run *eg_run = NULL;
 	int rc, ret = 0;
 
 	memset(&dir, 0, sizeof(dir));
@@ -721,6 +772,11 @@ int oneoff_run(const struct oneoff_context *r, const struct runner_request *req,
 		}
 	}
 	oneoff_fill_spec(r, req, img, res, &dir, tenant_fp, &spec);
+	if (req->egress) {
+		rc = oneoff_egress_begin(r, req, &eg_run, &spec, res);
+		if (rc < 0)
+			goto out;
+	}
 	rc = oneoff_box_spec(r->cfg, &spec, &bs, &st);
 	if (rc < 0) {
 		snprintf(res->message, sizeof(res->message), "%s",
@@ -767,6 +823,7 @@ int oneoff_run(const struct oneoff_context *r, const struct runner_request *req,
 out:
 	box_stream_close(s);
 	box_release(box);
+	oneoff_egress_end(r, eg_run, res);
 	oneoff_dir_release(&dir);
 	if (have_spec)
 		oneoff_spec_store_finish(&st);

@@ -30,10 +30,13 @@
  * What one-off runs need; filled by the runner, read-only afterwards but for
  * the sweep's place, which only oneoff_sweep touches.
  */
+struct egress;
+
 struct oneoff_context {
 	const struct config *cfg;
 	struct backend *be;
-	char runs_dir[PATH_MAX];      /* SANDBOX_ROOT/runs */
+	struct egress *egress;   /* runs with network go through it; or NULL */
+	char runs_dir[PATH_MAX]; /* SANDBOX_ROOT/runs */
 	char runs_host_dir[PATH_MAX]; /* ... as the engine's host sees it */
 	DIR *sweep_dir;               /* a walk of runs_dir left unfinished */
 	unsigned sweep_removed;       /* ... and what it removed so far */
@@ -81,6 +84,10 @@ struct oneoff_spec {
 	const char *const *env;
 	size_t n_env;
 	bool network;
+	/* Through the egress proxy: the box's network, its variables. */
+	const struct box_egress *egress;
+	const char *const *egress_env;
+	size_t n_egress_env;
 	unsigned timeout_s;
 	unsigned memory_mb; /* 0: SANDBOX_MEMORY_MB */
 	double cpus;        /* 0: SANDBOX_CPUS */

@@ -17,6 +17,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "config/egress_policy.h"
 #include "fs/fstree.h"
 #include "run/oneoff.h"
 #include "util/buf.h"
@@ -626,6 +627,13 @@ static const char packages_script[] =
     "fi\n";
 
 /* The host of an http:// URL (for pip's --trusted-host), else "". */
+/* SANDBOX_PACKAGES_NETWORK=egress (packages.h). */
+static bool packages_through_egress(const struct config *cfg)
+{
+	return cfg->packages_network &&
+	       strcmp(cfg->packages_network, PACKAGES_NETWORK_EGRESS) == 0;
+}
+
 static void http_host(const char *url, char *out, size_t outlen)
 {
 	const char *h, *end;
@@ -680,6 +688,12 @@ int packages_command(const struct config *cfg, const char *manager, bool ca,
 			c->argv[k++] = pip[i];
 		c->argv[k++] = "--index-url";
 		c->argv[k++] = cfg->pip_index;
+		/* --isolated makes pip ignore HTTP(S)_PROXY: say it. */
+		if (packages_through_egress(cfg)) {
+			c->argv[k++] = "--proxy";
+			c->argv[k++] =
+			    "http://" BACKEND_EGRESS_PROXY_ALIAS ":3128";
+		}
 		http_host(cfg->pip_index, c->host, sizeof(c->host));
 		if (c->host[0]) {
 			c->argv[k++] = "--trusted-host";
@@ -1148,6 +1162,27 @@ static void packages_failed(const struct config *cfg,
 	memset(&ir->err, 0, sizeof(ir->err));
 }
 
+/*
+ * SANDBOX_PACKAGES_NETWORK=egress: the installer goes through the egress
+ * proxy, allowed to the manager's index or registry only (its host and
+ * port). 0, or -EINVAL with ir->message.
+ */
+static int packages_egress(const struct config *cfg, const char *manager,
+                           struct runner_request *ireq,
+                           struct egress_list *allow, struct runner_result *ir)
+{
+	const char *url =
+	    strcmp(manager, "pip") == 0 ? cfg->pip_index : cfg->npm_registry;
+
+	if (!packages_through_egress(cfg))
+		return 0;
+	if (egress_url_list(url, allow, ir->message, sizeof(ir->message)) < 0)
+		return -EINVAL;
+	ireq->network = true;
+	ireq->egress = allow;
+	return 0;
+}
+
 /* Runs the installer for pl->missing in a one-off box of img. */
 static int packages_install(const struct oneoff_context *env,
                             const struct runner_request *req,
@@ -1158,6 +1193,7 @@ static int packages_install(const struct oneoff_context *env,
 	const struct config *cfg = env->cfg;
 	struct runner_request ireq;
 	struct packages_cmd cmd;
+	struct egress_list allow;
 	char *ca = NULL, *manifest = NULL;
 	size_t ca_len = 0;
 	unsigned mem;
@@ -1205,6 +1241,12 @@ static int packages_install(const struct oneoff_context *env,
 		return 0;
 	}
 	memset(&ireq, 0, sizeof(ireq));
+	if (packages_egress(cfg, pl->manager, &ireq, &allow, ir) < 0) {
+		free(ca);
+		cJSON_free(manifest);
+		ir->status = RUNNER_ERROR;
+		return 0;
+	}
 	ireq.language = req->language;
 	ireq.code = "";
 	ireq.argv = cmd.argv;

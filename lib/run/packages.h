@@ -162,4 +162,10 @@ int packages_prepare(const struct oneoff_context *env,
                      const struct catalog_image *img,
                      struct runner_result *res);
 
+/*
+ * SANDBOX_PACKAGES_NETWORK's value that sends installers through the
+ * egress proxy (egress.h), allowed to the index or registry only.
+ */
+#define PACKAGES_NETWORK_EGRESS "egress"
+
 #endif

@@ -148,6 +148,8 @@ void runner_result_finish(struct runner_result *res)
 	cJSON_free(res->value_json);
 	cJSON_free(res->packages_json);
 	cJSON_free(res->state_json);
+	free(res->egress);
+	res->egress = NULL;
 	res->out.text = res->err.text = NULL;
 	res->value_json = NULL;
 	res->packages_json = NULL;

@@ -29,6 +29,8 @@
 #define RUNNER_WATCHDOG_GRACE_S 5
 
 struct capture;
+struct egress_facts;
+struct egress_list;
 struct runner_cancel;
 struct workspace;
 
@@ -69,6 +71,15 @@ struct runner_request {
 	const char *const *env; /* "NAME=value", checked again here */
 	size_t n_env;
 	bool network;
+	/*
+	 * network: [...]: the names the call asks for, within its tenant's
+	 * egress allow-list (egress_policy.h), or NULL for network: true
+	 * (the tenant's whole list). Borrowed.
+	 */
+	const struct egress_list *network_asked;
+	/* Internal (runner.c): the resolved allow-list of a run with network
+	 * through the egress proxy, or NULL. */
+	const struct egress_list *egress;
 	unsigned timeout_s; /* 0: SANDBOX_TIMEOUT_SECONDS */
 	unsigned memory_mb; /* 0: SANDBOX_MEMORY_MB */
 	double cpus;        /* 0: SANDBOX_CPUS */
@@ -209,6 +220,12 @@ struct runner_result {
 	char packages_note[160];
 	bool install_failed;       /* the code did not run: see message */
 	long long packages_cpu_ms; /* the installer's CPU time */
+	/*
+	 * A run through the egress proxy: what it reached and what was
+	 * blocked (egress_log.h; owned, freed by runner_result_finish), or
+	 * NULL. The audit trail records it (egress_facts).
+	 */
+	struct egress_facts *egress;
 };
 
 /*

@@ -67,9 +67,65 @@ void run_arguments_store_finish(struct run_arguments_store *st)
 	run_arguments_env_free(st->env);
 	cJSON_free(st->inputs);
 	free(st->packages);
+	free(st->network);
 	st->packages = NULL;
 	st->env = NULL;
 	st->inputs = NULL;
+	st->network = NULL;
+}
+
+/*
+ * network: ["api.example.com", "*.github.com:8443"] into st->network. The
+ * tenant's allow-list is applied by the runner (egress_resolve).
+ */
+static int run_arguments_network_list(const cJSON *v,
+                                      struct run_arguments_store *st, char *err,
+                                      size_t errlen)
+{
+	const cJSON *e;
+	char why[384];
+
+	st->network = calloc(1, sizeof(*st->network));
+	if (!st->network)
+		return errmsg_fail(-ENOMEM, err, errlen, "out of memory");
+	if (cJSON_GetArraySize(v) == 0)
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "network: [] allows nothing; give the names "
+		    "the code must reach, e.g. "
+		    "[\"api.example.com\"], or leave network out");
+	cJSON_ArrayForEach (e, v) {
+		struct egress_rule r;
+		bool dup = false;
+
+		if (!cJSON_IsString(e))
+			return errmsg_fail(
+			    -EINVAL, err, errlen,
+			    "network must list domain names as "
+			    "strings, e.g. [\"api.example.com\"]");
+		if (egress_rule_parse(e->valuestring, strlen(e->valuestring),
+		                      &r, why, sizeof(why)) < 0)
+			return errmsg_fail(-EINVAL, err, errlen, "network: %s",
+			                   why);
+		for (size_t i = 0; i < st->network->n && !dup; i++) {
+			char a[EGRESS_NAME_MAX + 16], b[EGRESS_NAME_MAX + 16];
+
+			egress_rule_format(&st->network->rules[i], a,
+			                   sizeof(a));
+			egress_rule_format(&r, b, sizeof(b));
+			dup = strcmp(a, b) == 0;
+		}
+		if (dup)
+			continue;
+		if (st->network->n == EGRESS_RULES_MAX)
+			return errmsg_fail(
+			    -EINVAL, err, errlen,
+			    "network lists more than %d names; use "
+			    "wildcards such as *.example.com",
+			    EGRESS_RULES_MAX);
+		st->network->rules[st->network->n++] = r;
+	}
+	return 0;
 }
 
 /* memory_mb and cpus: optional, within the operator's maxima. */
@@ -191,6 +247,7 @@ int run_arguments_parse(const cJSON *args, const struct config *cfg,
 	st->env = NULL;
 	st->inputs = NULL;
 	st->packages = NULL;
+	st->network = NULL;
 	if (run_arguments_opt_str(args, "language", &req->language, NULL) < 0 ||
 	    !req->language)
 		return errmsg_fail(-EINVAL, err, errlen,
@@ -207,10 +264,21 @@ int run_arguments_parse(const cJSON *args, const struct config *cfg,
 		return errmsg_fail(-EINVAL, err, errlen,
 		                   "stdin must be a string");
 	v = cJSON_GetObjectItemCaseSensitive(args, "network");
-	if (v && !cJSON_IsNull(v) && !cJSON_IsBool(v))
+	if (cJSON_IsArray(v)) {
+		rc = run_arguments_network_list(v, st, err, errlen);
+		if (rc < 0)
+			return rc;
+		req->network = true;
+		req->network_asked = st->network;
+	} else if (v && !cJSON_IsNull(v) && !cJSON_IsBool(v)) {
 		return errmsg_fail(-EINVAL, err, errlen,
-		                   "network must be true or false");
-	req->network = cJSON_IsTrue(v);
+		                   "network must be true, false or a list of "
+		                   "domain names, e.g. [\"api.example.com\", "
+		                   "\"*.github.com\"]");
+	} else {
+		req->network = cJSON_IsTrue(v);
+		req->network_asked = NULL;
+	}
 	v = cJSON_GetObjectItemCaseSensitive(args, "timeout_seconds");
 	req->timeout_s = 0;
 	if (v && !cJSON_IsNull(v)) {

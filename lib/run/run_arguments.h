@@ -18,6 +18,7 @@
 #include <cjson/cJSON.h>
 
 #include "config/config.h"
+#include "config/egress_policy.h"
 #include "run/request.h"
 
 #define RUN_ARGUMENTS_ENV_NAME_MAX 128
@@ -31,6 +32,8 @@ struct run_arguments_store {
 	char **env;            /* NULL-terminated "NAME=value" */
 	char *inputs;          /* the inputs object as compact JSON, or NULL */
 	const char **packages; /* borrowed strings of args */
+	/* network: [...] as an allow-list, or NULL (true, false, absent) */
+	struct egress_list *network;
 };
 
 /*

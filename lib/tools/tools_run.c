@@ -589,7 +589,7 @@ static cJSON *tools_run_code_call(void *data, struct mcp_call *call,
 	const struct config *cfg = runner_config(ctx->runner);
 	const char *conv;
 	char minted[RUN_ARGUMENTS_CONV_MINT_LEN + 1];
-	struct run_arguments_store st = {NULL, NULL, NULL};
+	struct run_arguments_store st = {NULL, NULL, NULL, NULL};
 	char err[512];
 	struct workspace *ws = NULL;
 	struct runner_cancel *cancel = NULL;

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "backend/backend.h"
+#include "egress/egress_log.h"
 #include "run/packages.h"
 #include "run/run_arguments.h"
 #include "tools/tools_content.h"
@@ -107,6 +108,7 @@ const char tools_run_output_schema[] =
     "that applied, in cores\"},"
     "\"packages\":{\"type\":\"object\",\"description\":\"installed now, "
     "reused from the cache; failed: the code did not run\"},"
+
     "\"notebook_url\":{\"type\":\"string\"}},"
     "\"required\":[\"status\",\"exit_code\",\"stdout\",\"stderr\","
     "\"stdout_truncated\",\"stderr_truncated\",\"duration_ms\","
@@ -121,7 +123,8 @@ const char tools_run_input_schema[] =
     "\"stdin\":{\"type\":\"string\"},"
     "\"environment\":{\"type\":\"object\",\"additionalProperties\":"
     "{\"type\":\"string\"}},"
-    "\"network\":{\"type\":\"boolean\",\"default\":false},"
+    "\"network\":{\"type\":[\"boolean\",\"array\"],\"items\":{"
+    "\"type\":\"string\"},\"default\":false},"
     "\"timeout_seconds\":{\"type\":\"integer\",\"minimum\":1},"
     "\"memory_mb\":{\"type\":\"integer\"},"
     "\"cpus\":{\"type\":\"number\"},"
@@ -291,8 +294,9 @@ static int tools_run_describe_warm(struct buf *b, const struct config *cfg)
 	    cfg->memory_mb, cfg->cpus, cfg->timeout_s, cfg->pids_limit,
 	    cfg->tmp_mb, out,
 	    cfg->allow_network
-	        ? "No network unless network: true. Network or non-default "
-	          "memory_mb/cpus run one-off, without the session's state."
+	        ? "No network unless network: true (or a list of allowed "
+	          "names). Non-default memory_mb/cpus run one-off, without "
+	          "the session's state."
 	        : "No network. Non-default memory_mb/cpus run one-off, "
 	          "without the session's state.");
 }
@@ -313,7 +317,8 @@ static int tools_run_describe_cold(struct buf *b, const struct config *cfg)
 	    "CPU, %u s, %u processes, %u MB /tmp, output up to %s. %s",
 	    cfg->memory_mb, cfg->cpus, cfg->timeout_s, cfg->pids_limit,
 	    cfg->tmp_mb, out,
-	    cfg->allow_network ? "No network unless network: true."
+	    cfg->allow_network ? "No network unless network: true (or a list "
+	                         "of allowed names)."
 	                       : "No network.");
 }
 
@@ -923,6 +928,40 @@ static int tools_run_value(cJSON *sc, struct buf *text,
 	return r;
 }
 
+/*
+ * A run with network: its egress facts in sc, and a line in text naming
+ * what was blocked, so that a model can ask the person instead of
+ * guessing.
+ */
+static int tools_run_egress(cJSON *sc, struct buf *text,
+                            const struct egress_facts *f)
+{
+	cJSON *o = egress_facts_json(f);
+	unsigned shown = 0;
+	int r;
+
+	if (!o || !cJSON_AddItemToObject(sc, "egress", o)) {
+		cJSON_Delete(o);
+		return -ENOMEM;
+	}
+	r = buf_printf(text, "\nnetwork: %u request%s allowed, %u blocked",
+	               f->allowed, f->allowed == 1 ? "" : "s", f->blocked);
+	for (size_t i = 0; r == 0 && i < f->n_dests; i++) {
+		const struct egress_dest *d = &f->dests[i];
+
+		if (d->verdict == EGRESS_ALLOWED || shown == 8)
+			continue;
+		r = buf_printf(text, "%s%s:%u (%s)", shown ? "; " : ": ",
+		               d->host, d->port,
+		               egress_verdict_reason(d->verdict));
+		shown++;
+	}
+	if (r == 0 && f->blocked)
+		r = buf_puts(text, ". Ask the person whether to allow them; "
+		                   "the operator sets the allow-list");
+	return r;
+}
+
 cJSON *tools_run_result(const struct runner_result *res,
                         const struct config *cfg)
 {
@@ -1014,6 +1053,8 @@ cJSON *tools_run_result(const struct runner_result *res,
 		r = tools_run_state_line(&text, st);
 	if (r == 0 && res->packages_note[0])
 		r = buf_printf(&text, "\npackages: %s", res->packages_note);
+	if (r == 0 && res->egress)
+		r = tools_run_egress(sc, &text, res->egress);
 	if (r == 0)
 		r = tools_run_stream_text(&text, "stdout", &res->out);
 	if (r == 0)

@@ -187,6 +187,7 @@ static void test_command(void)
 	char pip_index[] = "http://10.0.0.1:3141/root/simple";
 	char https_index[] = "https://pypi.org/simple";
 	char registry[] = "https://registry.npmjs.org/";
+	char egress[] = "egress";
 	size_t i;
 
 	memset(&cfg, 0, sizeof(cfg));
@@ -237,6 +238,15 @@ static void test_command(void)
 	ok(!has_arg(&c, "--trusted-host") && !has_arg(&c, "--cert"),
 	   "https: no trusted host; no CA unless given");
 	is_str(c.argv[5], "0", "no cap");
+	ok(!has_arg(&c, "--proxy"), "no proxy on a network of their own");
+	cfg.packages_network = egress;
+	is_int(packages_command(&cfg, "pip", false, NULL, specs, 1, &c), 0,
+	       "pip through the egress proxy");
+	i = arg_index(&c, "--proxy");
+	ok(i != (size_t)-1 &&
+	       strcmp(c.argv[i + 1], "http://mcpsd-egress:3128") == 0,
+	   "pip --isolated is told the proxy (it ignores HTTP_PROXY)");
+	cfg.packages_network = NULL;
 
 	is_int(packages_command(&cfg, "npm", true, NULL, specs, 1, &c), -EINVAL,
 	       "npm without our manifest refused");

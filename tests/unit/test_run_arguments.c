@@ -400,8 +400,62 @@ static void test_conversation_id(void)
 	cJSON_Delete(a);
 }
 
+static void test_network(void)
+{
+	struct config cfg;
+	struct runner_request req;
+	struct run_arguments_store st;
+	char err[512];
+	cJSON *args = NULL;
+	int rc;
+
+	fill_config(&cfg);
+	cfg.allow_network = true;
+	rc = parse("{\"language\":\"python\",\"code\":\"1\","
+	           "\"network\":[\"API.example.com\",\"*.github.com:8443\","
+	           "\"api.example.com\"]}",
+	           &cfg, &req, &st, err, sizeof(err), &args);
+	ok(rc == 0 && req.network && req.network_asked &&
+	       req.network_asked->n == 2 &&
+	       strcmp(req.network_asked->rules[0].name, "api.example.com") ==
+	           0 &&
+	       req.network_asked->rules[1].wildcard &&
+	       req.network_asked->rules[1].port == 8443,
+	   "a list of names: network on, the names folded, once each (%s)",
+	   err);
+	run_arguments_store_finish(&st);
+	cJSON_Delete(args);
+	is_int(one("{\"language\":\"python\",\"code\":\"1\","
+	           "\"network\":true}",
+	           &cfg, NULL, &req),
+	       0, "true");
+	ok(req.network && !req.network_asked, "true: the tenant's whole list");
+	is_int(one("{\"language\":\"python\",\"code\":\"1\","
+	           "\"network\":[]}",
+	           &cfg, "network: [] allows nothing", NULL),
+	       -EINVAL, "an empty list is refused");
+	is_int(one("{\"language\":\"python\",\"code\":\"1\","
+	           "\"network\":[\"https://x.com/\"]}",
+	           &cfg, "network: ", NULL),
+	       -EINVAL, "a URL is not a name");
+	is_int(one("{\"language\":\"python\",\"code\":\"1\","
+	           "\"network\":[1]}",
+	           &cfg, "domain names as strings", NULL),
+	       -EINVAL, "a number is not a name");
+	is_int(one("{\"language\":\"python\",\"code\":\"1\","
+	           "\"network\":\"x.com\"}",
+	           &cfg, "true, false or a list of domain names", NULL),
+	       -EINVAL, "a string is not a list");
+	cfg.allow_network = false;
+	is_int(one("{\"language\":\"python\",\"code\":\"1\","
+	           "\"network\":[\"x.com\"]}",
+	           &cfg, "network access is disabled by the operator", NULL),
+	       -EPERM, "a list when the operator allows no network");
+}
+
 int main(void)
 {
+	test_network();
 	test_conversation_id();
 	test_packages();
 	test_limits();

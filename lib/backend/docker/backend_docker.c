@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "backend/docker/cgroup_usage.h"
+#include "backend/docker/docker_egress.h"
 #include "backend/docker/docker_handover.h"
 #include "backend/docker/docker_stream.h"
 #include "backend/seccomp.h"
@@ -105,6 +106,7 @@ struct dk_opts_store {
 	const char *secopt[2];
 	const char *capdrop[1];
 	struct docker_mount mounts[BOX_MOUNTS_MAX + 1]; /* + spec.handover */
+	const char *dns[1];
 };
 
 static int dk_opts_fill(const struct config *cfg, const char *seccomp_opt,
@@ -167,11 +169,32 @@ static int dk_opts_fill(const struct config *cfg, const char *seccomp_opt,
 	o->pids_limit = cfg->pids_limit;
 	o->shm_size_bytes = (long long)cfg->tmp_mb * 1024 * 1024;
 	o->oom_score_adj = 1000; /* under host pressure, sandboxes go first */
-	if (sp->install && cfg->packages)
+	if (sp->egress && sp->egress->network) {
+		/*
+		 * The run's own egress network, where only the proxy is. The
+		 * engine's DNS forwards outside names to a resolver that
+		 * cannot answer (nothing listens on the box's loopback port
+		 * 53, and it cannot bind it): names resolve at the proxy only.
+		 */
+		o->network_mode = sp->egress->network;
+		o->network_ip = sp->egress->ip;
+		st->dns[0] = "127.0.0.1";
+		o->dns = st->dns;
+		o->n_dns = 1;
+	} else if (sp->install && cfg->packages) {
 		o->network_mode = cfg->packages_network;
-	else
+	} else if (sp->joinable) {
+		/*
+		 * A container made with NetworkMode none can never join a
+		 * network: this one is made on the proxy's network and taken
+		 * off it before it starts (dk_box_create), so it starts with
+		 * loopback only and can join an egress network later.
+		 */
+		o->network_mode = cfg->egress_proxy_network;
+	} else {
 		o->network_mode =
 		    sp->network && cfg->allow_network ? "bridge" : "none";
+	}
 	o->readonly_rootfs = true;
 	o->init = !sp->main_is_init;
 	o->ipc_mode = "private";
@@ -379,6 +402,8 @@ static enum cgroup_usage_mode dk_cg_mode(struct dk_backend *be)
 	return mode;
 }
 
+static void dk_box_release(struct box *base);
+
 static int dk_box_create(struct backend *base, const struct box_spec *spec,
                          struct box **out, char *err, size_t errlen)
 {
@@ -435,6 +460,15 @@ static int dk_box_create(struct backend *base, const struct box_spec *spec,
 	b->base.be = base;
 	b->be = be;
 	snprintf(b->base.id, sizeof(b->base.id), "%.12s", b->cid);
+	if (spec->joinable && !spec->egress) {
+		/* Off its network before it ever starts (dk_opts_fill). */
+		rc = docker_network_disconnect(be->docker, o.network_mode,
+		                               b->cid, err, errlen);
+		if (rc < 0) {
+			dk_box_release(&b->base);
+			return rc == -ENOENT ? -EIO : rc;
+		}
+	}
 	*out = &b->base;
 	return 0;
 }
@@ -783,6 +817,51 @@ static int dk_handover_prepare(struct backend *base, char *err, size_t errlen)
 	return docker_handover_prepare(&be->handover, be->cfg, err, errlen);
 }
 
+/* ---- egress ------------------------------------------------------------- */
+
+static int dk_egress_proxy_start(struct backend *base,
+                                 const struct backend_egress_proxy *p,
+                                 char *err, size_t errlen)
+{
+	return docker_egress_proxy_start(dk_of(base)->docker, p, err, errlen);
+}
+
+static void dk_egress_proxy_stop(struct backend *base, const char *name)
+{
+	docker_egress_proxy_stop(dk_of(base)->docker, name);
+}
+
+static int dk_egress_net_open(struct backend *base,
+                              const struct backend_egress_net *n, char *err,
+                              size_t errlen)
+{
+	return docker_egress_net_open(dk_of(base)->docker, n, err, errlen);
+}
+
+static void dk_egress_net_close(struct backend *base,
+                                const struct backend_egress_net *n)
+{
+	docker_egress_net_close(dk_of(base)->docker, n);
+}
+
+static int dk_box_join(struct box *base, const struct box_egress *e, char *err,
+                       size_t errlen)
+{
+	struct dk_box *b = (struct dk_box *)base;
+
+	return docker_network_connect(b->be->docker, e->network, b->cid, e->ip,
+	                              NULL, err, errlen);
+}
+
+static int dk_box_leave(struct box *base, const struct box_egress *e, char *err,
+                        size_t errlen)
+{
+	struct dk_box *b = (struct dk_box *)base;
+
+	return docker_network_disconnect(b->be->docker, e->network, b->cid, err,
+	                                 errlen);
+}
+
 static const char *dk_lacks(unsigned feature)
 {
 	if (feature & BACKEND_CAN_REPLICAS)
@@ -815,7 +894,8 @@ static void dk_destroy(struct backend *base)
 const struct backend_impl backend_docker_impl = {
     .name = "docker",
     .features = BACKEND_CAN_STDIN | BACKEND_CAN_WARM | BACKEND_CAN_PACKAGES |
-                BACKEND_CAN_NETWORK | BACKEND_CAN_HOST_MOUNTS,
+                BACKEND_CAN_NETWORK | BACKEND_CAN_HOST_MOUNTS |
+                BACKEND_CAN_EGRESS,
     .create = backend_docker_create,
     .lacks = dk_lacks,
     .destroy = dk_destroy,
@@ -837,6 +917,12 @@ const struct backend_impl backend_docker_impl = {
     .box_signal = dk_box_signal,
     .box_release = dk_box_release,
     .box_usage = dk_box_usage,
+    .egress_proxy_start = dk_egress_proxy_start,
+    .egress_proxy_stop = dk_egress_proxy_stop,
+    .egress_net_open = dk_egress_net_open,
+    .egress_net_close = dk_egress_net_close,
+    .box_join = dk_box_join,
+    .box_leave = dk_box_leave,
 };
 
 int backend_docker_create(const struct config *cfg, const char *boot,

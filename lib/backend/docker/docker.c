@@ -689,6 +689,12 @@ int docker_images_list(struct docker *d, const char *label, cJSON **out,
 	return docker_list(d, "/images/json", label, "image", out, err, errlen);
 }
 
+int docker_networks_list(struct docker *d, const char *label, cJSON **out,
+                         char *err, size_t errlen)
+{
+	return docker_list(d, "/networks", label, "network", out, err, errlen);
+}
+
 int docker_containers_list(struct docker *d, const char *label, cJSON **out,
                            char *err, size_t errlen)
 {
@@ -815,6 +821,18 @@ static bool docker_add_host(cJSON *hc, const struct docker_create_opts *o)
 	return true;
 }
 
+/* NetworkingConfig.EndpointsConfig.<net>.IPAMConfig.IPv4Address = ip */
+static bool docker_add_endpoint(cJSON *b, const char *net, const char *ip)
+{
+	cJSON *nc = cJSON_AddObjectToObject(b, "NetworkingConfig"), *ec, *ep,
+	      *ipam;
+
+	ec = nc ? cJSON_AddObjectToObject(nc, "EndpointsConfig") : NULL;
+	ep = ec ? cJSON_AddObjectToObject(ec, net) : NULL;
+	ipam = ep ? cJSON_AddObjectToObject(ep, "IPAMConfig") : NULL;
+	return ipam && cJSON_AddStringToObject(ipam, "IPv4Address", ip);
+}
+
 cJSON *docker_create_body(const struct docker_create_opts *o)
 {
 	cJSON *b = cJSON_CreateObject(), *a, *hc;
@@ -847,6 +865,16 @@ cJSON *docker_create_body(const struct docker_create_opts *o)
 		goto fail;
 	hc = cJSON_AddObjectToObject(b, "HostConfig");
 	if (!hc || !docker_add_host(hc, o))
+		goto fail;
+	if (o->n_dns) {
+		a = cJSON_CreateStringArray(o->dns, (int)o->n_dns);
+		if (!a || !cJSON_AddItemToObject(hc, "Dns", a)) {
+			cJSON_Delete(a);
+			goto fail;
+		}
+	}
+	if (o->network_ip && o->network_mode &&
+	    !docker_add_endpoint(b, o->network_mode, o->network_ip))
 		goto fail;
 	return b;
 fail:

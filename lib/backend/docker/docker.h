@@ -138,6 +138,12 @@ struct docker_create_opts {
 	long long shm_size_bytes;
 	int oom_score_adj; /* 0 to leave out */
 	const char *network_mode;
+	/* The address on network_mode's network (a user-defined one with a
+	 * subnet of its own), or NULL for the engine's choice. */
+	const char *network_ip;
+	/* HostConfig.Dns (the resolvers the engine's DNS forwards to). */
+	const char *const *dns;
+	size_t n_dns;
 	bool readonly_rootfs;
 	bool init;
 	const char *ipc_mode;
@@ -231,6 +237,66 @@ docker_container_remove(struct docker *d, const char *id, char *err,
 __attribute__((warn_unused_result)) int
 docker_containers_list(struct docker *d, const char *label, cJSON **out,
                        char *err, size_t errlen);
+
+/* ---- networks ----------------------------------------------------------- */
+
+/*
+ * What POST /networks/create gets: a bridge network with one IPv4 subnet.
+ * internal: no route out; no_host_address: the host takes no address on
+ * it (com.docker.network.bridge.inhibit_ipv4), so boxes on it cannot
+ * reach the host's services either.
+ */
+struct docker_network_opts {
+	const char *name;
+	const char *subnet;  /* "10.213.0.8/29" */
+	const char *gateway; /* reserved by the engine's IPAM */
+	bool internal;
+	bool no_host_address;
+	const struct docker_kv *labels;
+	size_t n_labels;
+};
+
+/* The JSON body of POST /networks/create for o (caller owns). Pure. */
+cJSON *docker_network_body(const struct docker_network_opts *o);
+
+/*
+ * POST /networks/create. -EBUSY when the name exists, -EADDRINUSE when the
+ * subnet overlaps a network the engine has (the engine answers 403 or
+ * 400 "Pool overlaps"), other errors as above.
+ */
+__attribute__((warn_unused_result)) int
+docker_network_create(struct docker *d, const struct docker_network_opts *o,
+                      char *err, size_t errlen);
+
+/* DELETE /networks/{name}. -ENOENT when it does not exist. */
+__attribute__((warn_unused_result)) int docker_network_remove(struct docker *d,
+                                                              const char *name,
+                                                              char *err,
+                                                              size_t errlen);
+
+/*
+ * POST /networks/{name}/connect: container (id or name) joins the network,
+ * at ip when not NULL, known on it by alias too when not NULL (the
+ * engine's DNS answers it to the network's members). Works on a running
+ * container.
+ */
+__attribute__((warn_unused_result)) int
+docker_network_connect(struct docker *d, const char *name,
+                       const char *container, const char *ip, const char *alias,
+                       char *err, size_t errlen);
+
+/* POST /networks/{name}/disconnect with Force. */
+__attribute__((warn_unused_result)) int
+docker_network_disconnect(struct docker *d, const char *name,
+                          const char *container, char *err, size_t errlen);
+
+/*
+ * GET /networks?filters={"label":[label]}: *out is the engine's array of
+ * network summaries (caller owns).
+ */
+__attribute__((warn_unused_result)) int
+docker_networks_list(struct docker *d, const char *label, cJSON **out,
+                     char *err, size_t errlen);
 
 /* ---- any endpoint ------------------------------------------------------ */
 

@@ -1110,6 +1110,11 @@ int warm_create(const struct config *cfg, struct backend *be, const char *boot,
 	return 0;
 }
 
+void warm_set_egress(struct warm *w, struct egress *eg)
+{
+	w->env.egress = eg;
+}
+
 void warm_destroy(struct warm *w)
 {
 	struct warm_box *b;

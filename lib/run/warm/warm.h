@@ -43,6 +43,7 @@
 #include "run/catalog.h"
 #include "run/request.h"
 
+struct egress;
 struct warm;
 struct budget;
 
@@ -58,6 +59,13 @@ struct budget;
 __attribute__((warn_unused_result)) int
 warm_create(const struct config *cfg, struct backend *be, const char *boot,
             struct warm **out, char *err, size_t errlen);
+
+/*
+ * Lets runs with network use warm sessions through eg (borrowed; it must
+ * outlive w): boxes made from now on can join an egress network for one
+ * run. Call once, before the first run.
+ */
+void warm_set_egress(struct warm *w, struct egress *eg);
 
 /*
  * Ends every session and pool box, then frees. Sessions hold workspace

@@ -384,6 +384,8 @@ int warm_box_start(const struct warm_context *env,
 	bs.workdir = "/data";
 	bs.open_stdin = true;
 	bs.main_is_init = true; /* see docs/agent-protocol.md, Trust */
+	/* A run with network joins the egress network for that run only. */
+	bs.joinable = env->egress != NULL;
 	bs.deadline = b->expires_at + 60;
 	/* Its CPU time is read on the host, between runs too (warm.c). */
 	bs.measure = true;

@@ -37,6 +37,8 @@
 struct workspace;
 
 /* What every box needs to know, fixed at start-up. */
+struct egress;
+
 struct warm_context {
 	const struct config *cfg;
 	struct backend *be;
@@ -45,6 +47,8 @@ struct warm_context {
 	char agent_host_dir[PATH_MAX]; /* ... as the engine's host sees it */
 	char runs_dir[PATH_MAX];       /* SANDBOX_ROOT/runs */
 	char runs_host_dir[PATH_MAX];  /* ... as the engine's host sees it */
+	/* Runs with network (egress.h; borrowed), or NULL: none warm. */
+	struct egress *egress;
 };
 
 struct warm_box {

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "egress/egress.h"
 #include "run/capture.h"
 #include "run/oneoff.h"
 #include "run/warm/warm_io.h"
@@ -557,6 +558,86 @@ static int warm_exec_ready(struct warm_box *b, const struct runner_request *req,
 	return -EIO;
 }
 
+/* A warm run's way out through the egress proxy (egress.h). */
+struct warm_egress {
+	struct egress_run *run;
+	struct runner_request req; /* the run's, with the proxy variables */
+	const char **env;
+	bool joined;
+};
+
+/*
+ * Opens the run's egress and puts the box on its network, for this run
+ * only. 0 (we->req is the request to send), or -errno with res->message.
+ */
+static int warm_egress_begin(const struct warm_context *env, struct warm_box *b,
+                             const struct runner_request *req,
+                             struct warm_egress *we, struct runner_result *res)
+{
+	const char *const *pe;
+	char msg[512];
+	size_t n;
+	int rc;
+
+	if (!env->egress) {
+		snprintf(res->message, sizeof(res->message),
+		         "this server has no egress proxy for runs with "
+		         "network; run without network");
+		return -ENOTSUP;
+	}
+	rc = egress_run_begin(env->egress, req->egress, &we->run, msg,
+	                      sizeof(msg));
+	if (rc == 0) {
+		rc =
+		    box_join(b->box, egress_run_box(we->run), msg, sizeof(msg));
+		we->joined = rc == 0;
+	}
+	if (rc < 0) {
+		snprintf(res->message, sizeof(res->message),
+		         "cannot give this run network: %.400s", msg);
+		return rc;
+	}
+	pe = egress_run_env(we->run, &n);
+	we->env = calloc(req->n_env + n, sizeof(*we->env));
+	if (!we->env) {
+		snprintf(res->message, sizeof(res->message), "out of memory");
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < req->n_env; i++)
+		we->env[i] = req->env[i];
+	for (size_t i = 0; i < n; i++)
+		we->env[req->n_env + i] = pe[i];
+	we->req = *req;
+	we->req.env = we->env;
+	we->req.n_env = req->n_env + n;
+	return 0;
+}
+
+/*
+ * Takes the box off the egress network and keeps what the run did. A box
+ * that cannot be taken off is ended: a later run without network must
+ * have none.
+ */
+static void warm_egress_end(const struct warm_context *env, struct warm_box *b,
+                            struct warm_egress *we, struct runner_result *res)
+{
+	char msg[512];
+
+	if (we->joined &&
+	    box_leave(b->box, egress_run_box(we->run), msg, sizeof(msg)) < 0) {
+		log_warnx("warm box %s: cannot take it off its egress network "
+		          "(%s); ending the session",
+		          b->box->id, msg);
+		warm_io_kill(b, "network");
+	}
+	if (we->run) {
+		free(res->egress);
+		res->egress = calloc(1, sizeof(*res->egress));
+		egress_run_end(env->egress, we->run, res->egress);
+	}
+	free(we->env);
+}
+
 int warm_exec_run(const struct warm_context *env, struct warm_box *b,
                   const struct runner_request *req,
                   const struct catalog_image *img, struct runner_result *res)
@@ -564,8 +645,11 @@ int warm_exec_run(const struct warm_context *env, struct warm_box *b,
 	const struct config *cfg = env->cfg;
 	struct capture cap_out, cap_err;
 	struct warm_call c;
+	struct warm_egress we;
 	long long t_start;
 	int ret = 0;
+
+	memset(&we, 0, sizeof(we));
 
 	memset(&c, 0, sizeof(c));
 	memset(&cap_out, 0, sizeof(cap_out));
@@ -615,6 +699,13 @@ int warm_exec_run(const struct warm_context *env, struct warm_box *b,
 		res->status = RUNNER_ERROR;
 		goto out;
 	}
+	if (req->egress) {
+		if (warm_egress_begin(env, b, req, &we, res) < 0) {
+			res->status = RUNNER_ERROR;
+			goto out;
+		}
+		c.io.req = req = &we.req;
+	}
 	if (warm_exec_send(b, req, img, cfg, c.id, res->message,
 	                   sizeof(res->message)) < 0) {
 		/* Nothing ran: the caller may try a fresh box. */
@@ -639,6 +730,8 @@ classify_dead:
 	if (res->status != RUNNER_CANCELLED)
 		warm_classify(b, &c, res);
 out:
+	if (req->egress)
+		warm_egress_end(env, b, &we, res);
 	/* A run's stdin is its own: the next run of the box must not see it. */
 	if (req->stdin_data)
 		warm_drop_file(b, "stdin");
