@@ -4,8 +4,8 @@
  * for every run, who asked (tenant, OAuth client or token), in which
  * conversation, when, the SHA-256 of the code (and the code itself with
  * AUDIT_KEEP_CODE), language, status, limits, CPU and memory used,
- * packages, network destinations allowed and blocked (empty until the
- * egress proxy reports them), and files published. Entries are appended
+ * packages, network destinations allowed and blocked ("host:port", as the
+ * egress proxy logged them), and files published. Entries are appended
  * only, each with a hash over the previous entry's hash and its own
  * canonical text (audit_canon.h), so an entry altered, removed or inserted
  * anywhere but at the very end breaks the chain, and audit_verify names
@@ -116,7 +116,7 @@ struct audit_run {
 	const char *const *packages;
 	size_t n_packages;
 	long long packages_installed;
-	/* network destinations ("host:port"); empty until egress lands */
+	/* network destinations ("host:port") from the egress proxy's log */
 	const char *const *net_allowed;
 	size_t n_net_allowed;
 	const char *const *net_blocked;

@@ -5,7 +5,7 @@
  * tenant's `usage` tool. One row per (tenant, conversation, hour, status):
  * runs, CPU milliseconds, memory x time (MiB-milliseconds: a run's peak
  * memory times its wall time, an upper bound), packages installed, bytes
- * through the egress proxy (0 until the proxy counts them) and the
+ * through the egress proxy (0 for runs without network) and the
  * workspace's size after the run (a level, not a flow: a bucket reports
  * the largest size seen, summed over conversations).
  *

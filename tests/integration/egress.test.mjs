@@ -26,6 +26,7 @@ import { SLOW, expectStatus, py, startWarm, stopWarm } from './lib/warm.mjs';
 
 const T = 180_000 * SLOW;
 const BOB = 'b'.repeat(40);
+const OPERATOR = 'o'.repeat(40);
 
 /** A self-signed certificate for tls.test, made with openssl. */
 function selfSigned() {
@@ -94,6 +95,7 @@ describe('egress through the proxy, by policy', () => {
       env: {
         SANDBOX_ALLOW_NETWORK: 'true',
         MCP_API_TOKENS: `bob:${BOB}`,
+        OPERATOR_TOKEN: OPERATOR,
         SANDBOX_EGRESS_HOSTS: `web.test=${gw} tls.test=${gw} other.test=${gw} a.wild.test=${gw} meta.test=169.254.169.254`,
         SANDBOX_EGRESS_PRIVATE: `${gw}/32`,
         SANDBOX_EGRESS_ALLOW: `web.test:${webPort} tls.test:${tlsPort} *.wild.test:${webPort} meta.test:80`,
@@ -184,6 +186,16 @@ for u in ['http://${gw}:${webPort}/direct', 'http://169.254.169.254/direct']:
     assert.equal(r.sc.egress.blocked, 6);
     assert.match(r.text, /network: 0 requests allowed, 6 blocked: .*other\.test:\d+ \(not in the allow-list\)/);
     assert.match(r.text, /Ask the person whether to allow them/);
+    // The audit trail records the run's destinations as the proxy logged them.
+    const a = await fetch(`${d.base}/admin/audit?conversation=eg-no`, { headers: { Authorization: `Bearer ${OPERATOR}` } });
+    assert.equal(a.status, 200, await a.clone().text());
+    const entries = (await a.text()).split('\n').filter(Boolean).map((l) => JSON.parse(l).entry);
+    const net = entries.at(-1)?.network;
+    assert.deepEqual(net?.allowed, [], JSON.stringify(entries.at(-1)));
+    assert.deepEqual([...net.blocked].sort(), [
+      `${gw}:${webPort}`, '169.254.169.254:80', 'meta.test:80', `other.test:${tlsPort}`, `other.test:${webPort}`, `web.test:${tlsPort}`,
+    ].sort());
+    assert.ok(net.egress_bytes > 0, 'the refusals\' bytes are counted');
   });
 
   test('a call narrows the list; asking beyond it is refused before running', { timeout: T }, async () => {

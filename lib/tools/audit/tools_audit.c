@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "audit/usage.h"
+#include "egress/egress_log.h"
 #include "run/budget.h"
 #include "util/buf.h"
 #include "util/log.h"
@@ -82,6 +83,39 @@ static size_t tools_audit_files(const cJSON *sc, struct audit_file *out,
 	return n;
 }
 
+/* A run's destinations through the egress proxy, as "host:port" texts. */
+struct tools_audit_net {
+	char text[EGRESS_FACTS_DEST_MAX][EGRESS_HOST_MAX + 8];
+	const char *allowed[EGRESS_FACTS_DEST_MAX];
+	const char *blocked[EGRESS_FACTS_DEST_MAX];
+};
+
+/* Fills r's network fields from what the proxy saw of the run (f may be
+ * NULL: a run without network reached nothing). */
+static void tools_audit_egress(const struct egress_facts *f,
+                               struct tools_audit_net *net, struct audit_run *r)
+{
+	size_t na = 0, nb = 0;
+
+	r->net_allowed = net->allowed;
+	r->net_blocked = net->blocked;
+	if (!f)
+		return;
+	for (size_t i = 0; i < f->n_dests && i < EGRESS_FACTS_DEST_MAX; i++) {
+		const struct egress_dest *d = &f->dests[i];
+
+		snprintf(net->text[i], sizeof(net->text[i]), "%s:%u", d->host,
+		         d->port);
+		if (d->verdict == EGRESS_ALLOWED)
+			net->allowed[na++] = net->text[i];
+		else
+			net->blocked[nb++] = net->text[i];
+	}
+	r->n_net_allowed = na;
+	r->n_net_blocked = nb;
+	r->egress_bytes = f->bytes_in + f->bytes_out;
+}
+
 void tools_audit_run(struct mcp_call *call, const char *tool, const char *conv,
                      const struct runner_request *req,
                      const struct runner_result *res, const cJSON *result)
@@ -91,6 +125,7 @@ void tools_audit_run(struct mcp_call *call, const char *tool, const char *conv,
 	const cJSON *used = cJSON_GetObjectItemCaseSensitive(
 	    cJSON_GetObjectItemCaseSensitive(sc, "workspace"), "bytesUsed");
 	struct audit_file *files;
+	struct tools_audit_net net;
 	struct audit_run r;
 
 	if (!tools_audit)
@@ -118,8 +153,7 @@ void tools_audit_run(struct mcp_call *call, const char *tool, const char *conv,
 	r.packages = req->packages;
 	r.n_packages = req->n_packages;
 	r.packages_installed = tools_audit_installed(res);
-	/* Network destinations and egress bytes: the egress proxy's, once
-	 * it reports them; none before. */
+	tools_audit_egress(res->egress, &net, &r);
 	r.files = files;
 	r.n_files =
 	    files ? tools_audit_files(sc, files, TOOLS_AUDIT_FILES_MAX) : 0;
