@@ -97,6 +97,7 @@ struct exec {
 
 struct agent {
 	bool kernel_mode;
+	const char *channel; /* --channel: the socket to the daemon */
 	char **kernel_argv; /* NULL-terminated, --preload appended */
 	bool sweep_ok;      /* running under a container's init */
 	int sfd;            /* signalfd: SIGCHLD, SIGINT, SIGTERM */

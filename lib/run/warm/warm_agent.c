@@ -201,13 +201,20 @@ static bool warm_kernel_for(const struct catalog_image *img)
 	       (img->n_command > 0 && strcmp(img->command[0], "python3") == 0);
 }
 
-/* The agent's argv for img. */
+/*
+ * The agent's argv for img; channel is where it connects to the daemon
+ * (backend_channel_path), or NULL to speak on stdin and stdout.
+ */
 static size_t warm_cmd(const struct config *cfg, bool kernel, bool preload,
-                       const char *cmd[8])
+                       const char *channel, const char *cmd[10])
 {
 	size_t n = 0;
 
 	cmd[n++] = AGENT_MOUNT "/mcpsd-agent";
+	if (channel) {
+		cmd[n++] = "--channel";
+		cmd[n++] = channel;
+	}
 	if (!kernel)
 		return n;
 	if (preload && cfg->pool_preload && cfg->pool_preload[0]) {
@@ -260,7 +267,8 @@ int warm_box_start(const struct warm_context *env,
 	const struct config *cfg = env->cfg;
 	struct warm_box *b = calloc(1, sizeof(*b));
 	struct box_spec bs;
-	const char *cmd[8];
+	const char *cmd[10];
+	const char *channel = backend_channel_path(env->be);
 	const char *envv[] = {"HOME=/tmp", "LANG=C.UTF-8",
 	                      "MCPSD_PYTHON_PACKAGES=" PACKAGES_PYTHON_SITE};
 	bool pip = cfg->packages && strcmp(img->packages, "pip") == 0;
@@ -314,7 +322,7 @@ int warm_box_start(const struct warm_context *env,
 	bs.name = name;
 	bs.image = img->image_id;
 	bs.cmd = cmd;
-	bs.n_cmd = warm_cmd(cfg, b->kernel, req == NULL, cmd);
+	bs.n_cmd = warm_cmd(cfg, b->kernel, req == NULL, channel, cmd);
 	/* Runs find the conversation's packages (packages.h): the Python
 	 * kernel puts them on sys.path, Bun walks up to the link. */
 	if (cfg->packages && strcmp(img->packages, "npm") == 0 &&
@@ -327,7 +335,9 @@ int warm_box_start(const struct warm_context *env,
 	bs.env = envv;
 	bs.n_env = pip ? 3 : 2;
 	bs.workdir = "/data";
-	bs.open_stdin = true;
+	/* Frames travel on the channel socket, or else on stdin/stdout. */
+	bs.channel = channel != NULL;
+	bs.open_stdin = channel == NULL;
 	bs.main_is_init = true; /* see docs/agent-protocol.md, Trust */
 	bs.deadline = b->expires_at + 60;
 	/* Its CPU time is read on the host, between runs too (warm.c). */
