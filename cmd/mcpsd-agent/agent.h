@@ -98,9 +98,9 @@ struct exec {
 struct agent {
 	bool kernel_mode;
 	const char *channel; /* --channel: the socket to the daemon */
-	char **kernel_argv; /* NULL-terminated, --preload appended */
-	bool sweep_ok;      /* running under a container's init */
-	int sfd;            /* signalfd: SIGCHLD, SIGINT, SIGTERM */
+	char **kernel_argv;  /* NULL-terminated, --preload appended */
+	bool sweep_ok;       /* running under a container's init */
+	int sfd;             /* signalfd: SIGCHLD, SIGINT, SIGTERM */
 	bool in_eof;
 	struct agentframe_decoder in; /* frames from the daemon */
 	struct buf out;               /* frames to the daemon */

@@ -3,10 +3,10 @@
  * mcpsd-agent: the main process of a warm session container
  * (docs/agent-protocol.md). It reads frames from the daemon on standard
  * input and writes frames on standard output, or on a unix socket it
- * connects to first (--channel, before it starts anything); it runs one call at a time,
- * either as a fresh process (bash, bun) or in a long-lived Python kernel
- * (kernel.py), relays the call's output, and after each call kills whatever
- * the call left running.
+ * connects to first (--channel, before it starts anything); it runs one call at
+ * a time, either as a fresh process (bash, bun) or in a long-lived Python
+ * kernel (kernel.py), relays the call's output, and after each call kills
+ * whatever the call left running.
  *
  *   mcpsd-agent [--channel SOCKET]                process execs only
  *   mcpsd-agent [--channel SOCKET] [--preload M,M] --kernel PROG ARG...
@@ -141,8 +141,8 @@ static void channel_connect(const char *path)
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
 	    dup2(fd, 0) < 0 || dup2(fd, 1) < 0) {
-		fprintf(stderr, "mcpsd-agent: cannot connect to %s: %s\n",
-		        path, strerror(errno));
+		fprintf(stderr, "mcpsd-agent: cannot connect to %s: %s\n", path,
+		        strerror(errno));
 		exit(70);
 	}
 	if (fd > 1)

@@ -835,11 +835,13 @@ static int dk_configure(const struct config *cfg, bool chosen, char *err,
 	const char *mode = cfg->warm_channel;
 
 	(void)chosen;
-	if (mode && strcmp(mode, "socket") != 0 && strcmp(mode, "attach") != 0) {
-		snprintf(err, errlen,
-		         "SANDBOX_WARM_CHANNEL must be 'socket' (the default) or "
-		         "'attach', not '%.40s'",
-		         mode);
+	if (mode && strcmp(mode, "socket") != 0 &&
+	    strcmp(mode, "attach") != 0) {
+		snprintf(
+		    err, errlen,
+		    "SANDBOX_WARM_CHANNEL must be 'socket' (the default) or "
+		    "'attach', not '%.40s'",
+		    mode);
 		return -EINVAL;
 	}
 	return 0;

@@ -57,8 +57,8 @@ void docker_channel_dir_finish(struct docker_channel_dir *d)
 /* Removes one leftover slot directory below dfd (no link is followed). */
 static void chan_sweep_one(int dfd, const char *name)
 {
-	int sfd = openat(dfd, name,
-	                 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int sfd =
+	    openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 
 	if (sfd >= 0) {
 		(void)unlinkat(sfd, CHAN_SOCK, 0);
@@ -102,7 +102,8 @@ static int chan_dir_ready(struct docker_channel_dir *d, char *err,
 		goto fail;
 	}
 	while ((de = readdir(dir)))
-		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+		if (strcmp(de->d_name, ".") != 0 &&
+		    strcmp(de->d_name, "..") != 0)
 			chan_sweep_one(dirfd(dir), de->d_name);
 	closedir(dir);
 	d->ready = true;
@@ -157,7 +158,8 @@ int docker_channel_slot_open(struct docker_channel_dir *d, const char *name,
 	memset(slot, 0, sizeof(*slot));
 	slot->dir_fd = slot->listen_fd = -1;
 	if (!name || !chan_name_ok(name)) {
-		snprintf(err, errlen, "a box with a channel needs a plain name");
+		snprintf(err, errlen,
+		         "a box with a channel needs a plain name");
 		return -EINVAL;
 	}
 	pthread_mutex_lock(&d->lock);
@@ -273,8 +275,7 @@ static bool chan_pid_in(pid_t pid, const char *cid)
  * namespace we cannot see: a daemon in a container), it must be a
  * process of the container. 0 or -EPERM with a message.
  */
-static int chan_peer_ok(struct chan_stream *s, int fd, char *err,
-                        size_t errlen)
+static int chan_peer_ok(struct chan_stream *s, int fd, char *err, size_t errlen)
 {
 	struct ucred cr;
 	socklen_t len = sizeof(cr);
@@ -311,8 +312,7 @@ static int chan_accept(struct chan_stream *s, char *err, size_t errlen)
 	int rc;
 
 	if (fd < 0) {
-		if (errno == EAGAIN || errno == EINTR ||
-		    errno == ECONNABORTED)
+		if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
 			return -EAGAIN;
 		rc = -errno;
 		snprintf(err, errlen, "accepting the box's channel: %s",
