@@ -8,7 +8,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { readdirSync, statSync } from 'node:fs';
+import { readFileSync, readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { BIN } from './lib/daemon.mjs';
 import { describeRun, dockerApi } from './lib/sandbox.mjs';
@@ -155,6 +155,38 @@ describe('SANDBOX_WARM_CHANNEL=attach: the attach stream', () => {
     assert.equal(r.sc.stdout, '10\n');
     const [b] = await boxesOf(d);
     assert.equal(await channelMount(b.Id), undefined);
+  });
+});
+
+describe('the daemon in a PID namespace of its own (as in a container)', () => {
+  let d;
+
+  before(async () => {
+    d = await startWarm({
+      name: 'warm-channel-pidns',
+      bin: path.join(path.dirname(new URL(import.meta.url).pathname), 'lib', 'pidns.sh'),
+      env: { MCPSD_REAL_BIN: path.resolve(BIN) },
+    });
+    // unshare does not pass signals on: stopWarm's SIGTERM goes to the
+    // daemon, its child, and unshare exits with the daemon's status.
+    const unshare = d.proc.pid;
+    d.proc.kill = (sig) => {
+      const kids = readFileSync(`/proc/${unshare}/task/${unshare}/children`, 'utf8').trim().split(/\s+/);
+      for (const k of kids.filter(Boolean)) process.kill(Number(k), sig);
+      return true;
+    };
+  });
+  after(() => stopWarm(d));
+
+  test("the agent's pid is not visible: the channel is taken on the uid and the ordering, and works", { timeout: T }, async () => {
+    const c = conv('pidns');
+    expectStatus(await py(d.client, c, 'x = 41'), 'completed');
+    const r = await py(d.client, c, "import os\nx += 1\nprint(x, os.listdir('/run/mcpsd'))");
+    expectStatus(r, 'completed');
+    expectSession(r, 'continued');
+    assert.equal(r.sc.stdout, '42 []\n');
+    const [b] = await boxesOf(d);
+    assert.ok(await channelMount(b.Id), 'over the channel socket');
   });
 });
 

@@ -292,6 +292,12 @@ static int chan_peer_ok(struct chan_stream *s, int fd, char *err, size_t errlen)
 		         (unsigned)cr.uid, (unsigned)s->uid);
 		return -EPERM;
 	}
+	if (cr.pid == 0)
+		log_debug(
+		    "box %.12s: its agent's pid is not visible here (a "
+		    "daemon in a pid namespace of its own): the channel is "
+		    "taken on its uid",
+		    s->cid);
 	if (cr.pid > 0 && !chan_pid_in(cr.pid, s->cid)) {
 		snprintf(err, errlen,
 		         "the box's channel was taken by process %d, which "
