@@ -22,7 +22,8 @@ import { SLOW, conv, expectSession, expectStatus, py, run, startWarm } from './l
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ENGINE = path.join(HERE, 'lib', 'own_engine.sh');
-const DIR = `/work/dind/i22ch/restart-${process.pid}`;
+// Its data root and socket: below MCPSD_ENGINE_DIR (default /var/tmp/mcpsd-engines).
+const DIR = path.join(process.env.MCPSD_ENGINE_DIR ?? '/var/tmp/mcpsd-engines', `restart-${process.pid}`);
 const WITH_PY = process.env.MCPSD_RESTART_PYTHON === '1';
 const T = 300_000 * SLOW;
 
