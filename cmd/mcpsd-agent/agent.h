@@ -97,9 +97,10 @@ struct exec {
 
 struct agent {
 	bool kernel_mode;
-	char **kernel_argv; /* NULL-terminated, --preload appended */
-	bool sweep_ok;      /* running under a container's init */
-	int sfd;            /* signalfd: SIGCHLD, SIGINT, SIGTERM */
+	const char *channel; /* --channel: the socket to the daemon */
+	char **kernel_argv;  /* NULL-terminated, --preload appended */
+	bool sweep_ok;       /* running under a container's init */
+	int sfd;             /* signalfd: SIGCHLD, SIGINT, SIGTERM */
 	bool in_eof;
 	struct agentframe_decoder in; /* frames from the daemon */
 	struct buf out;               /* frames to the daemon */

@@ -2,13 +2,14 @@
 /*
  * mcpsd-agent: the main process of a warm session container
  * (docs/agent-protocol.md). It reads frames from the daemon on standard
- * input and writes frames on standard output; it runs one call at a time,
- * either as a fresh process (bash, bun) or in a long-lived Python kernel
- * (kernel.py), relays the call's output, and after each call kills whatever
- * the call left running.
+ * input and writes frames on standard output, or on a unix socket it
+ * connects to first (--channel, before it starts anything); it runs one call at
+ * a time, either as a fresh process (bash, bun) or in a long-lived Python
+ * kernel (kernel.py), relays the call's output, and after each call kills
+ * whatever the call left running.
  *
- *   mcpsd-agent                                   process execs only
- *   mcpsd-agent [--preload M,M] --kernel PROG ARG...   with a kernel
+ *   mcpsd-agent [--channel SOCKET]                process execs only
+ *   mcpsd-agent [--channel SOCKET] [--preload M,M] --kernel PROG ARG...
  *
  * This file: flags, set-up, the poll loop and the daemon's frames. The
  * agent ends (and with it the container) on end of input, on a malformed
@@ -25,7 +26,9 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -91,10 +94,10 @@ void agent_exit(struct agent *a, int status, const char *why)
 static void usage(void)
 {
 	fprintf(stderr,
-	        "usage: mcpsd-agent [--preload MODULE,...] [--kernel PROGRAM "
-	        "[ARG...]]\n"
+	        "usage: mcpsd-agent [--channel SOCKET] [--preload MODULE,...] "
+	        "[--kernel PROGRAM [ARG...]]\n"
 	        "Speaks the agent protocol (docs/agent-protocol.md) on stdin "
-	        "and stdout.\n");
+	        "and stdout, or on the unix socket SOCKET.\n");
 	exit(2);
 }
 
@@ -117,13 +120,45 @@ static bool preload_valid(const char *s)
 	return true;
 }
 
+/*
+ * Connects to the daemon's channel socket and makes it our standard input
+ * and output, before anything else runs in the container: the daemon
+ * takes exactly one connection, so code (which only ever runs on our
+ * word, later) finds nobody listening. Exits 2 for a bad path, 70 when
+ * the daemon is not listening.
+ */
+static void channel_connect(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd;
+
+	if (path[0] != '/' || strlen(path) >= sizeof(sa.sun_path)) {
+		fprintf(stderr, "mcpsd-agent: --channel takes an absolute "
+		                "socket path shorter than 108 bytes\n");
+		exit(2);
+	}
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    dup2(fd, 0) < 0 || dup2(fd, 1) < 0) {
+		fprintf(stderr, "mcpsd-agent: cannot connect to %s: %s\n", path,
+		        strerror(errno));
+		exit(70);
+	}
+	if (fd > 1)
+		close(fd);
+}
+
 static void parse_args(struct agent *a, int argc, char **argv)
 {
 	const char *preload = NULL;
 	int i;
 
 	for (i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--preload") == 0 && i + 1 < argc) {
+		if (strcmp(argv[i], "--channel") == 0 && i + 1 < argc &&
+		    !a->channel) {
+			a->channel = argv[++i];
+		} else if (strcmp(argv[i], "--preload") == 0 && i + 1 < argc) {
 			preload = argv[++i];
 			if (!preload_valid(preload)) {
 				fprintf(stderr, "mcpsd-agent: --preload takes "
@@ -498,6 +533,8 @@ int main(int argc, char **argv)
 
 	a.t0_ms = agent_now_ms();
 	parse_args(&a, argc, argv);
+	if (a.channel)
+		channel_connect(a.channel);
 	setup(&a);
 	if (!a.sweep_ok)
 		out_log(&a, "PID 1 is not a container init: leftover "

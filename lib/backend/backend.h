@@ -94,6 +94,13 @@ struct box_spec {
 	size_t n_mounts;
 	bool open_stdin; /* the main process reads the stream */
 	/*
+	 * Backends whose backend_channel_path is not NULL: the main process
+	 * connects to that path at start, and box_channel gives that
+	 * connection instead of the attach stream (open_stdin is then
+	 * not needed). The box then needs a name.
+	 */
+	bool channel;
+	/*
 	 * Backends with BACKEND_CAN_WARM: the path in the box of a
 	 * directory that is empty until box_hand_over gives it one (a pool
 	 * box's /data), or NULL. The box then needs a name.
@@ -268,6 +275,12 @@ struct backend_impl {
 	                size_t errlen);
 	int (*box_leave)(struct box *b, const struct box_egress *e, char *err,
 	                 size_t errlen);
+	/*
+	 * With BACKEND_CAN_WARM, optional: the path in a box where its main
+	 * process finds the socket of its channel (spec.channel), or NULL
+	 * when box_channel gives the attach stream (NULL op: always).
+	 */
+	const char *(*channel_path)(struct backend *be);
 
 	int (*box_create)(struct backend *be, const struct box_spec *spec,
 	                  struct box **out, char *err, size_t errlen);
@@ -492,6 +505,16 @@ static inline void backend_egress_net_close(struct backend *be,
 		be->impl->egress_net_close(be, n);
 }
 
+/*
+ * Where a box's main process connects for its channel (spec.channel), or
+ * NULL when the backend's box_channel is the attach stream. Borrowed,
+ * constant for the backend's life.
+ */
+static inline const char *backend_channel_path(struct backend *be)
+{
+	return be->impl->channel_path ? be->impl->channel_path(be) : NULL;
+}
+
 /* ---- boxes ------------------------------------------------------------- */
 
 /*
@@ -519,10 +542,13 @@ box_attach(struct box *b, struct box_stream **out, char *err, size_t errlen)
 
 /*
  * A lasting two-way channel to the box's main process, for the box's whole
- * life: what is written reaches its stdin, its stdout and stderr come back
- * (warm sessions speak the agent protocol of docs/agent-protocol.md over
- * it). Open it before box_start. Ownership as box_attach's; -ENOTSUP
- * without BACKEND_CAN_WARM.
+ * life (warm sessions speak the agent protocol of docs/agent-protocol.md
+ * over it): for a box made with spec.channel, the one connection its main
+ * process makes to backend_channel_path (everything it sends comes as
+ * stdout; it is taken, and its peer checked, by the first pump that sees
+ * it); otherwise the attach stream (what is written reaches its stdin,
+ * its stdout and stderr come back). Open it before box_start. Ownership
+ * as box_attach's; -ENOTSUP without BACKEND_CAN_WARM.
  */
 __attribute__((warn_unused_result)) static inline int
 box_channel(struct box *b, struct box_stream **out, char *err, size_t errlen)

@@ -261,6 +261,9 @@ MCP_INSTANCE_NAME=$BENCH_INSTANCE
 MCP_LOG_LEVEL=$level
 EOF
 	printf '%s\n' "$@" >>"$envf"
+	# BENCH_SETTINGS: more SETTING=VALUE words for every daemon (a
+	# side-by-side run, e.g. SANDBOX_WARM_CHANNEL=attach for the baseline).
+	[ -z "${BENCH_SETTINGS:-}" ] || printf '%s\n' $BENCH_SETTINGS >>"$envf"
 	env -i PATH="$PATH" HOME="${HOME:-/root}" "$BIN" --env-file "$envf" >"$BENCH_LOG" 2>&1 &
 	BENCH_PID=$!
 	PIDS+=("$BENCH_PID")

@@ -1,9 +1,14 @@
 // SPDX-License-Identifier: MIT
 // Warm sessions when the Docker engine goes away or hangs while sessions
 // exist (a proxy socket the test controls stands in for the engine, as in
-// faults.test.mjs): clear errors within bounded time instead of hangs,
-// recovery by itself once the engine is back, the lost state reported, and
-// nothing left on the engine after a clean stop. Containers are only ever
+// faults.test.mjs). Over the channel socket (the default), live sessions
+// do not notice: their calls run on, with their state, while the engine is
+// away or hung, and only what needs the engine (a new box) fails, clearly
+// and at once. Over the attach stream (SANDBOX_WARM_CHANNEL=attach), the
+// sessions' streams go with the engine: clear errors within bounded time
+// instead of hangs, recovery by itself once the engine is back, the lost
+// state reported. Either way nothing is left on the engine after a clean
+// stop. Containers are only ever
 // looked at (and, after a test that failed, removed) by the unique
 // instance label of the daemon that made them.
 import { after, before, describe, test } from 'node:test';
@@ -25,7 +30,99 @@ async function quickHealth(d) {
   return { h, ms: Date.now() - t0 };
 }
 
-describe('the engine stopped and hung while warm sessions exist', () => {
+describe('the engine stopped and hung while warm sessions exist (channel socket)', () => {
+  let dir, px, d;
+  const c = conv('sock');
+
+  before(async () => {
+    dir = faultsDir();
+    px = new DockerProxy(path.join(dir, 'docker.sock'));
+    await px.start();
+    d = await startWarm({
+      name: 'warm-faults-socket',
+      pool: true,
+      env: {
+        DOCKER_HOST: px.url,
+        DOCKER_TIMEOUT_SECONDS: String(DOCKER_TIMEOUT_S),
+        SANDBOX_DISCOVERY_INTERVAL_SECONDS: '2',
+        SANDBOX_REAP_INTERVAL_SECONDS: '2',
+        SANDBOX_INTERRUPT_GRACE_MS: String(GRACE_MS),
+        SANDBOX_WARM_CHANNEL: 'socket',
+        WORKSPACE_QUOTA_MODE: 'none',
+      },
+    });
+    await waitPool(d);
+  });
+
+  after(async () => {
+    await px?.start().catch(() => {});
+    px?.resume();
+    try {
+      await stopWarm(d);
+    } finally {
+      if (d) await removeContainersOf(d.instance).catch(() => {});
+      await px?.stop();
+      if (dir) rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('engine stopped: live sessions run on with their state; a pool box is still claimed; a new box fails at once', { timeout: T }, async () => {
+    expectStatus(await py(d.client, c, 'x = 1'), 'completed');
+    expectStatus(await run(d.client, c, 'bash', 'echo up >/tmp/f'), 'completed');
+    await waitPool(d);
+    await px.stop();
+    const r = await py(d.client, c, 'x += 1\nprint(x)');
+    expectStatus(r, 'completed');
+    expectSession(r, 'continued');
+    assert.equal(r.sc.stdout, '2\n');
+    const b = await run(d.client, c, 'bash', 'cat /tmp/f');
+    expectStatus(b, 'completed');
+    assert.equal(b.sc.stdout, 'up\n');
+    // The pool's bash box is claimed without the engine (a mount on the host).
+    const n1 = await run(d.client, conv('sock-new'), 'bash', 'echo claimed');
+    expectStatus(n1, 'completed');
+    assert.equal(n1.sc.session.from_pool, true, JSON.stringify(n1.sc.session));
+    // The next new conversation needs a new box: a clear error, at once.
+    const n2 = await run(d.client, conv('sock-new'), 'bash', 'echo up');
+    expectStatus(n2, 'error');
+    expectSession(n2, 'none');
+    assert.match(n2.sc.message, /Docker engine not reachable/, describeRun(n2));
+    assert.ok(n2.ms < 5000 * SLOW, `a new box refused in ${n2.ms} ms`);
+    const { h, ms } = await quickHealth(d);
+    assert.ok(ms < 1000, `/healthz in ${ms} ms`);
+    assert.equal(h.docker.reachable, false);
+  });
+
+  test('engine hung during a run of a session: the run is not held up', { timeout: T }, async () => {
+    const p = py(d.client, c, "import time\nprint('started', flush=True)\ntime.sleep(2)\nprint(x)", { timeout_seconds: 20 });
+    await sleep(500);
+    px.hang();
+    let r;
+    try {
+      r = await p;
+    } finally {
+      px.resume();
+    }
+    expectStatus(r, 'completed');
+    expectSession(r, 'continued');
+    assert.equal(r.sc.stdout, 'started\n2\n');
+    assert.ok(r.ms < 6000 * SLOW, `answered after ${r.ms} ms`);
+  });
+
+  test('engine back: the sessions carry on as they were', { timeout: T }, async () => {
+    await px.start();
+    const h = await until(async () => (await d.health()).docker.reachable && (await d.health()), 10_000);
+    assert.ok(h, 'health reports the engine reachable again without a call');
+    const r = await py(d.client, c, 'print(x)');
+    expectStatus(r, 'completed');
+    expectSession(r, 'continued');
+    assert.equal(r.sc.stdout, '2\n');
+    const n = await run(d.client, conv('sock-back'), 'bash', 'echo new');
+    expectStatus(n, 'completed');
+  });
+});
+
+describe('the engine stopped and hung while warm sessions exist (attach stream)', () => {
   let dir, px, d;
   const c = conv('engine');
   const other = conv('engine-other');
@@ -39,6 +136,7 @@ describe('the engine stopped and hung while warm sessions exist', () => {
       pool: true,
       env: {
         DOCKER_HOST: px.url,
+        SANDBOX_WARM_CHANNEL: 'attach',
         DOCKER_TIMEOUT_SECONDS: String(DOCKER_TIMEOUT_S),
         SANDBOX_DISCOVERY_INTERVAL_SECONDS: '2',
         SANDBOX_REAP_INTERVAL_SECONDS: '2',

@@ -5,8 +5,9 @@
  * bit promises), backend_configure with each backend's own configure hook
  * (the Swarm rules: SWARM_CONSTRAINTS, SANDBOX_RUNTIME; what a setting
  * needs from the chosen backend: SANDBOX_ALLOW_NETWORK, MCP_REPLICA_NAME),
- * and the Docker backend's hand-over of a directory to a box, done with
- * real mounts in a scratch directory when this process may mount.
+ * the Docker backend's hand-over of a directory to a box, done with
+ * real mounts in a scratch directory when this process may mount, and its
+ * warm channel socket (SANDBOX_WARM_CHANNEL; the peer's cgroup check).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,16 +20,22 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "backend/docker/docker_channel.h"
 #include "backend/docker/docker_handover.h"
 #include "backend/swarm/swarm_spec.h"
 #include "config/config.h"
 #include "tap.h"
 
 /* What a run of check() sets; each is unset first. */
-static const char *const vars[] = {"SANDBOX_BACKEND",  "SWARM_CONSTRAINTS",
-                                   "SANDBOX_RUNTIME",  "SANDBOX_ALLOW_NETWORK",
-                                   "SANDBOX_PACKAGES", "MCP_REPLICA_NAME",
-                                   "STORE_URL",        NULL};
+static const char *const vars[] = {"SANDBOX_BACKEND",
+                                   "SWARM_CONSTRAINTS",
+                                   "SANDBOX_RUNTIME",
+                                   "SANDBOX_ALLOW_NETWORK",
+                                   "SANDBOX_PACKAGES",
+                                   "MCP_REPLICA_NAME",
+                                   "STORE_URL",
+                                   "SANDBOX_WARM_CHANNEL",
+                                   NULL};
 
 /*
  * Loads the settings given as NAME, value pairs (NULL-terminated) over the
@@ -370,6 +377,42 @@ static void test_handover(void)
 	rmdir(root);
 }
 
+/* SANDBOX_WARM_CHANNEL, and whose process may take a box's channel. */
+static void test_channel(void)
+{
+	static const char cid[] = "0123456789abcdef0123456789abcdef"
+	                          "0123456789abcdef0123456789abcdef";
+	char err[1024], text[512];
+
+	is_int(check(err, sizeof(err), "SANDBOX_WARM_CHANNEL", "attach", NULL),
+	       0, "SANDBOX_WARM_CHANNEL=attach");
+	ok(check(err, sizeof(err), "SANDBOX_WARM_CHANNEL", "tcp", NULL) ==
+	           -EINVAL &&
+	       strstr(err, "SANDBOX_WARM_CHANNEL must be 'socket' (the "
+	                   "default) or 'attach', not 'tcp'"),
+	   "another channel is refused: %s", err);
+	snprintf(text, sizeof(text), "12:memory:/docker/%s\n1:cpu:/docker/%s\n",
+	         cid, cid);
+	ok(docker_channel_cgroup_names(text, strlen(text), cid),
+	   "cgroupfs: /docker/<id>");
+	snprintf(text, sizeof(text), "0::/system.slice/docker-%s.scope\n", cid);
+	ok(docker_channel_cgroup_names(text, strlen(text), cid),
+	   "systemd: docker-<id>.scope");
+	snprintf(text, sizeof(text), "4:memory:/mcpsd-runs/mcpsd-w-ab/%s", cid);
+	ok(docker_channel_cgroup_names(text, strlen(text), cid),
+	   "a measured box's parent, at the end of the file");
+	snprintf(text, sizeof(text), "12:memory:/docker/%sff\n", cid);
+	ok(!docker_channel_cgroup_names(text, strlen(text), cid),
+	   "a longer id is another container");
+	snprintf(text, sizeof(text), "12:memory:/docker/x%s\n", cid);
+	ok(!docker_channel_cgroup_names(text, strlen(text), cid),
+	   "the id must be a whole component");
+	ok(!docker_channel_cgroup_names("12:memory:/\n", 12, cid),
+	   "a host process is not in the box");
+	ok(!docker_channel_cgroup_names(text, strlen(text), "abc"),
+	   "a short id matches nothing");
+}
+
 int main(void)
 {
 	setenv("MCP_AUTH", "none", 1);
@@ -384,5 +427,6 @@ int main(void)
 	test_configure_swarm();
 	test_constraint_next();
 	test_handover();
+	test_channel();
 	return tap_done();
 }

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "backend/docker/cgroup_usage.h"
+#include "backend/docker/docker_channel.h"
 #include "backend/docker/docker_egress.h"
 #include "backend/docker/docker_handover.h"
 #include "backend/docker/docker_stream.h"
@@ -53,6 +54,7 @@ struct dk_backend {
 	char *seccomp_opt;
 	char boot[17];
 	struct docker_handover handover;
+	struct docker_channel_dir chan; /* SANDBOX_WARM_CHANNEL=socket */
 
 	pthread_mutex_t rm_lock;
 	pthread_cond_t rm_cond;
@@ -74,6 +76,7 @@ struct dk_box {
 	char cg_name[CGROUP_USAGE_NAME_MAX +
 	             1];                  /* measured: its parent's name */
 	struct docker_handover_slot slot; /* spec.handover's */
+	struct docker_channel_slot chan;  /* spec.channel's */
 };
 
 struct dk_stream {
@@ -93,6 +96,8 @@ static struct dk_backend *dk_of(struct backend *be)
 	return (struct dk_backend *)be;
 }
 
+static const char *dk_channel_path(struct backend *base);
+
 /* ---- the create body ---------------------------------------------------- */
 
 /* Storage for what a struct docker_create_opts points to. */
@@ -105,7 +110,8 @@ struct dk_opts_store {
 	struct docker_ulimit ulimits[3];
 	const char *secopt[2];
 	const char *capdrop[1];
-	struct docker_mount mounts[BOX_MOUNTS_MAX + 1]; /* + spec.handover */
+	/* + spec.handover, + spec.channel */
+	struct docker_mount mounts[BOX_MOUNTS_MAX + 2];
 	const char *dns[1];
 };
 
@@ -412,6 +418,7 @@ static int dk_box_create(struct backend *base, const struct box_spec *spec,
 	struct docker_create_opts o;
 	struct dk_box *b;
 	char parent[CGROUP_USAGE_NAME_MAX + 32], pool_host[PATH_MAX];
+	char chan_host[PATH_MAX];
 	int rc;
 
 	*out = NULL;
@@ -425,6 +432,7 @@ static int dk_box_create(struct backend *base, const struct box_spec *spec,
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
+	b->chan.dir_fd = b->chan.listen_fd = -1;
 	/* Empty until box_hand_over mounts a directory on pool/<name>. */
 	if (spec->handover) {
 		rc = docker_handover_slot(&be->handover, spec->name, &b->slot,
@@ -436,6 +444,19 @@ static int dk_box_create(struct backend *base, const struct box_spec *spec,
 		}
 		st.mounts[o.n_mounts++] = (struct docker_mount){
 		    pool_host, spec->handover, false, true};
+	}
+	/* The agent connects out to it: read-only is enough for connect. */
+	if (spec->channel && dk_channel_path(base)) {
+		rc = docker_channel_slot_open(&be->chan, spec->name, &b->chan,
+		                              chan_host, sizeof(chan_host), err,
+		                              errlen);
+		if (rc < 0) {
+			docker_handover_release(&b->slot);
+			free(b);
+			return rc;
+		}
+		st.mounts[o.n_mounts++] = (struct docker_mount){
+		    chan_host, DOCKER_CHANNEL_DIR, true, false};
 	}
 	if (spec->measure && spec->name && dk_cg_mode(be) != CGROUP_USAGE_OFF &&
 	    cgroup_usage_parent(spec->name, parent, sizeof(parent)) == 0) {
@@ -453,6 +474,7 @@ static int dk_box_create(struct backend *base, const struct box_spec *spec,
 		if ((rc == -ETIMEDOUT || rc == -ECONNREFUSED) && spec->name)
 			dk_rm_queue(be, spec->name, b->cg_name, true);
 		docker_handover_release(&b->slot);
+		docker_channel_slot_release(&b->chan);
 		free(b);
 		return rc;
 	}
@@ -499,6 +521,22 @@ static int dk_box_attach(struct box *base, struct box_stream **out, char *err,
 	s->base.impl = &dk_stream_impl;
 	*out = &s->base;
 	return 0;
+}
+
+/*
+ * The socket the agent connects to when the box was made with one
+ * (docker_channel.h), else the attach stream with stdin, which lasts as
+ * long as the container.
+ */
+static int dk_box_channel(struct box *base, struct box_stream **out, char *err,
+                          size_t errlen)
+{
+	struct dk_box *b = (struct dk_box *)base;
+
+	if (b->chan.listen_fd < 0)
+		return dk_box_attach(base, out, err, errlen);
+	return docker_channel_stream(&b->chan, b->cid, b->be->cfg->sandbox_uid,
+	                             out, err, errlen);
 }
 
 static int dk_box_hand_over(struct box *base, int dirfd, char *err,
@@ -586,6 +624,7 @@ static void dk_box_release(struct box *base)
 
 	/* Unmounted now: the caller lets go of what it handed over next. */
 	docker_handover_release(&b->slot);
+	docker_channel_slot_release(&b->chan);
 	dk_rm_queue(b->be, b->cid, b->cg_name, false);
 	free(b);
 }
@@ -862,6 +901,31 @@ static int dk_box_leave(struct box *base, const struct box_egress *e, char *err,
 	                                 errlen);
 }
 
+static const char *dk_channel_path(struct backend *base)
+{
+	const char *mode = dk_of(base)->cfg->warm_channel;
+
+	return mode && strcmp(mode, "socket") == 0 ? DOCKER_CHANNEL_PATH : NULL;
+}
+
+static int dk_configure(const struct config *cfg, bool chosen, char *err,
+                        size_t errlen)
+{
+	const char *mode = cfg->warm_channel;
+
+	(void)chosen;
+	if (mode && strcmp(mode, "socket") != 0 &&
+	    strcmp(mode, "attach") != 0) {
+		snprintf(
+		    err, errlen,
+		    "SANDBOX_WARM_CHANNEL must be 'socket' (the default) or "
+		    "'attach', not '%.40s'",
+		    mode);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static const char *dk_lacks(unsigned feature)
 {
 	if (feature & BACKEND_CAN_REPLICAS)
@@ -883,6 +947,7 @@ static void dk_destroy(struct backend *base)
 		dk_sweep_own(base);
 	}
 	docker_handover_finish(&be->handover);
+	docker_channel_dir_finish(&be->chan);
 	docker_destroy(be->docker);
 	free(be->seccomp_opt);
 	pthread_cond_destroy(&be->rm_cond);
@@ -896,6 +961,7 @@ const struct backend_impl backend_docker_impl = {
     .features = BACKEND_CAN_STDIN | BACKEND_CAN_WARM | BACKEND_CAN_PACKAGES |
                 BACKEND_CAN_NETWORK | BACKEND_CAN_HOST_MOUNTS |
                 BACKEND_CAN_EGRESS,
+    .configure = dk_configure,
     .create = backend_docker_create,
     .lacks = dk_lacks,
     .destroy = dk_destroy,
@@ -905,10 +971,10 @@ const struct backend_impl backend_docker_impl = {
     .health = dk_health,
     .ping = dk_ping,
     .handover_prepare = dk_handover_prepare,
+    .channel_path = dk_channel_path,
     .box_create = dk_box_create,
     .box_attach = dk_box_attach,
-    /* The attach stream with stdin lasts as long as the container. */
-    .box_channel = dk_box_attach,
+    .box_channel = dk_box_channel,
     .box_hand_over = dk_box_hand_over,
     .box_intact = dk_box_intact,
     .box_start = dk_box_start,
@@ -938,6 +1004,7 @@ int backend_docker_create(const struct config *cfg, const char *boot,
 	}
 	be->base.impl = &backend_docker_impl;
 	be->cfg = cfg;
+	docker_channel_dir_init(&be->chan, cfg);
 	snprintf(be->boot, sizeof(be->boot), "%s", boot);
 	pthread_mutex_init(&be->rm_lock, NULL);
 	pthread_mutex_init(&be->cg_lock, NULL);

@@ -18,7 +18,9 @@
  * engine on one host: code and workspaces are bind-mounted from the
  * daemon's directories, and box_hand_over mounts a workspace into a running
  * box through a shared mount (docker_handover.h). The channel of a warm box
- * is its attach stream, with stdin.
+ * is a unix socket its agent connects to once, off the engine's path
+ * (docker_channel.h), or its attach stream with stdin
+ * (SANDBOX_WARM_CHANNEL=attach).
  *
  * Threads: see backend.h. One removal thread per backend.
  */

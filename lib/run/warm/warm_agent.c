@@ -253,17 +253,25 @@ static bool warm_has_kernel(const struct catalog_image *img)
 	return warm_kernel_for(img, &n, &python) != NULL;
 }
 
-/* The agent's argv for img: at most WARM_CMD_MAX entries. */
-#define WARM_CMD_MAX (CATALOG_COMMAND_MAX + 4)
+/*
+ * The agent's argv for img, at most WARM_CMD_MAX entries; channel is where
+ * it connects to the daemon (backend_channel_path), or NULL to speak on
+ * stdin and stdout.
+ */
+#define WARM_CMD_MAX (CATALOG_COMMAND_MAX + 6)
 static size_t warm_cmd(const struct config *cfg,
                        const struct catalog_image *img, bool preload,
-                       const char *cmd[WARM_CMD_MAX])
+                       const char *channel, const char *cmd[WARM_CMD_MAX])
 {
 	size_t n = 0, nk = 0;
 	bool python = false;
 	const char *const *k = warm_kernel_for(img, &nk, &python);
 
 	cmd[n++] = AGENTBLOB_MOUNT "/" AGENTBLOB_AGENT_NAME;
+	if (channel) {
+		cmd[n++] = "--channel";
+		cmd[n++] = channel;
+	}
 	if (!k)
 		return n;
 	if (python && preload && cfg->pool_preload && cfg->pool_preload[0]) {
@@ -316,6 +324,7 @@ int warm_box_start(const struct warm_context *env,
 	struct warm_box *b = calloc(1, sizeof(*b));
 	struct box_spec bs;
 	const char *cmd[WARM_CMD_MAX];
+	const char *channel = backend_channel_path(env->be);
 	const char *envv[] = {"HOME=/tmp", "LANG=C.UTF-8",
 	                      "MCPSD_PYTHON_PACKAGES=" PACKAGES_PYTHON_SITE};
 	bool pip = cfg->packages && strcmp(img->packages, "pip") == 0;
@@ -369,7 +378,7 @@ int warm_box_start(const struct warm_context *env,
 	bs.name = name;
 	bs.image = img->image_id;
 	bs.cmd = cmd;
-	bs.n_cmd = warm_cmd(cfg, img, req == NULL, cmd);
+	bs.n_cmd = warm_cmd(cfg, img, req == NULL, channel, cmd);
 	/* Runs find the conversation's packages (packages.h): the Python
 	 * kernel puts them on sys.path, Bun walks up to the link. */
 	if (cfg->packages && strcmp(img->packages, "npm") == 0 &&
@@ -382,7 +391,9 @@ int warm_box_start(const struct warm_context *env,
 	bs.env = envv;
 	bs.n_env = pip ? 3 : 2;
 	bs.workdir = "/data";
-	bs.open_stdin = true;
+	/* Frames travel on the channel socket, or else on stdin/stdout. */
+	bs.channel = channel != NULL;
+	bs.open_stdin = channel == NULL;
 	bs.main_is_init = true; /* see docs/agent-protocol.md, Trust */
 	/* A run with network joins the egress network for that run only. */
 	bs.joinable = env->egress != NULL;
