@@ -269,8 +269,10 @@ static const struct setting settings[] = {
     {"SANDBOX_POOL_SIZE", SET_UINT, "1", OFF(pool_size), 0, 64, "1",
      "Pre-started boxes per pooled language, so a conversation's first "
      "run is warm too (0: no pool)"},
-    {"SANDBOX_POOL_LANGUAGES", SET_STR, "*", DERIVED, 0, 0, "python,bash",
-     "Languages that get a pool (* for every installed one: an idle pool "
+    {"SANDBOX_POOL_LANGUAGES", SET_STR, "python,typescript,bash,*", DERIVED, 0,
+     0, "python,bash",
+     "Languages that get a pool, filled in this order after a start (* "
+     "for every other installed one: an idle pool "
      "box of a language other than Python holds about 3.5 MiB of host "
      "memory, Python's with SANDBOX_POOL_PRELOAD about 70 MiB, nine "
      "languages about 95 MiB; each box's memory limit counts against "
