@@ -277,8 +277,14 @@ static const struct setting settings[] = {
     {"SANDBOX_POOL_SIZE", SET_UINT, "1", OFF(pool_size), 0, 64, "1",
      "Pre-started boxes per pooled language, so a conversation's first "
      "run is warm too (0: no pool)"},
-    {"SANDBOX_POOL_LANGUAGES", SET_STR, "python,typescript,bash", DERIVED, 0, 0,
-     "python,bash", "Languages that get a pool (* for all)"},
+    {"SANDBOX_POOL_LANGUAGES", SET_STR, "python,typescript,bash,*", DERIVED, 0,
+     0, "python,bash",
+     "Languages that get a pool, filled in this order after a start (* "
+     "for every other installed one: an idle pool "
+     "box of a language other than Python holds about 3.5 MiB of host "
+     "memory, Python's with SANDBOX_POOL_PRELOAD about 70 MiB, nine "
+     "languages about 95 MiB; each box's memory limit counts against "
+     "SANDBOX_WARM_MEMORY_MB, and pool boxes are evicted first)"},
     {"SANDBOX_POOL_PRELOAD", SET_STR, "numpy,pandas,matplotlib.pyplot",
      OFF(pool_preload), 0, 0, "numpy,pandas",
      "Python modules a pooled Python box imports before it is claimed"},

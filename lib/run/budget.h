@@ -2,7 +2,9 @@
 /*
  * budget: each tenant's CPU-time budget per window (TENANT_CPU_SECONDS per
  * TENANT_CPU_WINDOW_SECONDS), counted in the daemon's durable store (store.h)
- * so a restart does not reset it. Windows are fixed, aligned to the Unix
+ * so a restart does not reset it (charges are relaxed commits,
+ * store_commit_relaxed: a power cut may lose the last moments' charges,
+ * a crash of the daemon does not). Windows are fixed, aligned to the Unix
  * epoch (a window starts at a multiple of its length), and judged by the
  * wall clock: a tenant that has used its budget is refused until the
  * current window ends. A run is admitted while the tenant is under budget

@@ -164,20 +164,31 @@ static void reset_all(struct store *st)
 		st->be->reset(st->cache[i]->b);
 }
 
-int store_begin(struct store *st, bool write, struct store_tx **tx)
+static int begin(struct store *st, bool write, bool relaxed,
+                 struct store_tx **tx)
 {
 	int r;
 
 	*tx = NULL;
 	pthread_mutex_lock(&st->mu);
 	st->tx.failed = false;
-	r = st->be->begin(st->conn, write);
+	r = st->be->begin(st->conn, write, relaxed);
 	if (r < 0) {
 		pthread_mutex_unlock(&st->mu);
 		return r;
 	}
 	*tx = &st->tx;
 	return 0;
+}
+
+int store_begin(struct store *st, bool write, struct store_tx **tx)
+{
+	return begin(st, write, false, tx);
+}
+
+int store_begin_relaxed(struct store *st, struct store_tx **tx)
+{
+	return begin(st, true, true, tx);
 }
 
 static int finish(struct store_tx *tx, bool commit)

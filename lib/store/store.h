@@ -4,7 +4,8 @@
  * with two backends (store_sqlite.c, store_pg.c, an ops table each):
  *  - SQLite (the default, one host): a file in WAL mode with
  *    synchronous=FULL, so a committed transaction survives a crash of the
- *    process or of the machine, and a transaction cut short by one leaves
+ *    process or of the machine (a relaxed one, store_begin_relaxed, only
+ *    of the process), and a transaction cut short by one leaves
  *    nothing behind. The file is created with mode 0600 (SQLite gives its
  *    -wal and -shm files the same mode).
  *  - PostgreSQL (several replicas sharing state): an existing server named
@@ -137,6 +138,19 @@ void store_url_redact(const char *url, char *out, size_t n);
  */
 __attribute__((warn_unused_result)) int
 store_begin(struct store *st, bool write, struct store_tx **tx);
+
+/*
+ * As store_begin(st, true, tx), but the commit does not wait for the disk:
+ * it is atomic and survives a crash of the process (SQLite's WAL with
+ * synchronous=NORMAL, PostgreSQL's synchronous_commit off), but a power
+ * cut or kernel crash may lose it and the other relaxed commits of the
+ * last moments, never half of one; the next ordinary commit makes them
+ * durable too. For counters written on every run (usage), where losing
+ * the last few is harmless and an fsync per run is not (2-3 ms each on
+ * these machines); never for grants, tokens or what a client was promised.
+ */
+__attribute__((warn_unused_result)) int
+store_begin_relaxed(struct store *st, struct store_tx **tx);
 
 /*
  * Commits and ends the transaction whatever the result. Fails (and rolls

@@ -34,7 +34,8 @@ struct store_backend {
 	void (*close)(struct store_conn *c);
 
 	/* 0 or a negative errno (logged). rollback never fails. */
-	int (*begin)(struct store_conn *c, bool write);
+	/* relaxed (write only): the commit does not wait for the disk. */
+	int (*begin)(struct store_conn *c, bool write, bool relaxed);
 	int (*commit)(struct store_conn *c);
 	void (*rollback)(struct store_conn *c);
 

@@ -494,7 +494,7 @@ static void pg_rollback(struct store_conn *c)
 		log_fail(c, "rollback failed");
 }
 
-static int pg_begin(struct store_conn *c, bool write)
+static int pg_begin(struct store_conn *c, bool write, bool relaxed)
 {
 	char sql[128];
 	int r = -EIO;
@@ -518,6 +518,11 @@ static int pg_begin(struct store_conn *c, bool write)
 		if (PQstatus(c->pg) != CONNECTION_OK && reconnect(c) < 0)
 			return -EIO;
 		r = run(c, sql);
+		/* SET LOCAL: this transaction's commit only. */
+		if (r == 0 && write && relaxed &&
+		    run(c, "SET LOCAL synchronous_commit TO OFF") < 0)
+			log_fail(c, "cannot relax a transaction; its commit "
+			            "waits for the disk");
 		if (r == 0)
 			return 0;
 		if (PQstatus(c->pg) == CONNECTION_OK)

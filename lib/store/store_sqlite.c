@@ -27,6 +27,7 @@ struct store_conn {
 	sqlite3 *db;
 	char *path;
 	unsigned version;
+	bool relaxed; /* synchronous=NORMAL until the transaction ends */
 };
 
 struct store_bstmt {
@@ -379,10 +380,33 @@ static int control(struct store_conn *c, const char *sql, const char *what)
 	return errno_of(rc);
 }
 
-static int sq_begin(struct store_conn *c, bool write)
+/*
+ * The synchronous level is the connection's and SQLite refuses to change it
+ * inside a transaction, so a relaxed one sets NORMAL before BEGIN (in WAL
+ * mode a commit is then appended without an fsync; the WAL is synced at the
+ * next FULL commit or checkpoint) and FULL again once it has ended.
+ */
+static void sq_unrelax(struct store_conn *c)
 {
-	return control(c, write ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED",
-	               "cannot begin a transaction");
+	if (!c->relaxed)
+		return;
+	c->relaxed = false;
+	(void)control(c, "PRAGMA synchronous = FULL",
+	              "cannot set synchronous back to FULL");
+}
+
+static int sq_begin(struct store_conn *c, bool write, bool relaxed)
+{
+	int r;
+
+	if (relaxed && write)
+		c->relaxed = control(c, "PRAGMA synchronous = NORMAL",
+		                     "cannot relax a transaction") == 0;
+	r = control(c, write ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED",
+	            "cannot begin a transaction");
+	if (r < 0)
+		sq_unrelax(c);
+	return r;
 }
 
 static void sq_rollback(struct store_conn *c)
@@ -390,6 +414,7 @@ static void sq_rollback(struct store_conn *c)
 	/* Nothing to roll back when COMMIT already ended it. */
 	if (!sqlite3_get_autocommit(c->db))
 		(void)control(c, "ROLLBACK", "rollback failed");
+	sq_unrelax(c);
 }
 
 static int sq_commit(struct store_conn *c)
@@ -398,6 +423,7 @@ static int sq_commit(struct store_conn *c)
 
 	if (r < 0)
 		sq_rollback(c);
+	sq_unrelax(c);
 	return r;
 }
 

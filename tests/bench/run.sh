@@ -34,6 +34,12 @@
 #           poolmem     host memory of the daemon's idle pool boxes
 #           tools       tools/list size: names + descriptions + input
 #                       schemas (what reaches a model), output schemas apart
+#           rawwarm     warm print(1) through a raw keep-alive HTTP client
+#                       (tests/bench/warm_raw.c): 1 client (the daemon's
+#                       time and CPU per call) and 16 clients (calls/s),
+#                       this build next to BENCH_BASE_BIN (a baseline
+#                       build, e.g. of main) when set, interleaved; quiet,
+#                       then with 2 loops of docker run --rm beside it
 #           swarm       (only when named) a Bash run through the swarm
 #                       backend on the lab of tests/swarm/lab.sh, next to
 #                       a local one-off run and docker run --rm on the host
@@ -57,7 +63,7 @@ export ROOT
 . "$ROOT/deploy/common.sh"
 
 ARGS="$*"
-ALL="latency,warm,engine,throughput,http,rss,kernel,cold,first,poolmem,tools"
+ALL="latency,warm,engine,throughput,http,rss,kernel,cold,first,poolmem,tools,rawwarm"
 ONLY=$ALL
 QUICK=0
 RUNS=""
@@ -76,7 +82,7 @@ while [ $# -gt 0 ]; do
 	--markdown) MARKDOWN=$2; shift 2 ;;
 	--keep) KEEP=1; shift ;;
 	-h | --help)
-		sed -n '3,49p' "$0" | sed 's/^# \{0,1\}//'
+		sed -n '3,57p' "$0" | sed 's/^# \{0,1\}//'
 		exit 0
 		;;
 	*) die "unknown option $1 (see --help)" ;;
@@ -118,6 +124,8 @@ if [ "$QUICK" -eq 1 ]; then
 	WARM_CONC_CALLS=5
 	KERNEL_RUNS=8
 	FIRST_RUNS=1
+	RAW_ROUNDS=1
+	RAW_CALLS=200
 else
 	RUNS=${RUNS:-30}
 	WARMUP=2
@@ -130,6 +138,8 @@ else
 	WARM_CONC_CALLS=20
 	KERNEL_RUNS=25
 	FIRST_RUNS=3
+	RAW_ROUNDS=3
+	RAW_CALLS=1000
 fi
 KERNEL_RUNS=${RUNS_SET:-$KERNEL_RUNS}
 RSS_CALLS=${RSS_CALLS_OPT:-$RSS_CALLS}
@@ -201,6 +211,7 @@ stop_pid() {
 
 cleanup() {
 	local pid inst ids m left
+	declare -F busy_engine_stop >/dev/null && busy_engine_stop
 	for pid in "${PIDS[@]}"; do stop_pid "$pid"; done
 	PIDS=()
 	# Anything of ours still on the engine (there should be nothing).
@@ -308,6 +319,88 @@ check_daemon() {
 	warn "${DIED[-1]}; last lines:"
 	tail -5 "$BENCH_LOG" >&2
 	start_daemon "${1}2" "${@:2}"
+}
+
+# busy_engine_start N: N loops of docker run --rm of the Bash runner, as
+# kernel_bench's busy engine; busy_engine_stop ends them.
+BUSY_PIDS=()
+busy_engine_start() {
+	local i
+	for i in $(seq 1 "$1"); do
+		(while :; do
+			docker run --rm --network none --label "mcpsd.bench=$BENCH_TAG" \
+				mcp-sandboxd/runner-bash:latest true >/dev/null 2>&1
+		done) &
+		BUSY_PIDS+=($!)
+	done
+}
+busy_engine_stop() {
+	local p
+	for p in "${BUSY_PIDS[@]}"; do kill "$p" 2>/dev/null; done
+	for p in "${BUSY_PIDS[@]}"; do wait "$p" 2>/dev/null; done
+	BUSY_PIDS=()
+}
+
+# rawwarm_round BUILD ENGINE PREFIX: one round of warm_raw against the
+# daemon named by BENCH_URL/BENCH_PID: 1 client, then 16; a JSON line each
+# to the results.
+rawwarm_round() {
+	local build=$1 engine=$2 prefix=$3 c n line
+	for c in 1 16; do
+		n=$RAW_CALLS
+		[ "$c" -eq 16 ] && n=$((RAW_CALLS / 4))
+		line=$(MCPSD_TOKEN=$BENCH_TOKEN "$RAW" -u "$BENCH_URL" -c "$c" -n "$n" -w 2 \
+			-p "$prefix-c$c" --pid "$BENCH_PID") || warn "warm_raw ($build, $c clients) reported failures"
+		[ -n "$line" ] || return 1
+		echo "$build $engine: $line"
+		node -e '
+			const [l, build, engine, load] = process.argv.slice(1);
+			const r = JSON.parse(l);
+			Object.assign(r, { section: "rawwarm", build, engine, load: Number(load) });
+			if (r.clients === 1) Object.assign(r, { must: "call - duration <= 0.5 ms", goal: "<= 0.2 ms" });
+			else Object.assign(r, { must: ">= 1,000 calls/s", goal: ">= 2,000 calls/s" });
+			console.log(JSON.stringify(r));
+		' "$line" "$build" "$engine" "$(cut -d' ' -f1 /proc/loadavg)" >>"$RESULTS"
+	done
+}
+
+# The raw warm section: daemon R of this build and, with BENCH_BASE_BIN,
+# daemon R0 of the baseline, both with one tenant's waiting cap raised for
+# 16 clients; rounds alternate between them, quiet then busy.
+rawwarm_section() {
+	local r engine url=() pid=() tok=() builds=(this) i
+	RAW="$BUILD/tests/bench/warm_raw"
+	[ -x "$RAW" ] || { warn "$RAW was not built"; return 1; }
+	# One tenant makes every conversation: its waiting cap and its rate of
+	# new workspaces (16 a round) are raised, so the measure is capacity.
+	local set=(TENANT_MAX_QUEUED=64 SANDBOX_QUEUE_LENGTH=128 WORKSPACE_CREATE_BURST=100000)
+	msg "daemon R (this build, default settings but the waiting caps)"
+	start_daemon R info "${set[@]}"
+	url+=("$BENCH_URL"); pid+=("$BENCH_PID"); tok+=("$BENCH_TOKEN")
+	if [ -n "${BENCH_BASE_BIN:-}" ]; then
+		msg "daemon R0 (the baseline build $BENCH_BASE_BIN)"
+		local keep=$BIN
+		BIN=$BENCH_BASE_BIN
+		start_daemon R0 info "${set[@]}"
+		BIN=$keep
+		url+=("$BENCH_URL"); pid+=("$BENCH_PID"); tok+=("$BENCH_TOKEN")
+		builds+=(baseline)
+	fi
+	for engine in quiet busy; do
+		[ "$engine" = busy ] && busy_engine_start 2
+		for r in $(seq 1 "$RAW_ROUNDS"); do
+			for i in "${!builds[@]}"; do
+				BENCH_URL=${url[$i]} BENCH_PID=${pid[$i]} BENCH_TOKEN=${tok[$i]} \
+					rawwarm_round "${builds[$i]}" "$engine" "$engine$r" || { busy_engine_stop; return 1; }
+			done
+		done
+		[ "$engine" = busy ] && busy_engine_stop
+	done
+	for i in "${!pid[@]}"; do
+		kill -0 "${pid[$i]}" 2>/dev/null || { warn "daemon ${builds[$i]} died during rawwarm"; return 1; }
+		stop_pid "${pid[$i]}"
+	done
+	PIDS=()
 }
 
 # mcp_post SID BODY [CURL ARGS...]: one JSON-RPC POST to the daemon.
@@ -440,6 +533,9 @@ if want first; then
 	kernel_bench first --runs "$FIRST_RUNS" || FAILED=1
 	check_daemon F info
 	stop_daemon
+fi
+if want rawwarm; then
+	rawwarm_section || FAILED=1
 fi
 if want rss || want http; then
 	msg "daemon B (info log; one-off runs)"

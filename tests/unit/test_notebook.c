@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tap.h"
@@ -212,6 +213,8 @@ static void rm_dir(const char *path, int fd)
 {
 	(void)unlinkat(fd, NOTEBOOK_RECORDS, 0);
 	(void)unlinkat(fd, "elsewhere", 0);
+	(void)unlinkat(fd, NOTEBOOK_CELLS, 0);
+	(void)unlinkat(fd, NOTEBOOK_META, 0);
 	close(fd);
 	(void)rmdir(path);
 }
@@ -393,6 +396,67 @@ static void test_render(void)
 	cJSON_Delete(recs);
 }
 
+/* Appends rec and publishes; 1 when the text equals a full render. */
+static int publish_matches(int fd, cJSON *rec, const char *conv)
+{
+	cJSON *recs = NULL;
+	char *text = NULL, *full;
+	size_t len = 0, flen = 0;
+	int n = notebook_append(fd, rec), same;
+
+	if (n < 1 || notebook_publish(fd, rec, n, conv, &text, &len) < 0 ||
+	    notebook_load(fd, &recs) < 0) {
+		free(text);
+		return 0;
+	}
+	full = notebook_render(recs, conv, &flen);
+	same = full && text && len == flen && strcmp(text, full) == 0;
+	free(full);
+	free(text);
+	cJSON_Delete(recs);
+	return same;
+}
+
+/*
+ * The kept cells: one run adds one cell, and the text is the full render's
+ * byte for byte; through the kernel turning Python (every cell rendered
+ * again), a cache a crash left behind and one that was removed.
+ */
+static void test_publish(void)
+{
+	char path[64];
+	int fd = tmpdir_fd(path, sizeof(path)), all = 1, wfd;
+	cJSON *rec;
+	struct stat a, b;
+
+	ok(fd >= 0, "a scratch directory");
+	for (int i = 0; i < 5; i++) {
+		rec = simple(i < 2    ? "bash"
+		             : i == 3 ? "python"
+		                      : "typescript",
+		             "echo 1", "1\n");
+		all &= publish_matches(fd, rec, "conv-p");
+		cJSON_Delete(rec);
+	}
+	ok(all, "bash, typescript, then python: each text is the full render");
+	ok(fstatat(fd, NOTEBOOK_CELLS, &a, 0) == 0, "the cells are kept");
+	rec = simple("python", "print(2)", "2\n");
+	ok(publish_matches(fd, rec, "conv-p"), "one more cell");
+	ok(fstatat(fd, NOTEBOOK_CELLS, &b, 0) == 0 && b.st_size > a.st_size &&
+	       b.st_ino == a.st_ino,
+	   "appended to, not rewritten");
+
+	/* A crash after the cells were appended, before the account. */
+	wfd = openat(fd, NOTEBOOK_CELLS, O_WRONLY | O_APPEND);
+	ok(write(wfd, ",\n{}", 4) == 4, "a cell the account does not know");
+	close(wfd);
+	ok(publish_matches(fd, rec, "conv-p"), "rebuilt from the records");
+	ok(unlinkat(fd, NOTEBOOK_META, 0) == 0, "the account removed");
+	ok(publish_matches(fd, rec, "conv-p"), "rebuilt again");
+	cJSON_Delete(rec);
+	rm_dir(path, fd);
+}
+
 static void diff_is(const cJSON *a, const cJSON *b, const char *want,
                     const char *name)
 {
@@ -467,6 +531,7 @@ int main(int argc, char **argv)
 	    {"records-file", test_records_file},
 	    {"records-caps", test_records_caps},
 	    {"render", test_render},
+	    {"publish", test_publish},
 	    {"diff", test_diff},
 	};
 

@@ -947,15 +947,6 @@ static struct warm_box *warm_dead_idle(struct warm *w, int *rc)
 	return NULL;
 }
 
-/* Whether SANDBOX_POOL_LANGUAGES names lang. */
-static bool warm_pooled(const struct warm *w, const char *lang)
-{
-	for (char **p = w->cfg->pool_languages; p && *p; p++)
-		if (strcmp(*p, "*") == 0 || strcmp(*p, lang) == 0)
-			return true;
-	return false;
-}
-
 /*
  * Takes out a pool box whose image is no longer the catalog's for its
  * language (the runner image was rebuilt), or NULL. Lock held.
@@ -974,22 +965,36 @@ static struct warm_box *warm_pool_stale(struct warm *w,
 	return NULL;
 }
 
-/* The language of cat the pool is short of, or NULL. Lock held. */
+/* Whether the pool has fewer boxes of img than it keeps. Lock held. */
+static bool warm_pool_lacks(const struct warm *w,
+                            const struct catalog_image *img)
+{
+	unsigned have = 0;
+
+	for (const struct warm_box *b = w->pool; b; b = b->next)
+		if (strcmp(b->image_id, img->image_id) == 0)
+			have++;
+	return have < w->cfg->pool_size;
+}
+
+/*
+ * The language of cat the pool is short of, or NULL: in the order
+ * SANDBOX_POOL_LANGUAGES names them, "*" standing for the others in the
+ * catalog's order, so the languages named first are ready first after a
+ * start. Lock held.
+ */
 static const struct catalog_image *warm_pool_short(struct warm *w,
                                                    const struct catalog *cat)
 {
-	for (size_t i = 0; i < cat->n; i++) {
-		const struct catalog_image *img = &cat->items[i];
-		unsigned have = 0;
+	for (char **p = w->cfg->pool_languages; p && *p; p++)
+		for (size_t i = 0; i < cat->n; i++) {
+			const struct catalog_image *img = &cat->items[i];
 
-		if (!warm_pooled(w, img->language))
-			continue;
-		for (struct warm_box *b = w->pool; b; b = b->next)
-			if (strcmp(b->image_id, img->image_id) == 0)
-				have++;
-		if (have < w->cfg->pool_size)
-			return img;
-	}
+			if ((strcmp(*p, "*") == 0 ||
+			     strcmp(*p, img->language) == 0) &&
+			    warm_pool_lacks(w, img))
+				return img;
+		}
 	return NULL;
 }
 

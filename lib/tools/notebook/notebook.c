@@ -349,57 +349,290 @@ static cJSON *notebook_cell(const cJSON *rec, size_t i, bool python_kernel)
 	return c;
 }
 
-char *notebook_render(const cJSON *records, const char *conversation_id,
-                      size_t *len)
+/* The kernel a notebook of these cells declares: its first cell's language,
+ * Python's when any cell is Python (see notebook_render). */
+struct notebook_kernel {
+	char first[32];
+	bool python;
+};
+
+static void notebook_kernel_add(struct notebook_kernel *k, const char *lang)
 {
-	cJSON *nb = cJSON_CreateObject(), *md, *ks, *li, *cells, *own;
-	const cJSON *rec;
-	const char *first = NULL;
-	bool python = false;
-	size_t i = 0;
-	char *text;
+	k->python |= strcmp(lang, "python") == 0;
+	if (!k->first[0])
+		snprintf(k->first, sizeof(k->first), "%s", lang);
+}
 
-	if (len)
-		*len = 0;
+/*
+ * The notebook's text around its cells, for kernel k: *head ends with the
+ * '[' that opens the cells array, *tail (inside *head's allocation) starts
+ * with its ']'. Caller frees *head with cJSON_free.
+ */
+static int notebook_frame(const struct notebook_kernel *k,
+                          const char *conversation_id, char **head,
+                          const char **tail)
+{
+	cJSON *nb = cJSON_CreateObject(), *md, *ks, *li, *own;
+	const char *first = k->first[0] ? k->first : "python";
+	bool python = k->python || !k->first[0]; /* no cell yet: Python */
+	char *text, *p, *last = NULL;
+
+	*head = NULL;
+	*tail = NULL;
 	if (!nb)
-		return NULL;
-	cJSON_ArrayForEach (rec, records) {
-		const char *l = notebook_str(rec, "language");
-
-		python |= strcmp(l, "python") == 0;
-		if (!first)
-			first = l;
-	}
-	if (!first) { /* no cell yet: a Python notebook */
-		first = "python";
-		python = true;
-	}
+		return -ENOMEM;
 	cJSON_AddNumberToObject(nb, "nbformat", 4);
 	cJSON_AddNumberToObject(nb, "nbformat_minor", 5);
 	md = cJSON_AddObjectToObject(nb, "metadata");
 	ks = cJSON_AddObjectToObject(md, "kernelspec");
 	li = cJSON_AddObjectToObject(md, "language_info");
-	if (python) {
-		cJSON_AddStringToObject(ks, "name", "python3");
-		cJSON_AddStringToObject(ks, "display_name", "Python 3");
-		cJSON_AddStringToObject(ks, "language", "python");
-		cJSON_AddStringToObject(li, "name", "python");
-	} else {
-		cJSON_AddStringToObject(ks, "name", first);
-		cJSON_AddStringToObject(ks, "display_name", first);
-		cJSON_AddStringToObject(ks, "language", first);
-		cJSON_AddStringToObject(li, "name", first);
-	}
+	cJSON_AddStringToObject(ks, "name", python ? "python3" : first);
+	cJSON_AddStringToObject(ks, "display_name",
+	                        python ? "Python 3" : first);
+	cJSON_AddStringToObject(ks, "language", python ? "python" : first);
+	cJSON_AddStringToObject(li, "name", python ? "python" : first);
 	own = cJSON_AddObjectToObject(md, "mcp-sandboxd");
 	cJSON_AddStringToObject(own, "conversationId", conversation_id);
-	cells = cJSON_AddArrayToObject(nb, "cells");
-	for (rec = records ? records->child : NULL; rec; rec = rec->next)
-		cJSON_AddItemToArray(cells, notebook_cell(rec, i++, python));
+	/* Last member: its "[]" is the last one in the text. */
+	cJSON_AddArrayToObject(nb, "cells");
 	text = cJSON_Print(nb);
 	cJSON_Delete(nb);
-	if (text && len)
-		*len = strlen(text);
+	if (!text)
+		return -ENOMEM;
+	for (p = strstr(text, "[]"); p; p = strstr(p + 1, "[]"))
+		last = p;
+	if (!last) {
+		cJSON_free(text);
+		return -EIO;
+	}
+	*head = text;
+	*tail = last + 1;
+	return 0;
+}
+
+/* Appends cell i of record rec to b as the cells cache holds it: "\n" before
+ * the first cell, ",\n" before the others. */
+static int notebook_cell_append(struct buf *b, const cJSON *rec, size_t i,
+                                bool python_kernel)
+{
+	cJSON *c = notebook_cell(rec, i, python_kernel);
+	char *t = c ? cJSON_Print(c) : NULL;
+	int r = t ? 0 : -ENOMEM;
+
+	if (t && (buf_puts(b, i ? ",\n" : "\n") < 0 || buf_puts(b, t) < 0))
+		r = -ENOMEM;
+	cJSON_free(t);
+	cJSON_Delete(c);
+	return r;
+}
+
+/* The whole text: frame around the cells (as notebook_cell_append wrote
+ * them). Caller frees with free. */
+static char *notebook_join(const struct notebook_kernel *k,
+                           const char *conversation_id, const char *cells,
+                           size_t cells_len, size_t *len)
+{
+	char *head = NULL, *text = NULL;
+	const char *tail;
+	struct buf b;
+
+	if (notebook_frame(k, conversation_id, &head, &tail) < 0)
+		return NULL;
+	buf_init(&b, 0);
+	if (buf_append(&b, head, (size_t)(tail - head)) == 0 &&
+	    buf_append(&b, cells, cells_len) == 0 &&
+	    buf_puts(&b, cells_len ? "\n" : "") == 0 && buf_puts(&b, tail) == 0)
+		text = buf_take(&b, len);
+	buf_finish(&b);
+	cJSON_free(head);
 	return text;
+}
+
+/* Every record's cell, for kernel k (filled from the records). */
+static int notebook_cells_all(const cJSON *records, struct notebook_kernel *k,
+                              struct buf *cells)
+{
+	const cJSON *rec;
+	size_t i = 0;
+
+	memset(k, 0, sizeof(*k));
+	cJSON_ArrayForEach (rec, records)
+		notebook_kernel_add(k, notebook_str(rec, "language"));
+	cJSON_ArrayForEach (rec, records)
+		if (notebook_cell_append(cells, rec, i++, k->python) < 0)
+			return -ENOMEM;
+	return 0;
+}
+
+char *notebook_render(const cJSON *records, const char *conversation_id,
+                      size_t *len)
+{
+	struct notebook_kernel k;
+	struct buf cells;
+	char *text = NULL;
+	size_t n = 0;
+
+	buf_init(&cells, 0);
+	if (notebook_cells_all(records, &k, &cells) == 0)
+		text =
+		    notebook_join(&k, conversation_id,
+		                  cells.data ? cells.data : "", cells.len, &n);
+	buf_finish(&cells);
+	if (len)
+		*len = text ? n : 0;
+	return text;
+}
+
+/* ---- the rendered cells, kept ------------------------------------------- */
+
+/*
+ * The cache's account, NOTEBOOK_META: "<cells> <bytes of NOTEBOOK_CELLS>
+ * <python 0|1> <first language>\n". Both files are the daemon's, in the
+ * private directory; a crash between their writes leaves counts that do
+ * not match, and the next run rebuilds both from the records.
+ */
+struct notebook_meta {
+	long cells;
+	size_t bytes;
+	struct notebook_kernel k;
+};
+
+static bool notebook_meta_read(int dirfd, struct notebook_meta *m)
+{
+	char *data = NULL;
+	size_t len = 0;
+	int py = 0;
+	bool ok;
+
+	memset(m, 0, sizeof(*m));
+	if (files_read(dirfd, NOTEBOOK_META, 256, &data, &len, NULL) < 0)
+		return false;
+	ok = sscanf(data, "%ld %zu %d %31s", &m->cells, &m->bytes, &py,
+	            m->k.first) == 4 &&
+	     m->cells >= 0;
+	m->k.python = py == 1;
+	free(data);
+	return ok;
+}
+
+/* Writes a whole file of the private directory (O_TRUNC, no links). */
+static int notebook_put(int dirfd, const char *name, const char *data,
+                        size_t len, int flags)
+{
+	int fd =
+	    openat(dirfd, name,
+	           O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | flags, 0600);
+	ssize_t w;
+	int r = 0;
+
+	if (fd < 0)
+		return -errno;
+	w = len ? write(fd, data, len) : 0;
+	if (w != (ssize_t)len)
+		r = w < 0 ? -errno : -EIO;
+	close(fd);
+	return r;
+}
+
+static int notebook_meta_write(int dirfd, const struct notebook_meta *m)
+{
+	char line[96];
+	int n =
+	    snprintf(line, sizeof(line), "%ld %zu %d %s\n", m->cells, m->bytes,
+	             m->k.python ? 1 : 0, m->k.first[0] ? m->k.first : "-");
+
+	if (n < 0 || (size_t)n >= sizeof(line))
+		return -EINVAL;
+	return notebook_put(dirfd, NOTEBOOK_META, line, (size_t)n, O_TRUNC);
+}
+
+/* Rebuilds the cache from the records; *cells holds the cells. */
+static int notebook_rebuild(int dirfd, struct notebook_meta *m,
+                            struct buf *cells)
+{
+	cJSON *records = NULL;
+	int r = notebook_load(dirfd, &records);
+
+	if (r == 0)
+		r = notebook_cells_all(records, &m->k, cells);
+	m->cells = cJSON_GetArraySize(records);
+	cJSON_Delete(records);
+	if (r < 0)
+		return r;
+	m->bytes = cells->len;
+	r = notebook_put(dirfd, NOTEBOOK_CELLS, cells->data ? cells->data : "",
+	                 cells->len, O_TRUNC);
+	return r < 0 ? r : notebook_meta_write(dirfd, m);
+}
+
+/*
+ * Adds record, cell n, to the cache when the cache holds exactly the n - 1
+ * cells before it and the kernel stays: 1 done, 0 when it must be rebuilt,
+ * negative errno.
+ */
+static int notebook_add(int dirfd, const cJSON *record, int n,
+                        struct notebook_meta *m, struct buf *cells)
+{
+	const char *lang = notebook_str(record, "language");
+	char *data = NULL;
+	size_t len = 0, before;
+	int r;
+
+	if (!notebook_meta_read(dirfd, m) || m->cells != (long)n - 1 ||
+	    (n > 1 && strcmp(lang, "python") == 0 && !m->k.python))
+		return 0;
+	if (m->cells == 0)
+		memset(&m->k, 0, sizeof(m->k));
+	r = files_read(dirfd, NOTEBOOK_CELLS, 4 * (size_t)NOTEBOOK_MAX_BYTES,
+	               &data, &len, NULL);
+	if (r == -ENOENT && m->cells == 0)
+		r = 0;
+	if (r < 0 || len != m->bytes) {
+		free(data);
+		return r == -ENOMEM ? r : 0;
+	}
+	r = buf_append(cells, data ? data : "", len);
+	free(data);
+	if (r < 0)
+		return -ENOMEM;
+	notebook_kernel_add(&m->k, lang);
+	before = cells->len;
+	if (notebook_cell_append(cells, record, (size_t)n - 1, m->k.python) < 0)
+		return -ENOMEM;
+	r = notebook_put(dirfd, NOTEBOOK_CELLS, cells->data + before,
+	                 cells->len - before, O_APPEND);
+	if (r < 0)
+		return r;
+	m->cells = n;
+	m->bytes = cells->len;
+	r = notebook_meta_write(dirfd, m);
+	return r < 0 ? r : 1;
+}
+
+int notebook_publish(int dirfd, const cJSON *record, int n,
+                     const char *conversation_id, char **text, size_t *len)
+{
+	struct notebook_meta m;
+	struct buf cells;
+	int r;
+
+	*text = NULL;
+	*len = 0;
+	buf_init(&cells, 0);
+	r = n >= 1 ? notebook_add(dirfd, record, n, &m, &cells) : 0;
+	if (r == 0) {
+		buf_reset(&cells);
+		memset(&m, 0, sizeof(m));
+		r = notebook_rebuild(dirfd, &m, &cells);
+	}
+	if (r >= 0) {
+		*text =
+		    notebook_join(&m.k, conversation_id,
+		                  cells.data ? cells.data : "", cells.len, len);
+		r = *text ? 0 : -ENOMEM;
+	}
+	buf_finish(&cells);
+	return r;
 }
 
 /* ---- replay -------------------------------------------------------------- */

@@ -22,6 +22,8 @@
 
 #define NOTEBOOK_FILE ".mcp/notebook.ipynb" /* the copy in /data */
 #define NOTEBOOK_RECORDS "notebook.jsonl"   /* in the private directory */
+#define NOTEBOOK_CELLS "notebook.cells"     /* rendered cells, kept there */
+#define NOTEBOOK_META "notebook.meta"       /* the cells file's account */
 #define NOTEBOOK_MAX_BYTES (32u << 20)      /* records of one notebook */
 #define NOTEBOOK_MAX_CELLS 2000
 #define NOTEBOOK_FIGURES_MAX 10              /* figures a cell embeds */
@@ -77,6 +79,19 @@ __attribute__((warn_unused_result)) int notebook_load(int dirfd,
  */
 char *notebook_render(const cJSON *records, const char *conversation_id,
                       size_t *len);
+
+/*
+ * The notebook's text (as notebook_render of every record gives it) after
+ * record was appended as cell n (notebook_append's result), made from the
+ * rendered cells the private directory dirfd keeps (NOTEBOOK_CELLS, with
+ * NOTEBOOK_META): one cell is rendered per run, not all of them again.
+ * When those files do not hold exactly the cells before n (none yet, a
+ * crash between writes, the kernel turned Python), they are rebuilt from
+ * the records. *text: caller frees with free. 0 or a negative errno.
+ */
+__attribute__((warn_unused_result)) int
+notebook_publish(int dirfd, const cJSON *record, int n,
+                 const char *conversation_id, char **text, size_t *len);
 
 /*
  * What differs between a recorded cell and the record of its replay: an

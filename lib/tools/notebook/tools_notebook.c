@@ -102,22 +102,25 @@ static cJSON *tools_notebook_record_of(struct workspace *ws, const char *code,
 	return rec;
 }
 
-/* Renders the records and writes the copy in /data. */
-static int tools_notebook_publish(struct workspace *ws, const cJSON *records,
-                                  const char *conv)
+/* Writes the copy in /data with rec, cell n, in it. */
+static int tools_notebook_publish(struct workspace *ws, int dfd,
+                                  const cJSON *rec, int n, const char *conv)
 {
 	size_t len = 0;
-	char *text = notebook_render(records, conv, &len), err[256];
-	int r;
+	char *text = NULL, err[256];
+	int r = notebook_publish(dfd, rec, n, conv, &text, &len);
 
-	if (!text)
-		return -ENOMEM;
+	if (r < 0) {
+		log_warnx("workspace %.12s: the notebook was not rendered: %s",
+		          workspace_name(ws), strerror(-r));
+		return r;
+	}
 	r = workspace_write_file(ws, NOTEBOOK_FILE, text, len, true, err,
 	                         sizeof(err));
 	if (r < 0)
 		log_warnx("workspace %.12s: the notebook was not written: %s",
 		          workspace_name(ws), err);
-	cJSON_free(text);
+	free(text);
 	return r;
 }
 
@@ -152,7 +155,7 @@ char *tools_notebook_record(struct workspace *ws, const char *conv,
 	const cJSON *files = cJSON_GetObjectItemCaseSensitive(
 	    cJSON_GetObjectItemCaseSensitive(result, "structuredContent"),
 	    "files");
-	cJSON *rec, *records = NULL;
+	cJSON *rec;
 	int dfd, n;
 	char *url = NULL;
 
@@ -169,7 +172,6 @@ char *tools_notebook_record(struct workspace *ws, const char *conv,
 	rec =
 	    tools_notebook_record_of(ws, req->code, req->code_len, res, files);
 	n = rec ? notebook_append(dfd, rec) : -ENOMEM;
-	cJSON_Delete(rec);
 	if (n == -EFBIG)
 		log_info("workspace %.12s: the notebook is full; this run is "
 		         "not recorded",
@@ -178,11 +180,10 @@ char *tools_notebook_record(struct workspace *ws, const char *conv,
 		log_warnx("workspace %.12s: the run was not recorded in the "
 		          "notebook: %s",
 		          workspace_name(ws), strerror(-n));
-	if (n > 0 && notebook_load(dfd, &records) == 0 &&
-	    tools_notebook_publish(ws, records, conv) == 0)
+	if (n > 0 && tools_notebook_publish(ws, dfd, rec, n, conv) == 0)
 		url =
 		    workspace_file_url(workspace_mgr_of(ws), ws, NOTEBOOK_FILE);
-	cJSON_Delete(records);
+	cJSON_Delete(rec);
 	close(dfd);
 	if (url && n == 1)
 		tools_notebook_mention(result, url);

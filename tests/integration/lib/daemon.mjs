@@ -63,6 +63,10 @@ export async function startDaemon(opts = {}) {
     FILE_SECRET: randomBytes(32).toString('hex'),
     SANDBOX_ROOT: root,
     MCP_LOG_LEVEL: 'debug',
+    // Three pooled languages, not the default's every one: each test
+    // daemon would otherwise start nine pool boxes on the shared engine.
+    // The default's pool is measured by tests/bench (first, poolmem).
+    SANDBOX_POOL_LANGUAGES: 'python,typescript,bash',
     // A unix DOCKER_HOST (a second engine, e.g. one holding images under
     // test) reaches the daemon too; the tests' own engine calls follow it
     // (sandbox.mjs DOCKER_SOCK).

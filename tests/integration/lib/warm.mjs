@@ -16,7 +16,8 @@ export const SLOW = process.env.MCPSD_SANITIZED ? 3 : 1;
 
 /**
  * Starts a daemon with warm sessions on. opts.pool: pre-started boxes
- * (SANDBOX_POOL_SIZE=1 for python, typescript and bash) or none; other opts
+ * (SANDBOX_POOL_SIZE=1 for python, typescript and bash, as lib/daemon.mjs
+ * pins SANDBOX_POOL_LANGUAGES) or none; other opts
  * as for startSandboxDaemon. The SANDBOX_ROOT is kept for stopWarm, which
  * unmounts what is below it before removing it.
  */
@@ -120,9 +121,9 @@ export async function waitWarm(d, pred, timeoutMs = 60_000 * SLOW, what = 'the w
 }
 
 /**
- * Waits until the pool holds n boxes (three languages are pooled by
- * default; Python's preloads numpy, pandas and matplotlib: slow at 0.5 CPU
- * on a loaded machine).
+ * Waits until the pool holds n boxes (the tests' daemons pool three
+ * languages, lib/daemon.mjs; Python's preloads numpy, pandas and
+ * matplotlib: slow at 0.5 CPU on a loaded machine).
  */
 export const waitPool = (d, n = 3, timeoutMs = 180_000 * SLOW) =>
   waitWarm(d, (w) => w.pool >= n, timeoutMs, `${n} pool boxes`);
