@@ -19,6 +19,7 @@
 
 #include "fs/fstree.h"
 #include "run/oneoff.h"
+#include "run/packages_cran.h"
 #include "util/buf.h"
 #include "util/errmsg.h"
 #include "util/log.h"
@@ -251,6 +252,8 @@ int packages_check_spec(const char *manager, const char *spec, char *err,
 		return pip_check(spec, shown, err, errlen);
 	if (strcmp(manager, "npm") == 0)
 		return npm_check(spec, shown, err, errlen);
+	if (strcmp(manager, "cran") == 0)
+		return packages_cran_check(spec, shown, err, errlen);
 	return errmsg_fail(-EINVAL, err, errlen, "unknown package manager %.8s",
 	                   manager);
 }
@@ -313,6 +316,10 @@ bool packages_spec_key(const char *manager, const char *spec, char *name,
 			return true;
 		}
 		return false;
+	}
+	if (strcmp(manager, "cran") == 0) {
+		packages_cran_key(spec, name, nlen, pin, plen);
+		return true;
 	}
 	return false;
 }
@@ -449,6 +456,8 @@ bool packages_cached(int wsfd, const char *manager, const char *spec)
 		return false;
 	if (strcmp(manager, "pip") == 0)
 		return pip_cached(wsfd, name, pin);
+	if (strcmp(manager, "cran") == 0)
+		return packages_cran_cached(wsfd, name, pin);
 	npm_version(wsfd, name, have, sizeof(have));
 	return have[0] && (!pin[0] || strcmp(have, pin) == 0);
 }
@@ -647,6 +656,8 @@ int packages_command(const struct config *cfg, const char *manager, bool ca,
 {
 	size_t k = 0;
 
+	if (strcmp(manager, "cran") == 0)
+		return packages_cran_command(cfg, specs, n, c);
 	memset(c, 0, sizeof(*c));
 	if (n == 0 || n > PACKAGES_MAX)
 		return -EINVAL;
@@ -759,6 +770,7 @@ static const struct {
     {PACKAGES_FAIL_CERT, "CERT_UNTRUSTED"},
     {PACKAGES_FAIL_CERT, "ERR_TLS_CERT_ALTNAME_INVALID"},
     {PACKAGES_FAIL_CERT, "TLSHandshake"},
+    {PACKAGES_FAIL_CERT, "SSL certificate problem"}, /* libcurl (R) */
     {PACKAGES_FAIL_TIMEOUT, "ReadTimeoutError"},
     {PACKAGES_FAIL_TIMEOUT, "ConnectTimeoutError"},
     {PACKAGES_FAIL_TIMEOUT, "timed out"},
@@ -782,13 +794,24 @@ static const struct {
     {PACKAGES_FAIL_UNREACHABLE, "Failed to establish a new connection"},
     {PACKAGES_FAIL_UNREACHABLE, "ConnectionClosed"},
     {PACKAGES_FAIL_UNREACHABLE, "ECONNRESET"},
+    /* libcurl's words, as R's download functions repeat them */
+    {PACKAGES_FAIL_UNREACHABLE, "Could not connect to server"},
+    {PACKAGES_FAIL_UNREACHABLE, "Couldn't connect to server"},
+    {PACKAGES_FAIL_UNREACHABLE, "Could not resolve host"},
+    {PACKAGES_FAIL_UNREACHABLE, "Couldn't resolve host"},
 };
 
-/* bun's "error: GET <url> - <status>" with a status that is not 404. */
+/*
+ * bun's "error: GET <url> - <status>", or R's "status was '<status> ...'",
+ * with a status that is not 404.
+ */
 static bool http_error_line(const char *p, size_t len)
 {
-	const char *dash;
+	const char *dash, *r = memmem(p, len, "status was '", 12);
 
+	if (r && (size_t)(r - p) + 15 <= len && isdigit((unsigned char)r[12]) &&
+	    isdigit((unsigned char)r[13]) && isdigit((unsigned char)r[14]))
+		return strncmp(r + 12, "404", 3) != 0;
 	if (len < 14 || strncmp(p, "error: GET ", 11) != 0)
 		return false;
 	for (dash = p + len - 1; dash > p && *dash != ' '; dash--)
@@ -1004,10 +1027,11 @@ static void packages_report(const struct packages_plan *pl,
 			cJSON_AddNumberToObject(j, "install_cpu_ms",
 			                        (double)ir->cpu_ms);
 	}
-	cJSON_AddStringToObject(j, "cache",
-	                        strcmp(pl->manager, "pip") == 0
-	                            ? PACKAGES_PYTHON_DIR
-	                            : PACKAGES_NODE_MODULES);
+	cJSON_AddStringToObject(
+	    j, "cache",
+	    strcmp(pl->manager, "pip") == 0    ? PACKAGES_PYTHON_DIR
+	    : strcmp(pl->manager, "cran") == 0 ? PACKAGES_R_DIR
+	                                       : PACKAGES_NODE_MODULES);
 	if (!ok)
 		cJSON_AddBoolToObject(j, "failed", true);
 	res->packages_json = cJSON_PrintUnformatted(j);
@@ -1040,10 +1064,14 @@ static void packages_failed_message(const struct config *cfg,
                                     struct runner_result *res)
 {
 	bool pip = strcmp(manager, "pip") == 0;
-	const char *who = pip ? "pip" : "bun add";
-	const char *where = pip ? cfg->pip_index : cfg->npm_registry;
-	const char *setting = pip ? "SANDBOX_PACKAGES_PIP_INDEX"
-	                          : "SANDBOX_PACKAGES_NPM_REGISTRY";
+	bool cran = strcmp(manager, "cran") == 0;
+	const char *who = pip ? "pip" : cran ? "the R installer" : "bun add";
+	const char *where = pip    ? cfg->pip_index
+	                    : cran ? cfg->cran_repos
+	                           : cfg->npm_registry;
+	const char *setting = pip    ? "SANDBOX_PACKAGES_PIP_INDEX"
+	                      : cran ? "SANDBOX_PACKAGES_CRAN_REPOS"
+	                             : "SANDBOX_PACKAGES_NPM_REGISTRY";
 	char line[160];
 	enum packages_failure k = packages_diagnose(
 	    ir->err.text ? ir->err.text : "", line, sizeof(line));
@@ -1087,6 +1115,12 @@ static void packages_failed_message(const struct config *cfg,
 		break;
 	case PACKAGES_FAIL_OTHER:
 	default:
+		/* The R installer says itself what was wrong and what to do. */
+		if (cran && strncmp(first, "mcp-sandboxd: ", 14) == 0) {
+			snprintf(res->message, sizeof(res->message), "%s",
+			         first + 14);
+			break;
+		}
 		snprintf(res->message, sizeof(res->message),
 		         "%s exited with code %d: %s. Check the names and "
 		         "versions (as on %s)",
