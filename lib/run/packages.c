@@ -1182,6 +1182,103 @@ static void packages_failed(const struct config *cfg,
 	memset(&ir->err, 0, sizeof(ir->err));
 }
 
+/* An installer's result before it runs (an error says what went wrong). */
+static void packages_result_init(const struct config *cfg,
+                                 struct runner_result *ir)
+{
+	memset(ir, 0, sizeof(*ir));
+	ir->exit_code = -1;
+	ir->cpu_ms = ir->memory_peak_bytes = -1;
+	ir->timeout_s = cfg->packages_timeout_s;
+}
+
+/*
+ * Runs argv in a one-off box of img on the conversation's workspace: with
+ * the installers' network and a staging directory when install, without
+ * network otherwise (R's second box). ca: the CA bundle for the box, or
+ * NULL.
+ */
+static int packages_box(const struct oneoff_context *env,
+                        const struct runner_request *req,
+                        const struct catalog_image *img,
+                        const char *const *argv, size_t argc, bool install,
+                        const char *ca, size_t ca_len, struct runner_result *ir)
+{
+	const struct config *cfg = env->cfg;
+	struct runner_request ireq;
+	unsigned mem;
+	double cpus;
+
+	memset(&ireq, 0, sizeof(ireq));
+	ireq.language = req->language;
+	ireq.code = "";
+	ireq.argv = argv;
+	ireq.n_argv = argc;
+	ireq.install = install;
+	ireq.aux_name = ca ? "ca.pem" : NULL;
+	ireq.aux_text = ca;
+	ireq.aux_len = ca_len;
+	ireq.timeout_s = cfg->packages_timeout_s;
+	/* pip and bun want more than a small run: 512 MB and 1 CPU, or
+	 * what the operator allows when that is less. */
+	mem = cfg->memory_max_mb < 512 ? cfg->memory_max_mb : 512;
+	cpus = cfg->cpus_max < 1.0 ? cfg->cpus_max : 1.0;
+	ireq.memory_mb = cfg->memory_mb < mem ? mem : 0;
+	ireq.cpus = cfg->cpus < cpus ? cpus : 0;
+	ir->memory_mb = ireq.memory_mb ? ireq.memory_mb : cfg->memory_mb;
+	ir->cpus = ireq.cpus > 0 ? ireq.cpus : cfg->cpus;
+	ireq.workspace_host_path = req->workspace_host_path;
+	ireq.workspace = req->workspace;
+	ireq.workspace_name = req->workspace_name;
+	ireq.one_off = true;
+	ireq.tenant = req->tenant;
+	ireq.stdout_fd = ireq.stderr_fd = -1;
+	ireq.cancel = req->cancel;
+	ireq.on_output = req->on_output;
+	ireq.on_tick = req->on_tick;
+	ireq.event_arg = req->event_arg;
+	return oneoff_run(env, &ireq, img, ir);
+}
+
+/*
+ * R's second box (packages_cran.h): installs, without network, what the
+ * first fetched (its output in ir), and leaves in ir the result of both:
+ * the second's status and output, their times added.
+ */
+static int packages_cran_second(const struct oneoff_context *env,
+                                const struct runner_request *req,
+                                const struct catalog_image *img,
+                                const struct packages_plan *pl,
+                                struct runner_result *ir)
+{
+	struct packages_cran_install *c = malloc(sizeof(*c));
+	struct runner_result second;
+	int rc;
+
+	if (!c) {
+		ir->status = RUNNER_ERROR;
+		snprintf(ir->message, sizeof(ir->message), "out of memory");
+		return 0;
+	}
+	if (packages_cran_install_command(env->cfg, ir->out.text, pl->missing,
+	                                  pl->n_missing, c, ir->message,
+	                                  sizeof(ir->message)) < 0) {
+		free(c);
+		ir->status = RUNNER_ERROR;
+		return 0;
+	}
+	packages_result_init(env->cfg, &second);
+	rc = packages_box(env, req, img, c->argv, c->argc, false, NULL, 0,
+	                  &second);
+	free(c);
+	second.duration_ms += ir->duration_ms;
+	if (second.cpu_ms >= 0 && ir->cpu_ms > 0)
+		second.cpu_ms += ir->cpu_ms;
+	runner_result_finish(ir);
+	*ir = second;
+	return rc;
+}
+
 /* Runs the installer for pl->missing in a one-off box of img. */
 static int packages_install(const struct oneoff_context *env,
                             const struct runner_request *req,
@@ -1190,18 +1287,12 @@ static int packages_install(const struct oneoff_context *env,
                             struct runner_result *ir)
 {
 	const struct config *cfg = env->cfg;
-	struct runner_request ireq;
 	struct packages_cmd cmd;
 	char *ca = NULL, *manifest = NULL;
 	size_t ca_len = 0;
-	unsigned mem;
-	double cpus;
 	int rc;
 
-	memset(ir, 0, sizeof(*ir));
-	ir->exit_code = -1;
-	ir->cpu_ms = ir->memory_peak_bytes = -1;
-	ir->timeout_s = cfg->packages_timeout_s;
+	packages_result_init(cfg, ir);
 	if (cfg->packages_ca_file[0]) {
 		ca = packages_read_ca(cfg->packages_ca_file, &ca_len,
 		                      ir->message, sizeof(ir->message));
@@ -1238,37 +1329,14 @@ static int packages_install(const struct oneoff_context *env,
 		         "no installer for %s", pl->manager);
 		return 0;
 	}
-	memset(&ireq, 0, sizeof(ireq));
-	ireq.language = req->language;
-	ireq.code = "";
-	ireq.argv = cmd.argv;
-	ireq.n_argv = cmd.argc;
-	ireq.install = true;
-	ireq.aux_name = ca ? "ca.pem" : NULL;
-	ireq.aux_text = ca;
-	ireq.aux_len = ca_len;
-	ireq.timeout_s = cfg->packages_timeout_s;
-	/* pip and bun want more than a small run: 512 MB and 1 CPU, or
-	 * what the operator allows when that is less. */
-	mem = cfg->memory_max_mb < 512 ? cfg->memory_max_mb : 512;
-	cpus = cfg->cpus_max < 1.0 ? cfg->cpus_max : 1.0;
-	ireq.memory_mb = cfg->memory_mb < mem ? mem : 0;
-	ireq.cpus = cfg->cpus < cpus ? cpus : 0;
-	ir->memory_mb = ireq.memory_mb ? ireq.memory_mb : cfg->memory_mb;
-	ir->cpus = ireq.cpus > 0 ? ireq.cpus : cfg->cpus;
-	ireq.workspace_host_path = req->workspace_host_path;
-	ireq.workspace = req->workspace;
-	ireq.workspace_name = req->workspace_name;
-	ireq.one_off = true;
-	ireq.tenant = req->tenant;
-	ireq.stdout_fd = ireq.stderr_fd = -1;
-	ireq.cancel = req->cancel;
-	ireq.on_output = req->on_output;
-	ireq.on_tick = req->on_tick;
-	ireq.event_arg = req->event_arg;
-	rc = oneoff_run(env, &ireq, img, ir);
+	rc = packages_box(env, req, img, cmd.argv, cmd.argc, true, ca, ca_len,
+	                  ir);
 	free(ca);
 	cJSON_free(manifest);
+	/* R installs in a second box, without network (packages_cran.h). */
+	if (rc == 0 && strcmp(pl->manager, "cran") == 0 &&
+	    ir->status == RUNNER_COMPLETED)
+		rc = packages_cran_second(env, req, img, pl, ir);
 	return rc;
 }
 

@@ -150,52 +150,78 @@ bool packages_cran_cached(int wsfd, const char *name, const char *pin)
 }
 
 /*
- * Run by sh -c in the R image: $1 the cache (the conversation's R
- * library), $2 the size cap in KiB (0: none), $3 the repositories
- * (comma-separated), $4 the R program, then the specs.
+ * Box 1, run by sh -c in the R image with the installers' network: $1 the
+ * fetch directory (under /data), $2 the repositories (comma-separated),
+ * $3 the R program, then the specs.
  *
- * As for pip and npm (packages.c), the installer works in /stage, a
- * directory no code of the conversation can write, with HOME and TMPDIR
- * there and an environment of our making (env -i: no proxy variable, no
- * R_LIBS or R_PROFILE of the image); Rscript --vanilla reads no
- * .Rprofile, .Renviron or site file, and nothing under /data is read but
- * the installed packages' DESCRIPTIONs. R CMD INSTALL fills a staging
- * library; the size cap is checked on it and the cache together, and only
- * then each package replaces its older copy in the cache (a copy beside it,
- * then a rename), so a refused or failed installation leaves the cache
- * as it was.
+ * As for pip and npm (packages.c), it works in /stage, a directory no code
+ * of the conversation can write, with HOME and TMPDIR there and an
+ * environment of our making (env -i: no proxy variable, no R_LIBS or
+ * R_PROFILE of the image); Rscript --vanilla reads no .Rprofile,
+ * .Renviron or site file. The R program downloads into /stage/dl and
+ * reads nothing under /data; it only writes the files it checked into the
+ * fetch directory, made anew here.
  */
-static const char cran_script[] =
+static const char cran_fetch_script[] =
     "umask 022\n"
-    "d=$1 max=$2 repos=$3 prog=$4\n"
-    "shift 4\n"
+    "f=$1 repos=$2 prog=$3\n"
+    "shift 3\n"
     "s=" ONEOFF_STAGE_PATH "\n"
-    "mkdir -p \"$s/home\" \"$s/tmp\" \"$s/lib\" \"$s/dl\" && cd \"$s\" || "
-    "exit 71\n"
+    "mkdir -p \"$s/home\" \"$s/tmp\" \"$s/dl\" && cd \"$s\" || exit 71\n"
     "printf '%s' \"$prog\" >install.R || exit 71\n"
+    "rm -rf \"$f\" && mkdir -p \"$f\" || exit 71\n"
     "ca=\n"
     "[ -f /sandbox/ca.pem ] && ca=CURL_CA_BUNDLE=/sandbox/ca.pem\n"
     "env -i PATH=\"$PATH\" LANG=C.UTF-8 HOME=\"$s/home\" TMPDIR=\"$s/tmp\" "
-    "R_LIBS_USER=' ' $ca Rscript --vanilla install.R \"$d\" \"$s/lib\" "
-    "\"$s/dl\" \"$repos\" \"$@\" || exit $?\n"
+    "R_LIBS_USER=' ' $ca Rscript --vanilla install.R fetch \"$s/dl\" \"$f\" "
+    "\"$repos\" \"$@\" || { rc=$?; rm -rf \"$f\"; exit $rc; }\n";
+
+/*
+ * Box 2, run by sh -c in the R image without network: $1 the cache (the
+ * conversation's R library), $2 the size cap in KiB (0: none), $3 the R
+ * program, $4 the fetch directory, $5 the requested names
+ * (comma-separated), then the files in dependency order.
+ *
+ * Package code runs here (R CMD INSTALL evaluates it), with no more than
+ * the conversation's own code has: no network, its /data. R CMD INSTALL
+ * fills a staging library beside the cache; the size cap is checked on it
+ * and the cache together, and only then each package replaces its older
+ * copy in the cache (a copy beside it, then a rename), so a refused or
+ * failed installation leaves the cache as it was.
+ */
+static const char cran_install_script[] =
+    "umask 022\n"
+    "d=$1 max=$2 prog=$3 f=$4 req=$5\n"
+    "shift 5\n"
+    "t=${d%/*}/.r-stage w=/tmp/mcpsd-r\n"
+    "rm -rf \"$t\" \"$w\" && mkdir -p \"$t/lib\" \"$w/home\" \"$w/tmp\" && "
+    "cd \"$t\" || exit 71\n"
+    "printf '%s' \"$prog\" >\"$w/install.R\" || exit 71\n"
+    "env -i PATH=\"$PATH\" LANG=C.UTF-8 HOME=\"$w/home\" TMPDIR=\"$w/tmp\" "
+    "R_LIBS_USER=' ' Rscript --vanilla \"$w/install.R\" install \"$d\" "
+    "\"$t/lib\" \"$f\" \"$req\" \"$@\" || { rc=$?; cd /; rm -rf \"$t\" "
+    "\"$f\"; exit $rc; }\n"
+    "cd / && rm -rf \"$f\"\n"
     "if [ \"$max\" -gt 0 ]; then\n"
-    "  kb=$(du -sk \"$s/lib\" | cut -f1) old=0\n"
+    "  kb=$(du -sk \"$t/lib\" | cut -f1) old=0\n"
     "  [ -d \"$d\" ] && old=$(du -sk \"$d\" | cut -f1)\n"
     "  if [ $((kb + old)) -gt \"$max\" ]; then\n"
     "    echo \"mcp-sandboxd: the package cache would take "
     "$(((kb + old) / 1024)) MB, more than the $((max / 1024)) MB allowed "
     "(SANDBOX_PACKAGES_MAX_MB); it was left as it was\" >&2\n"
+    "    rm -rf \"$t\"\n"
     "    exit 75\n"
     "  fi\n"
     "fi\n"
     "mkdir -p \"$d\" || exit 73\n"
-    "for p in \"$s/lib\"/*; do\n"
+    "for p in \"$t/lib\"/*; do\n"
     "  n=${p##*/}\n"
     "  case $n in 00LOCK*|'*') continue;; esac\n"
     "  rm -rf \"$d/.$n.new\" && cp -a \"$p\" \"$d/.$n.new\" &&\n"
     "    rm -rf \"$d/$n\" && mv \"$d/.$n.new\" \"$d/$n\" ||\n"
-    "    { rm -rf \"$d/.$n.new\"; exit 73; }\n"
-    "done\n";
+    "    { rm -rf \"$d/.$n.new\" \"$t\"; exit 73; }\n"
+    "done\n"
+    "rm -rf \"$t\"\n";
 
 int packages_cran_command(const struct config *cfg, const char *const *specs,
                           size_t n, struct packages_cmd *c)
@@ -205,18 +231,105 @@ int packages_cran_command(const struct config *cfg, const char *const *specs,
 	memset(c, 0, sizeof(*c));
 	if (n == 0 || n > PACKAGES_MAX)
 		return -EINVAL;
-	snprintf(c->max_kb, sizeof(c->max_kb), "%llu",
-	         (unsigned long long)cfg->packages_max_mb * 1024ull);
 	c->argv[k++] = "sh";
 	c->argv[k++] = "-c";
-	c->argv[k++] = cran_script;
+	c->argv[k++] = cran_fetch_script;
 	c->argv[k++] = "sh";
-	c->argv[k++] = PACKAGES_R_DIR;
-	c->argv[k++] = c->max_kb;
+	c->argv[k++] = PACKAGES_R_FETCH_DIR;
 	c->argv[k++] = cfg->cran_repos;
 	c->argv[k++] = packages_cran_program;
 	for (size_t i = 0; i < n; i++)
 		c->argv[k++] = specs[i];
+	c->argc = k;
+	return 0;
+}
+
+/* Whether f (len bytes) is "name_version.tar.gz" by CRAN's rules. */
+static bool cran_file_ok(const char *f, size_t len)
+{
+	char v[PACKAGES_CRAN_FILE_MAX];
+	size_t n = cran_name_len(f);
+
+	if (n == 0 || n >= len || f[n] != '_' || len < n + 1 + 7 + 3 ||
+	    len >= sizeof(v) || strncmp(f + len - 7, ".tar.gz", 7) != 0)
+		return false;
+	memcpy(v, f + n + 1, len - n - 1 - 7);
+	v[len - n - 1 - 7] = '\0';
+	return cran_version_ok(v);
+}
+
+/* The requested names, comma-separated, into c->requested. */
+static void cran_requested(const char *const *specs, size_t n,
+                           struct packages_cran_install *c)
+{
+	size_t off = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		size_t len = strcspn(specs[i], "@");
+
+		if (off + len + 2 > sizeof(c->requested))
+			break;
+		if (off)
+			c->requested[off++] = ',';
+		memcpy(c->requested + off, specs[i], len);
+		off += len;
+	}
+	c->requested[off] = '\0';
+}
+
+int packages_cran_install_command(const struct config *cfg, const char *fetched,
+                                  const char *const *specs, size_t n,
+                                  struct packages_cran_install *c, char *err,
+                                  size_t errlen)
+{
+	static const char mark[] = "mcp-sandboxd-fetched ";
+	const char *p = fetched ? fetched : "";
+	size_t k = 0, nf = 0;
+
+	memset(c, 0, sizeof(*c));
+	snprintf(c->max_kb, sizeof(c->max_kb), "%llu",
+	         (unsigned long long)cfg->packages_max_mb * 1024ull);
+	cran_requested(specs, n, c);
+	c->argv[k++] = "sh";
+	c->argv[k++] = "-c";
+	c->argv[k++] = cran_install_script;
+	c->argv[k++] = "sh";
+	c->argv[k++] = PACKAGES_R_DIR;
+	c->argv[k++] = c->max_kb;
+	c->argv[k++] = packages_cran_program;
+	c->argv[k++] = PACKAGES_R_FETCH_DIR;
+	c->argv[k++] = c->requested;
+	while (*p) {
+		const char *eol = strchr(p, '\n');
+		size_t len = eol ? (size_t)(eol - p) : strlen(p);
+
+		if (len > sizeof(mark) - 1 &&
+		    strncmp(p, mark, sizeof(mark) - 1) == 0) {
+			const char *f = p + sizeof(mark) - 1;
+			size_t flen = len - (sizeof(mark) - 1);
+
+			if (nf == PACKAGES_CRAN_FILES_MAX ||
+			    !cran_file_ok(f, flen))
+				return errmsg_fail(
+				    -EINVAL, err, errlen,
+				    "the R installer named %s file than it "
+				    "may (name_version.tar.gz, at most %d); "
+				    "is the R image's sandbox.packages right?",
+				    nf == PACKAGES_CRAN_FILES_MAX ? "one more"
+				                                  : "another",
+				    PACKAGES_CRAN_FILES_MAX);
+			memcpy(c->files[nf], f, flen);
+			c->files[nf][flen] = '\0';
+			c->argv[k++] = c->files[nf++];
+		}
+		if (!eol)
+			break;
+		p = eol + 1;
+	}
+	if (nf == 0)
+		return errmsg_fail(-EINVAL, err, errlen,
+		                   "the R installer fetched nothing and said "
+		                   "no error");
 	c->argc = k;
 	return 0;
 }

@@ -1,19 +1,24 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * packages_cran: the R side of packages on demand (packages.h): CRAN
- * specs, the conversation's R library /data/.mcp/packages/r, and the
- * installer's argv. The installer is an R program of ours
- * (packages_cran.R, embedded at build time) run with Rscript --vanilla in
- * the runner image: it reads the index (src/contrib/PACKAGES) of the
- * repositories SANDBOX_PACKAGES_CRAN_REPOS names, resolves the
- * dependencies the image and the cache lack, refuses packages with code to
- * compile (the R image has no compilers) before installing anything,
- * installs source packages with R CMD INSTALL into a staging library in
- * ONEOFF_STAGE_PATH, and only then, within SANDBOX_PACKAGES_MAX_MB, puts
- * each one into the cache in place of an older copy. A spec is a package
- * name with an optional exact version after '@' (pak's syntax), e.g.
- * "glue" or "glue@1.7.0"; a version that is not the current one comes from
- * the repository's src/contrib/Archive.
+ * specs, the conversation's R library /data/.mcp/packages/r, and the two
+ * boxes that install into it. Installing an R source package evaluates
+ * its R code (R's lazy loading), and no package code may run where there
+ * is network, so an R installation takes two boxes, both running our R
+ * program (packages_cran.R, embedded at build time) with Rscript --vanilla:
+ *   1. fetch, in the installer box (SANDBOX_PACKAGES_NETWORK): reads the
+ *      index (src/contrib/PACKAGES) of SANDBOX_PACKAGES_CRAN_REPOS,
+ *      resolves the dependencies the image lacks, downloads them into its
+ *      private staging directory, refuses packages with code to compile
+ *      (the image has no compilers), and copies the files into
+ *      PACKAGES_R_FETCH_DIR, printing them in dependency order;
+ *   2. install, in a box without network, with the file names the daemon
+ *      read from 1's output and checked: R CMD INSTALL into a staging
+ *      library on /data, then, within SANDBOX_PACKAGES_MAX_MB, each package
+ *      in place of an older copy in the cache.
+ * A spec is a package name with an optional exact version after '@'
+ * (pak's syntax), e.g. "glue" or "glue@1.7.0"; a version that is not the
+ * current one comes from the repository's src/contrib/Archive.
  *
  * Threads: stateless and thread-safe. Part of the packages module: only
  * packages.c calls it.
@@ -50,15 +55,43 @@ void packages_cran_key(const char *spec, char *name, size_t nlen, char *pin,
 #define PACKAGES_CRAN_DESC_MAX (64u << 10)
 bool packages_cran_cached(int wsfd, const char *name, const char *pin);
 
+/* Where the fetch box leaves the files for the install box. */
+#define PACKAGES_R_FETCH_DIR PACKAGES_DIR "/.r-fetch"
+/* Files one installation takes (the R program refuses more). */
+#define PACKAGES_CRAN_FILES_MAX 60
+/* Bytes of one file name, "name_version.tar.gz". */
+#define PACKAGES_CRAN_FILE_MAX (PACKAGES_SPEC_MAX + 40)
+
 /*
- * Fills c with the R installer for specs (all valid, 1 to PACKAGES_MAX):
- * sh -c with our script, the cache, the size cap, the repositories and
- * the R program as arguments, then the specs. A CA bundle mounted at
- * /sandbox/ca.pem becomes libcurl's CURL_CA_BUNDLE. Pure; -EINVAL for no
- * or too many specs.
+ * Fills c with box 1, the fetch (run with the installers' network), for
+ * specs (all valid, 1 to PACKAGES_MAX): sh -c with our script, the fetch
+ * directory, the repositories and the R program as arguments, then the
+ * specs. A CA bundle mounted at /sandbox/ca.pem becomes libcurl's
+ * CURL_CA_BUNDLE. Pure; -EINVAL for no or too many specs.
  */
 __attribute__((warn_unused_result)) int
 packages_cran_command(const struct config *cfg, const char *const *specs,
                       size_t n, struct packages_cmd *c);
+
+/* Box 2's argv, pointing into itself and cfg. */
+struct packages_cran_install {
+	const char *argv[16 + PACKAGES_CRAN_FILES_MAX];
+	size_t argc;
+	char max_kb[24];
+	char requested[PACKAGES_MAX * (PACKAGES_SPEC_MAX + 1)];
+	char files[PACKAGES_CRAN_FILES_MAX][PACKAGES_CRAN_FILE_MAX];
+};
+
+/*
+ * Fills c with box 2, the installation (run without network), from the
+ * standard output of box 1 (fetched: its "mcp-sandboxd-fetched FILE"
+ * lines, each FILE checked to be "name_version.tar.gz" with a CRAN name
+ * and version) for specs, which are always installed. 0; -EINVAL with
+ * err when the output names no file, a bad one, or too many (box 1 is
+ * ours, so this is a broken image, not the caller).
+ */
+__attribute__((warn_unused_result)) int packages_cran_install_command(
+    const struct config *cfg, const char *fetched, const char *const *specs,
+    size_t n, struct packages_cran_install *c, char *err, size_t errlen);
 
 #endif

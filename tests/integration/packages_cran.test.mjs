@@ -4,7 +4,9 @@
 // (lib/run/packages_cran.R) reads a CRAN-like repository this test builds
 // and serves (lib/cranrepo.mjs: real source packages from R CMD build),
 // installs a package with the dependency the image lacks (not the one it
-// has), which the warm session and a one-off run then load; a second run
+// has), which the warm session and a one-off run then load; a package's own
+// code, which R evaluates while installing it, runs without network (the
+// second of the installer's two boxes); a second run
 // asks the repository nothing; an older version comes from the archive;
 // packages with code to compile are refused before anything is installed
 // (the image has no compilers); unknown names, bad specs, a repository
@@ -59,23 +61,44 @@ function expectInstallFailed(res, re) {
   assert.match(res.sc.message, re);
 }
 
-let root;
-before(() => {
-  root = buildRepository(PACKAGES);
+let root, repo;
+before(async () => {
+  // The server first: mcpsdProbe's code tries to reach it while it is
+  // installed (R evaluates a package's code then).
+  repo = await serveRepository(() => root);
+  const probe = {
+    name: 'mcpsdProbe',
+    version: '1.0',
+    files: {
+      'R/probe.R': [
+        'reached <- tryCatch({',
+        `  readLines(url("${repo.url}/probe-at-install"), warn = FALSE)`,
+        '  TRUE',
+        '}, error = function(e) FALSE, warning = function(w) FALSE)',
+        '',
+      ].join('\n'),
+    },
+  };
+  root = buildRepository([...PACKAGES, probe]);
 });
-after(() => {
+after(async () => {
+  await repo?.close();
   if (root) rmSync(root, { recursive: true, force: true });
 });
 
 describe('R packages from a CRAN-like repository', () => {
-  let d, repo;
+  let d;
   before(async () => {
-    repo = await serveRepository(root);
     d = await startWarm({ name: 'packages-cran', env: { SANDBOX_PACKAGES_CRAN_REPOS: repo.url } });
   });
-  after(async () => {
-    await stopWarm(d);
-    await repo?.close();
+  after(() => stopWarm(d));
+
+  test('a package\'s code, which R runs while installing it, has no network', { timeout: T }, async () => {
+    const res = await r(d.client, 'cran-probe', 'cat(mcpsdProbe::reached, "\\n")', { packages: ['mcpsdProbe'] });
+    expectStatus(res, 'completed');
+    assert.deepEqual(res.sc.packages.installed, ['mcpsdProbe']);
+    assert.equal(res.sc.stdout, 'FALSE \n', 'the value its code computed while being installed');
+    assert.ok(!repo.requests.includes('/probe-at-install'), `no request from the package's code: ${repo.requests.join(' ')}`);
   });
 
   test('installed with the dependency the image lacks, loaded, then reused; a one-off run finds it too', { timeout: T }, async () => {
@@ -175,9 +198,9 @@ describe('R packages from a CRAN-like repository', () => {
 });
 
 describe('R packages: the operator\'s repositories and limits', () => {
-  let d, repo, closedPort;
+  let d, repo2, closedPort;
   before(async () => {
-    repo = await serveRepository(root);
+    repo2 = await serveRepository(root);
     const host = bridgeGateway();
     const probe = createNetServer();
     await new Promise((resolve) => probe.listen(0, host, resolve));
@@ -185,12 +208,12 @@ describe('R packages: the operator\'s repositories and limits', () => {
     await new Promise((resolve) => probe.close(resolve));
     d = await startWarm({
       name: 'packages-cran-limits',
-      env: { SANDBOX_PACKAGES_CRAN_REPOS: `http://${host}:${closedPort},${repo.url}`, SANDBOX_PACKAGES_MAX_MB: '2' },
+      env: { SANDBOX_PACKAGES_CRAN_REPOS: `http://${host}:${closedPort},${repo2.url}`, SANDBOX_PACKAGES_MAX_MB: '2' },
     });
   });
   after(async () => {
     await stopWarm(d);
-    await repo?.close();
+    await repo2?.close();
   });
 
   test('the second repository serves when the first does not answer; past SANDBOX_PACKAGES_MAX_MB the cache is left as it was', { timeout: T }, async () => {

@@ -5,8 +5,9 @@
  * pass, URLs, paths, GitHub repositories, options, ranges and R code do
  * not (with a message that shows a good one); keys and pins; the cache
  * lookup in a tree hostile code wrote (a DESCRIPTION's Version, no link
- * followed, an oversized file ignored); the installer's exact argv (our
- * script and R program, the repositories, the cap, the specs last); what
+ * followed, an oversized file ignored); the two boxes' exact argv (our
+ * scripts and R program, the repositories, the cap, the specs; box 2's
+ * files only as box 1 named them and only valid ones); what
  * libcurl's words through R say went wrong; SANDBOX_PACKAGES_CRAN_REPOS
  * checked at start-up.
  */
@@ -183,31 +184,28 @@ static void test_command(void)
 	cfg.packages_max_mb = 50;
 	is_int(packages_command(&cfg, "cran", true, NULL, specs, 2, &c), 0,
 	       "cran");
-	ok(c.argc == 10 && strcmp(c.argv[0], "sh") == 0 &&
+	ok(c.argc == 9 && strcmp(c.argv[0], "sh") == 0 &&
 	       strcmp(c.argv[1], "-c") == 0 && strcmp(c.argv[3], "sh") == 0,
-	   "sh -c our script, $0 sh");
-	is_str(c.argv[4], PACKAGES_R_DIR, "$1 the cache");
-	is_str(c.argv[5], "51200", "$2 the cap in KiB");
-	is_str(c.argv[6], repos, "$3 the repositories as set");
-	ok(strstr(c.argv[7], "R CMD INSTALL") &&
-	       strstr(c.argv[7], "NeedsCompilation") &&
-	       strstr(c.argv[7], "available.packages"),
-	   "$4 the R program, embedded");
-	ok(strcmp(c.argv[8], "glue") == 0 &&
-	       strcmp(c.argv[9], "zoo@1.8-12") == 0,
+	   "box 1: sh -c our script, $0 sh");
+	is_str(c.argv[4], PACKAGES_R_FETCH_DIR, "$1 the fetch directory");
+	is_str(c.argv[5], repos, "$2 the repositories as set");
+	ok(strstr(c.argv[6], "R CMD INSTALL") &&
+	       strstr(c.argv[6], "NeedsCompilation") &&
+	       strstr(c.argv[6], "available.packages"),
+	   "$3 the R program, embedded");
+	ok(strcmp(c.argv[7], "glue") == 0 &&
+	       strcmp(c.argv[8], "zoo@1.8-12") == 0,
 	   "the specs last, as given");
 	ok(strstr(c.argv[2], "env -i ") &&
-	       strstr(c.argv[2], "Rscript --vanilla install.R") &&
+	       strstr(c.argv[2], "Rscript --vanilla install.R fetch") &&
 	       strstr(c.argv[2], "HOME=\"$s/home\""),
-	   "R runs with an environment of ours and no profile");
+	   "R fetches with an environment of ours and no profile");
 	ok(strstr(c.argv[2], "cd \"$s\"") &&
 	       strstr(c.argv[2], "s=" ONEOFF_STAGE_PATH),
 	   "in the staging directory, not /data");
 	ok(strstr(c.argv[2], "CURL_CA_BUNDLE=/sandbox/ca.pem") != NULL,
 	   "the operator's CA bundle, when mounted, for libcurl");
-	ok(strstr(c.argv[2], "exit 75") &&
-	       strstr(c.argv[2], "SANDBOX_PACKAGES_MAX_MB"),
-	   "the cap checked before the cache changes");
+	ok(!strstr(c.argv[2], "INSTALL"), "box 1 installs nothing");
 	ok(!has_arg(&c, "--vanilla"), "nothing for R in the argv but ours");
 	for (size_t i = 0; i < PACKAGES_MAX + 1; i++)
 		many[i] = "glue";
@@ -216,6 +214,77 @@ static void test_command(void)
 	       -EINVAL, "too many specs");
 	is_int(packages_command(&cfg, "cran", false, NULL, many, 0, &c),
 	       -EINVAL, "no spec");
+}
+
+static void test_install_command(void)
+{
+	static const char *const bad[] = {
+	    "mcp-sandboxd-fetched ../x_1.0.tar.gz\n",
+	    "mcp-sandboxd-fetched glue_1.0.tar.gz; rm -rf /\n",
+	    "mcp-sandboxd-fetched glue-1.0.tar.gz\n",
+	    "mcp-sandboxd-fetched glue_1.tar.gz\n",
+	    "mcp-sandboxd-fetched glue_1.0.zip\n",
+	    "mcp-sandboxd-fetched glue_1.0.tar.gz \n",
+	    "mcp-sandboxd-fetched _1.0.tar.gz\n",
+	    "mcp-sandboxd-fetched \n",
+	    "nothing fetched\n",
+	    ""};
+	struct config cfg;
+	struct packages_cran_install *c = calloc(1, sizeof(*c));
+	const char *specs[] = {"glue", "zoo@1.8-12"};
+	char err[256], *many;
+	size_t off = 0;
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.packages_max_mb = 50;
+	if (!c) {
+		ok(0, "memory");
+		return;
+	}
+	is_int(packages_cran_install_command(
+	           &cfg,
+	           "trying URL\nmcp-sandboxd-fetched zoo_1.8-12.tar.gz\n"
+	           "mcp-sandboxd-fetched glue_1.7.0.tar.gz\nother line\n",
+	           specs, 2, c, err, sizeof(err)),
+	       0, "box 2 from box 1's output");
+	ok(c->argc == 11 && strcmp(c->argv[0], "sh") == 0 &&
+	       strcmp(c->argv[1], "-c") == 0,
+	   "box 2: sh -c our script");
+	is_str(c->argv[4], PACKAGES_R_DIR, "$1 the cache");
+	is_str(c->argv[5], "51200", "$2 the cap in KiB");
+	ok(strstr(c->argv[6], "R CMD INSTALL") != NULL, "$3 the R program");
+	is_str(c->argv[7], PACKAGES_R_FETCH_DIR, "$4 the fetch directory");
+	is_str(c->argv[8], "glue,zoo", "$5 the names asked for");
+	ok(strcmp(c->argv[9], "zoo_1.8-12.tar.gz") == 0 &&
+	       strcmp(c->argv[10], "glue_1.7.0.tar.gz") == 0,
+	   "the files in box 1's order");
+	ok(strstr(c->argv[2], "env -i ") &&
+	       strstr(c->argv[2], "install.R\" install"),
+	   "R installs with an environment of ours");
+	ok(strstr(c->argv[2], "exit 75") &&
+	       strstr(c->argv[2], "SANDBOX_PACKAGES_MAX_MB"),
+	   "the cap checked before the cache changes");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ok(packages_cran_install_command(&cfg, bad[i], specs, 2, c, err,
+		                                 sizeof(err)) == -EINVAL &&
+		       err[0],
+		   "box 1 output %zu refused: %s", i, err);
+	is_int(packages_cran_install_command(&cfg, NULL, specs, 2, c, err,
+	                                     sizeof(err)),
+	       -EINVAL, "no output");
+	many = malloc((PACKAGES_CRAN_FILES_MAX + 1) * 40);
+	if (many) {
+		for (int i = 0; i <= PACKAGES_CRAN_FILES_MAX; i++)
+			off += (size_t)snprintf(
+			    many + off, 40,
+			    "mcp-sandboxd-fetched p%d_1.0.tar.gz\n", i + 10);
+		ok(packages_cran_install_command(&cfg, many, specs, 2, c, err,
+		                                 sizeof(err)) == -EINVAL &&
+		       strstr(err, "one more"),
+		   "more files than PACKAGES_CRAN_FILES_MAX: %s", err);
+		free(many);
+	}
+	free(c);
 }
 
 static void test_diagnose(void)
@@ -309,6 +378,7 @@ int main(void)
 	test_keys();
 	test_cache();
 	test_command();
+	test_install_command();
 	test_diagnose();
 	test_setting();
 	return tap_done();

@@ -95,10 +95,13 @@ export function buildRepository(packages) {
 }
 
 /**
- * Serves the repository at root on host:0. Returns { url, host, port,
- * requests, close }; requests lists every path asked for.
+ * Serves the repository at root (a path, or a function giving it: the
+ * server can start before the repository is built, for packages that
+ * need its URL) on host:0. Returns { url, host, port, requests, close };
+ * requests lists every path asked for.
  */
-export async function serveRepository(root, { host = bridgeGateway() } = {}) {
+export async function serveRepository(rootOrFn, { host = bridgeGateway() } = {}) {
+  const rootOf = typeof rootOrFn === 'function' ? rootOrFn : () => rootOrFn;
   const requests = [];
   const server = createServer((req, res) => {
     requests.push(req.url);
@@ -107,7 +110,7 @@ export async function serveRepository(root, { host = bridgeGateway() } = {}) {
       res.writeHead(404).end();
       return;
     }
-    const file = join(root, path);
+    const file = join(rootOf(), path);
     let data;
     try {
       if (!statSync(file).isFile()) throw new Error('not a file');
