@@ -310,9 +310,9 @@ static const struct setting settings[] = {
      OFF(cran_repos), 0, 0,
      "https://cran.example.com,https://r-universe.example.com",
      "CRAN-like repositories R packages come from (source packages, "
-     "src/contrib/PACKAGES), comma-separated, tried in that order; only "
-     "packages without C/C++/Fortran code install, as the R runner has no "
-     "compilers"},
+     "src/contrib/PACKAGES), comma-separated (the newest version among "
+     "them wins); only packages without C/C++/Fortran code install, as the "
+     "R runner has no compilers"},
     {"SANDBOX_PACKAGES_TIMEOUT_SECONDS", SET_UINT, "120",
      OFF(packages_timeout_s), 5, 3600, "120",
      "Time limit of one installation (on top of the run's own)"},

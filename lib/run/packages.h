@@ -19,13 +19,13 @@
  * (--only-binary=:all:, no setup.py) and npm packages' lifecycle scripts
  * are skipped (--ignore-scripts); R source packages with code to compile
  * are refused before anything is installed (R CMD INSTALL of the rest runs
- * no code of theirs beyond R's own package installation). The installer never reads configuration
- * from the cache the conversation's code can write: it works in a staging
- * directory of its own (oneoff.h: ONEOFF_STAGE_PATH) with HOME there and
- * an environment we set (no proxy variables), bun from a package.json we
- * write from validated specs, pip isolated (python3 -I, pip --isolated);
- * the registry and index are passed explicitly. Specs are names with an
- * optional version, never URLs, paths, tarballs or options.
+ * no code of theirs beyond R's own package installation). The installer never
+ * reads configuration from the cache the conversation's code can write: it
+ * works in a staging directory of its own (oneoff.h: ONEOFF_STAGE_PATH) with
+ * HOME there and an environment we set (no proxy variables), bun from a
+ * package.json we write from validated specs, pip isolated (python3 -I, pip
+ * --isolated); the registry and index are passed explicitly. Specs are names
+ * with an optional version, never URLs, paths, tarballs or options.
  *
  * Threads: stateless and thread-safe.
  */

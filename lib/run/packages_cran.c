@@ -130,8 +130,9 @@ bool packages_cran_cached(int wsfd, const char *name, const char *pin)
 	ssize_t got;
 	int fd;
 
+	/* PACKAGES_R_DIR beneath the workspace's root (/data). */
 	if (wsfd < 0 || (size_t)snprintf(rel, sizeof(rel), "%s/%s/DESCRIPTION",
-	                                 PACKAGES_R_DIR + 6, /* "/data/" */
+	                                 &PACKAGES_R_DIR[sizeof("/data")],
 	                                 name) >= sizeof(rel))
 		return false;
 	fd = fstree_open_regular(wsfd, rel, &st);
