@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -60,10 +61,38 @@ static bool cran_version_ok(const char *v)
 	}
 }
 
+/*
+ * Whether the n-byte name at p ends like an archive ("x.tgz",
+ * "x.tar.gz"): no CRAN package is called so, and every installer of the
+ * project refuses such names, which others read as local files.
+ */
+static bool cran_archive_like(const char *p, size_t n)
+{
+	static const char *const ext[] = {"tgz", "tar", "gz",  "zip", "whl",
+	                                  "tbz", "txz", "bz2", "xz",  "zst"};
+	const char *dot = memrchr(p, '.', n);
+
+	if (!dot)
+		return false;
+	for (size_t i = 0; i < sizeof(ext) / sizeof(ext[0]); i++)
+		if ((size_t)(p + n - dot - 1) == strlen(ext[i]) &&
+		    strncasecmp(dot + 1, ext[i], strlen(ext[i])) == 0)
+			return true;
+	return false;
+}
+
 int packages_cran_check(const char *spec, const char *shown, char *err,
                         size_t errlen)
 {
 	size_t n = cran_name_len(spec);
+
+	if (n > 0 && cran_archive_like(spec, n))
+		return errmsg_fail(
+		    -EINVAL, err, errlen,
+		    "R package '%.64s' names an archive file; packages come "
+		    "from the repository by name, e.g. \"glue\" or "
+		    "\"glue@1.7.0\"",
+		    shown);
 
 	if (n == 0 || (spec[n] != '\0' && spec[n] != '@'))
 		return errmsg_fail(

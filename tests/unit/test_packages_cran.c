@@ -57,7 +57,11 @@ static void test_specs(void)
 	    "glue@1.x",
 	    "glue@1..2",
 	    "glue (>= 1.0)",
-	    "glue@latest"};
+	    "glue@latest",
+	    "x.tgz",
+	    "glue.tar.gz",
+	    "glue.ZIP",
+	    "glue.whl@1.0"};
 	char err[512];
 
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
