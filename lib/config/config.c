@@ -307,12 +307,12 @@ static const struct setting settings[] = {
      "to the state after any of the last this many runs"},
 
     SECTION("Packages on demand",
-            "pip and npm installs into a conversation's cache by an "
+            "pip, npm and CRAN installs into a conversation's cache by an "
             "installer that alone has network."),
     {"SANDBOX_PACKAGES", SET_BOOL, "true", OFF(packages), 0, 0, "true",
      "Whether run_code may install packages (pip for Python, npm for "
-     "TypeScript) into a conversation's cache; the installer alone has "
-     "network, the code never"},
+     "TypeScript, CRAN for R) into a conversation's cache; the installer "
+     "alone has network, the code never"},
     {"SANDBOX_PACKAGES_PIP_INDEX", SET_STR, "https://pypi.org/simple",
      OFF(pip_index), 0, 0, "https://pypi.example.com/simple",
      "Python package index (PEP 503 simple API) pip installs from; an "
@@ -320,6 +320,13 @@ static const struct setting settings[] = {
     {"SANDBOX_PACKAGES_NPM_REGISTRY", SET_STR, "https://registry.npmjs.org/",
      OFF(npm_registry), 0, 0, "https://npm.example.com/",
      "npm registry TypeScript/JavaScript packages come from"},
+    {"SANDBOX_PACKAGES_CRAN_REPOS", SET_STR, "https://cloud.r-project.org",
+     OFF(cran_repos), 0, 0,
+     "https://cran.example.com,https://r-universe.example.com",
+     "CRAN-like repositories R packages come from (source packages, "
+     "src/contrib/PACKAGES), comma-separated (the newest version among "
+     "them wins); only packages without C/C++/Fortran code install, as the "
+     "R runner has no compilers"},
     {"SANDBOX_PACKAGES_TIMEOUT_SECONDS", SET_UINT, "120",
      OFF(packages_timeout_s), 5, 3600, "120",
      "Time limit of one installation (on top of the run's own)"},

@@ -127,6 +127,8 @@ struct config {
 	bool packages;
 	char *pip_index;    /* URL of a PEP 503 simple index */
 	char *npm_registry; /* URL of an npm registry */
+	char *cran_repos;   /* CRAN-like repository URLs, comma-separated */
+#define CONFIG_CRAN_REPOS_MAX 8
 	unsigned packages_timeout_s;
 	unsigned packages_max_mb; /* 0: only the workspace quota */
 	char *packages_network;   /* Docker network of the installers */

@@ -861,10 +861,49 @@ static bool docker_net_name_ok(const char *net)
 	       strcmp(net, "none") != 0;
 }
 
+/*
+ * SANDBOX_PACKAGES_CRAN_REPOS: 1 to CONFIG_CRAN_REPOS_MAX http(s) URLs,
+ * separated by commas (the R installer splits them the same way).
+ */
+static int derive_cran_repos(const char *list, char *err, size_t errlen)
+{
+	const char *p = list;
+	size_t n = 0;
+
+	do {
+		size_t len = strcspn(p, ",");
+		char url[512];
+
+		if (len == 0 || len >= sizeof(url) ||
+		    ++n > CONFIG_CRAN_REPOS_MAX)
+			return errmsg_fail(
+			    -EINVAL, err, errlen,
+			    "SANDBOX_PACKAGES_CRAN_REPOS='%.200s' must be 1 "
+			    "to %d http(s) URLs of CRAN-like repositories "
+			    "separated by commas (no spaces), e.g. "
+			    "SANDBOX_PACKAGES_CRAN_REPOS=https://"
+			    "cloud.r-project.org",
+			    list, CONFIG_CRAN_REPOS_MAX);
+		memcpy(url, p, len);
+		url[len] = '\0';
+		if (!package_url_ok(url))
+			return errmsg_fail(
+			    -EINVAL, err, errlen,
+			    "SANDBOX_PACKAGES_CRAN_REPOS: '%.200s' is not an "
+			    "http(s) URL of a CRAN-like repository (the "
+			    "directory that has src/contrib), e.g. "
+			    "https://cloud.r-project.org",
+			    url);
+		p += len;
+	} while (*p++ == ',');
+	return 0;
+}
+
 /* Packages on demand: the index, the registry, the network, the CAs. */
 static int derive_packages(struct config *cfg, char *err, size_t errlen)
 {
 	const char *net = cfg->packages_network;
+	int r;
 
 	if (!package_url_ok(cfg->pip_index))
 		return errmsg_fail(
@@ -882,6 +921,9 @@ static int derive_packages(struct config *cfg, char *err, size_t errlen)
 		    "SANDBOX_PACKAGES_NPM_REGISTRY=https://"
 		    "registry.npmjs.org/",
 		    cfg->npm_registry);
+	r = derive_cran_repos(cfg->cran_repos, err, errlen);
+	if (r < 0)
+		return r;
 	if (!net[0] || strlen(net) > 64 ||
 	    strspn(net, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 	                "0123456789_.-") != strlen(net) ||

@@ -355,10 +355,12 @@ static int catalog_parse_options(const cJSON *labels, const char *id,
 	}
 	pk = catalog_label(labels, "sandbox.packages");
 	if (pk && pk[0]) {
-		if (strcmp(pk, "pip") != 0 && strcmp(pk, "npm") != 0) {
+		if (strcmp(pk, "pip") != 0 && strcmp(pk, "npm") != 0 &&
+		    strcmp(pk, "cran") != 0) {
 			snprintf(err, errlen,
-			         "image %.19s: sandbox.packages must be pip or "
-			         "npm (the installer run_code's packages use)",
+			         "image %.19s: sandbox.packages must be pip, "
+			         "npm or cran (the installer run_code's "
+			         "packages use)",
 			         id);
 			return -EINVAL;
 		}

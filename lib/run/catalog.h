@@ -57,7 +57,8 @@ struct catalog_image {
 	/* The embedded kernel file kernel names ("kernel.R"), or "" */
 	char kernel_file[24];
 	char *watchdog; /* absolute path of a timeout(1), or NULL */
-	/* sandbox.packages: the package manager ("pip", "npm"), or "" */
+	/* sandbox.packages: the package manager ("pip", "npm", "cran"), or
+	 * "" */
 	char packages[8];
 	char *version;     /* "" when not labelled */
 	char *description; /* "" when not labelled */

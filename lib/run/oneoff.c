@@ -317,14 +317,21 @@ static bool oneoff_inputs_on_path(const struct oneoff_spec *sp)
 
 /*
  * The variable that puts the package cache on Python's path (after the
- * inputs' /sandbox when there is one), or NULL when packages do not apply.
+ * inputs' /sandbox when there is one) or R's library path (R_LIBS: R
+ * leaves out a directory that does not exist), or NULL when packages do
+ * not apply.
  */
 static int oneoff_pythonpath(const struct config *cfg,
                              const struct oneoff_spec *sp,
                              struct oneoff_spec_store *st)
 {
-	if (!cfg->packages || sp->install || sp->check ||
-	    strcmp(sp->image->packages, "pip") != 0)
+	if (!cfg->packages || sp->install || sp->check)
+		return 0;
+	if (strcmp(sp->image->packages, "cran") == 0) {
+		st->pythonpath_env = strdup("R_LIBS=" PACKAGES_R_DIR);
+		return st->pythonpath_env ? 0 : -ENOMEM;
+	}
+	if (strcmp(sp->image->packages, "pip") != 0)
 		return 0;
 	st->pythonpath_env = buf_asprintf(
 	    "PYTHONPATH=%s%s", oneoff_inputs_on_path(sp) ? "/sandbox:" : "",

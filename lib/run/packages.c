@@ -20,6 +20,7 @@
 #include "config/egress_policy.h"
 #include "fs/fstree.h"
 #include "run/oneoff.h"
+#include "run/packages_cran.h"
 #include "util/buf.h"
 #include "util/errmsg.h"
 #include "util/log.h"
@@ -252,6 +253,8 @@ int packages_check_spec(const char *manager, const char *spec, char *err,
 		return pip_check(spec, shown, err, errlen);
 	if (strcmp(manager, "npm") == 0)
 		return npm_check(spec, shown, err, errlen);
+	if (strcmp(manager, "cran") == 0)
+		return packages_cran_check(spec, shown, err, errlen);
 	return errmsg_fail(-EINVAL, err, errlen, "unknown package manager %.8s",
 	                   manager);
 }
@@ -314,6 +317,10 @@ bool packages_spec_key(const char *manager, const char *spec, char *name,
 			return true;
 		}
 		return false;
+	}
+	if (strcmp(manager, "cran") == 0) {
+		packages_cran_key(spec, name, nlen, pin, plen);
+		return true;
 	}
 	return false;
 }
@@ -450,6 +457,8 @@ bool packages_cached(int wsfd, const char *manager, const char *spec)
 		return false;
 	if (strcmp(manager, "pip") == 0)
 		return pip_cached(wsfd, name, pin);
+	if (strcmp(manager, "cran") == 0)
+		return packages_cran_cached(wsfd, name, pin);
 	npm_version(wsfd, name, have, sizeof(have));
 	return have[0] && (!pin[0] || strcmp(have, pin) == 0);
 }
@@ -655,6 +664,8 @@ int packages_command(const struct config *cfg, const char *manager, bool ca,
 {
 	size_t k = 0;
 
+	if (strcmp(manager, "cran") == 0)
+		return packages_cran_command(cfg, specs, n, c);
 	memset(c, 0, sizeof(*c));
 	if (n == 0 || n > PACKAGES_MAX)
 		return -EINVAL;
@@ -773,6 +784,7 @@ static const struct {
     {PACKAGES_FAIL_CERT, "CERT_UNTRUSTED"},
     {PACKAGES_FAIL_CERT, "ERR_TLS_CERT_ALTNAME_INVALID"},
     {PACKAGES_FAIL_CERT, "TLSHandshake"},
+    {PACKAGES_FAIL_CERT, "SSL certificate problem"}, /* libcurl (R) */
     {PACKAGES_FAIL_TIMEOUT, "ReadTimeoutError"},
     {PACKAGES_FAIL_TIMEOUT, "ConnectTimeoutError"},
     {PACKAGES_FAIL_TIMEOUT, "timed out"},
@@ -796,13 +808,24 @@ static const struct {
     {PACKAGES_FAIL_UNREACHABLE, "Failed to establish a new connection"},
     {PACKAGES_FAIL_UNREACHABLE, "ConnectionClosed"},
     {PACKAGES_FAIL_UNREACHABLE, "ECONNRESET"},
+    /* libcurl's words, as R's download functions repeat them */
+    {PACKAGES_FAIL_UNREACHABLE, "Could not connect to server"},
+    {PACKAGES_FAIL_UNREACHABLE, "Couldn't connect to server"},
+    {PACKAGES_FAIL_UNREACHABLE, "Could not resolve host"},
+    {PACKAGES_FAIL_UNREACHABLE, "Couldn't resolve host"},
 };
 
-/* bun's "error: GET <url> - <status>" with a status that is not 404. */
+/*
+ * bun's "error: GET <url> - <status>", or R's "status was '<status> ...'",
+ * with a status that is not 404.
+ */
 static bool http_error_line(const char *p, size_t len)
 {
-	const char *dash;
+	const char *dash, *r = memmem(p, len, "status was '", 12);
 
+	if (r && (size_t)(r - p) + 15 <= len && isdigit((unsigned char)r[12]) &&
+	    isdigit((unsigned char)r[13]) && isdigit((unsigned char)r[14]))
+		return strncmp(r + 12, "404", 3) != 0;
 	if (len < 14 || strncmp(p, "error: GET ", 11) != 0)
 		return false;
 	for (dash = p + len - 1; dash > p && *dash != ' '; dash--)
@@ -1018,10 +1041,11 @@ static void packages_report(const struct packages_plan *pl,
 			cJSON_AddNumberToObject(j, "install_cpu_ms",
 			                        (double)ir->cpu_ms);
 	}
-	cJSON_AddStringToObject(j, "cache",
-	                        strcmp(pl->manager, "pip") == 0
-	                            ? PACKAGES_PYTHON_DIR
-	                            : PACKAGES_NODE_MODULES);
+	cJSON_AddStringToObject(
+	    j, "cache",
+	    strcmp(pl->manager, "pip") == 0    ? PACKAGES_PYTHON_DIR
+	    : strcmp(pl->manager, "cran") == 0 ? PACKAGES_R_DIR
+	                                       : PACKAGES_NODE_MODULES);
 	if (!ok)
 		cJSON_AddBoolToObject(j, "failed", true);
 	res->packages_json = cJSON_PrintUnformatted(j);
@@ -1054,10 +1078,14 @@ static void packages_failed_message(const struct config *cfg,
                                     struct runner_result *res)
 {
 	bool pip = strcmp(manager, "pip") == 0;
-	const char *who = pip ? "pip" : "bun add";
-	const char *where = pip ? cfg->pip_index : cfg->npm_registry;
-	const char *setting = pip ? "SANDBOX_PACKAGES_PIP_INDEX"
-	                          : "SANDBOX_PACKAGES_NPM_REGISTRY";
+	bool cran = strcmp(manager, "cran") == 0;
+	const char *who = pip ? "pip" : cran ? "the R installer" : "bun add";
+	const char *where = pip    ? cfg->pip_index
+	                    : cran ? cfg->cran_repos
+	                           : cfg->npm_registry;
+	const char *setting = pip    ? "SANDBOX_PACKAGES_PIP_INDEX"
+	                      : cran ? "SANDBOX_PACKAGES_CRAN_REPOS"
+	                             : "SANDBOX_PACKAGES_NPM_REGISTRY";
 	char line[160];
 	enum packages_failure k = packages_diagnose(
 	    ir->err.text ? ir->err.text : "", line, sizeof(line));
@@ -1101,6 +1129,12 @@ static void packages_failed_message(const struct config *cfg,
 		break;
 	case PACKAGES_FAIL_OTHER:
 	default:
+		/* The R installer says itself what was wrong and what to do. */
+		if (cran && strncmp(first, "mcp-sandboxd: ", 14) == 0) {
+			snprintf(res->message, sizeof(res->message), "%s",
+			         first + 14);
+			break;
+		}
 		snprintf(res->message, sizeof(res->message),
 		         "%s exited with code %d: %s. Check the names and "
 		         "versions (as on %s)",
@@ -1173,14 +1207,140 @@ static int packages_egress(const struct config *cfg, const char *manager,
 {
 	const char *url =
 	    strcmp(manager, "pip") == 0 ? cfg->pip_index : cfg->npm_registry;
+	struct egress_list one;
 
 	if (!packages_through_egress(cfg))
 		return 0;
-	if (egress_url_list(url, allow, ir->message, sizeof(ir->message)) < 0)
-		return -EINVAL;
+	if (strcmp(manager, "cran") != 0) {
+		if (egress_url_list(url, allow, ir->message,
+		                    sizeof(ir->message)) < 0)
+			return -EINVAL;
+	} else {
+		/* Every repository of SANDBOX_PACKAGES_CRAN_REPOS (at most
+		 * CONFIG_CRAN_REPOS_MAX, checked at load). */
+		char repo[512];
+
+		memset(allow, 0, sizeof(*allow));
+		for (const char *p = cfg->cran_repos; *p;) {
+			size_t len = strcspn(p, ",");
+
+			snprintf(repo, sizeof(repo), "%.*s", (int)len, p);
+			if (egress_url_list(repo, &one, ir->message,
+			                    sizeof(ir->message)) < 0)
+				return -EINVAL;
+			if (allow->n < EGRESS_RULES_MAX)
+				allow->rules[allow->n++] = one.rules[0];
+			p += len + (p[len] == ',');
+		}
+	}
 	ireq->network = true;
 	ireq->egress = allow;
 	return 0;
+}
+
+/* An installer's result before it runs (an error says what went wrong). */
+static void packages_result_init(const struct config *cfg,
+                                 struct runner_result *ir)
+{
+	memset(ir, 0, sizeof(*ir));
+	ir->exit_code = -1;
+	ir->cpu_ms = ir->memory_peak_bytes = -1;
+	ir->timeout_s = cfg->packages_timeout_s;
+}
+
+/*
+ * Runs argv in a one-off box of img on the conversation's workspace: with
+ * the installers' network and a staging directory when install, without
+ * network otherwise (R's second box). ca: the CA bundle for the box, or
+ * NULL.
+ */
+static int packages_box(const struct oneoff_context *env,
+                        const struct runner_request *req,
+                        const struct catalog_image *img,
+                        const char *const *argv, size_t argc, bool install,
+                        const char *ca, size_t ca_len, struct runner_result *ir)
+{
+	const struct config *cfg = env->cfg;
+	struct runner_request ireq;
+	struct egress_list allow;
+	unsigned mem;
+	double cpus;
+
+	memset(&ireq, 0, sizeof(ireq));
+	/* The installers' network (SANDBOX_PACKAGES_NETWORK): through the
+	 * egress proxy, to the index or registry only, when so set. */
+	if (install &&
+	    packages_egress(cfg, img->packages, &ireq, &allow, ir) < 0) {
+		ir->status = RUNNER_ERROR;
+		return 0;
+	}
+	ireq.language = req->language;
+	ireq.code = "";
+	ireq.argv = argv;
+	ireq.n_argv = argc;
+	ireq.install = install;
+	ireq.aux_name = ca ? "ca.pem" : NULL;
+	ireq.aux_text = ca;
+	ireq.aux_len = ca_len;
+	ireq.timeout_s = cfg->packages_timeout_s;
+	/* pip and bun want more than a small run: 512 MB and 1 CPU, or
+	 * what the operator allows when that is less. */
+	mem = cfg->memory_max_mb < 512 ? cfg->memory_max_mb : 512;
+	cpus = cfg->cpus_max < 1.0 ? cfg->cpus_max : 1.0;
+	ireq.memory_mb = cfg->memory_mb < mem ? mem : 0;
+	ireq.cpus = cfg->cpus < cpus ? cpus : 0;
+	ir->memory_mb = ireq.memory_mb ? ireq.memory_mb : cfg->memory_mb;
+	ir->cpus = ireq.cpus > 0 ? ireq.cpus : cfg->cpus;
+	ireq.workspace_host_path = req->workspace_host_path;
+	ireq.workspace = req->workspace;
+	ireq.workspace_name = req->workspace_name;
+	ireq.one_off = true;
+	ireq.tenant = req->tenant;
+	ireq.stdout_fd = ireq.stderr_fd = -1;
+	ireq.cancel = req->cancel;
+	ireq.on_output = req->on_output;
+	ireq.on_tick = req->on_tick;
+	ireq.event_arg = req->event_arg;
+	return oneoff_run(env, &ireq, img, ir);
+}
+
+/*
+ * R's second box (packages_cran.h): installs, without network, what the
+ * first fetched (its output in ir), and leaves in ir the result of both:
+ * the second's status and output, their times added.
+ */
+static int packages_cran_second(const struct oneoff_context *env,
+                                const struct runner_request *req,
+                                const struct catalog_image *img,
+                                const struct packages_plan *pl,
+                                struct runner_result *ir)
+{
+	struct packages_cran_install *c = malloc(sizeof(*c));
+	struct runner_result second;
+	int rc;
+
+	if (!c) {
+		ir->status = RUNNER_ERROR;
+		snprintf(ir->message, sizeof(ir->message), "out of memory");
+		return 0;
+	}
+	if (packages_cran_install_command(env->cfg, ir->out.text, pl->missing,
+	                                  pl->n_missing, c, ir->message,
+	                                  sizeof(ir->message)) < 0) {
+		free(c);
+		ir->status = RUNNER_ERROR;
+		return 0;
+	}
+	packages_result_init(env->cfg, &second);
+	rc = packages_box(env, req, img, c->argv, c->argc, false, NULL, 0,
+	                  &second);
+	free(c);
+	second.duration_ms += ir->duration_ms;
+	if (second.cpu_ms >= 0 && ir->cpu_ms > 0)
+		second.cpu_ms += ir->cpu_ms;
+	runner_result_finish(ir);
+	*ir = second;
+	return rc;
 }
 
 /* Runs the installer for pl->missing in a one-off box of img. */
@@ -1191,19 +1351,12 @@ static int packages_install(const struct oneoff_context *env,
                             struct runner_result *ir)
 {
 	const struct config *cfg = env->cfg;
-	struct runner_request ireq;
 	struct packages_cmd cmd;
-	struct egress_list allow;
 	char *ca = NULL, *manifest = NULL;
 	size_t ca_len = 0;
-	unsigned mem;
-	double cpus;
 	int rc;
 
-	memset(ir, 0, sizeof(*ir));
-	ir->exit_code = -1;
-	ir->cpu_ms = ir->memory_peak_bytes = -1;
-	ir->timeout_s = cfg->packages_timeout_s;
+	packages_result_init(cfg, ir);
 	if (cfg->packages_ca_file[0]) {
 		ca = packages_read_ca(cfg->packages_ca_file, &ca_len,
 		                      ir->message, sizeof(ir->message));
@@ -1240,43 +1393,14 @@ static int packages_install(const struct oneoff_context *env,
 		         "no installer for %s", pl->manager);
 		return 0;
 	}
-	memset(&ireq, 0, sizeof(ireq));
-	if (packages_egress(cfg, pl->manager, &ireq, &allow, ir) < 0) {
-		free(ca);
-		cJSON_free(manifest);
-		ir->status = RUNNER_ERROR;
-		return 0;
-	}
-	ireq.language = req->language;
-	ireq.code = "";
-	ireq.argv = cmd.argv;
-	ireq.n_argv = cmd.argc;
-	ireq.install = true;
-	ireq.aux_name = ca ? "ca.pem" : NULL;
-	ireq.aux_text = ca;
-	ireq.aux_len = ca_len;
-	ireq.timeout_s = cfg->packages_timeout_s;
-	/* pip and bun want more than a small run: 512 MB and 1 CPU, or
-	 * what the operator allows when that is less. */
-	mem = cfg->memory_max_mb < 512 ? cfg->memory_max_mb : 512;
-	cpus = cfg->cpus_max < 1.0 ? cfg->cpus_max : 1.0;
-	ireq.memory_mb = cfg->memory_mb < mem ? mem : 0;
-	ireq.cpus = cfg->cpus < cpus ? cpus : 0;
-	ir->memory_mb = ireq.memory_mb ? ireq.memory_mb : cfg->memory_mb;
-	ir->cpus = ireq.cpus > 0 ? ireq.cpus : cfg->cpus;
-	ireq.workspace_host_path = req->workspace_host_path;
-	ireq.workspace = req->workspace;
-	ireq.workspace_name = req->workspace_name;
-	ireq.one_off = true;
-	ireq.tenant = req->tenant;
-	ireq.stdout_fd = ireq.stderr_fd = -1;
-	ireq.cancel = req->cancel;
-	ireq.on_output = req->on_output;
-	ireq.on_tick = req->on_tick;
-	ireq.event_arg = req->event_arg;
-	rc = oneoff_run(env, &ireq, img, ir);
+	rc = packages_box(env, req, img, cmd.argv, cmd.argc, true, ca, ca_len,
+	                  ir);
 	free(ca);
 	cJSON_free(manifest);
+	/* R installs in a second box, without network (packages_cran.h). */
+	if (rc == 0 && strcmp(pl->manager, "cran") == 0 &&
+	    ir->status == RUNNER_COMPLETED)
+		rc = packages_cran_second(env, req, img, pl, ir);
 	return rc;
 }
 

@@ -1,26 +1,31 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * packages: run_code's packages on demand. A run may name packages (pip
- * requirements for Python, npm packages for TypeScript/JavaScript); those
- * not yet in the conversation's cache are installed first by the runner
- * image's own installer (label sandbox.packages: pip or npm), in a one-off
- * box that alone has network (SANDBOX_PACKAGES_NETWORK), into
+ * requirements for Python, npm packages for TypeScript/JavaScript, CRAN
+ * packages for R); those not yet in the conversation's cache are installed
+ * first by the runner image's own installer (label sandbox.packages: pip,
+ * npm or cran), in a one-off box that alone has network
+ * (SANDBOX_PACKAGES_NETWORK), into
  *   /data/.mcp/packages/python        (pip --prefix; what the image has
  *                                      satisfies dependencies)
  *   /data/.mcp/packages/node          (package.json, node_modules)
+ *   /data/.mcp/packages/r             (an R library; packages_cran.h)
  * on the workspace's file system, so the cache counts against its quota
  * and later runs and the warm session find it (PYTHONPATH and the
- * kernel's sys.path; a node_modules link beside the code).
+ * kernel's sys.path; a node_modules link beside the code; R_LIBS and the
+ * R kernel's .libPaths()).
  *
  * Installation never runs code of a package: pip takes wheels only
  * (--only-binary=:all:, no setup.py) and npm packages' lifecycle scripts
- * are skipped (--ignore-scripts). The installer never reads configuration
- * from the cache the conversation's code can write: it works in a staging
- * directory of its own (oneoff.h: ONEOFF_STAGE_PATH) with HOME there and
- * an environment we set (no proxy variables), bun from a package.json we
- * write from validated specs, pip isolated (python3 -I, pip --isolated);
- * the registry and index are passed explicitly. Specs are names with an
- * optional version, never URLs, paths, tarballs or options.
+ * are skipped (--ignore-scripts); R source packages with code to compile
+ * are refused before anything is installed (R CMD INSTALL of the rest runs
+ * no code of theirs beyond R's own package installation). The installer never
+ * reads configuration from the cache the conversation's code can write: it
+ * works in a staging directory of its own (oneoff.h: ONEOFF_STAGE_PATH) with
+ * HOME there and an environment we set (no proxy variables), bun from a
+ * package.json we write from validated specs, pip isolated (python3 -I, pip
+ * --isolated); the registry and index are passed explicitly. Specs are names
+ * with an optional version, never URLs, paths, tarballs or options.
  *
  * Threads: stateless and thread-safe.
  */
@@ -44,16 +49,19 @@
  * scheme); the installer links it here, the path runs put on sys.path. */
 #define PACKAGES_PYTHON_SITE PACKAGES_PYTHON_DIR "/site"
 #define PACKAGES_NODE_MODULES PACKAGES_DIR "/node/node_modules"
+#define PACKAGES_R_DIR PACKAGES_DIR "/r"
 /* The installer's exit status when the cache passed SANDBOX_PACKAGES_MAX_MB */
 #define PACKAGES_EXIT_TOO_BIG 75
 
 struct oneoff_context;
 
 /*
- * Checks one spec for manager ("pip" or "npm"). pip: a distribution name
- * with optional extras and version clauses, e.g. "pandas", "requests[socks]",
- * "numpy>=1.26,<2". npm: a package name, optionally scoped, with an
- * optional version or range or tag after '@', e.g. "zod", "@scope/pkg@^1.2".
+ * Checks one spec for manager ("pip", "npm" or "cran"). pip: a
+ * distribution name with optional extras and version clauses, e.g.
+ * "pandas", "requests[socks]", "numpy>=1.26,<2". npm: a package name,
+ * optionally scoped, with an optional version or range or tag after '@',
+ * e.g. "zod", "@scope/pkg@^1.2". cran: a package name with an optional
+ * exact version after '@', e.g. "glue", "glue@1.7.0".
  * 0, or -EINVAL with the rule it broke and an example in err.
  */
 __attribute__((warn_unused_result)) int packages_check_spec(const char *manager,
@@ -63,8 +71,8 @@ __attribute__((warn_unused_result)) int packages_check_spec(const char *manager,
 
 /*
  * The name of a valid spec as the cache knows it (pip: lower case, runs
- * of '-', '_', '.' as one '_'; npm: as written) and its exact version
- * when it pins one ("==1.2" or "@1.2.3"), else "" in pin; "" in pin and
+ * of '-', '_', '.' as one '_'; npm and cran: as written) and its exact
+ * version when it pins one ("==1.2" or "@1.2.3"), else "" in pin; "" in pin and
  * false returned when the spec cannot be checked against the cache
  * (extras, ranges, tags): then it is always installed. true when the
  * cache can answer for it.

@@ -400,7 +400,9 @@ void tools_run_describe(struct runner *runner, char **description,
 		cJSON_AddStringToObject(
 		    p, "description",
 		    "Installed first: pip specs for Python (\"polars==1.2.0\", "
-		    "wheels only), npm for TypeScript (\"zod@3\")");
+		    "wheels only), npm for TypeScript (\"zod@3\"), CRAN for R "
+		    "(\"glue\", \"glue@1.7.0\"; R code only, nothing to "
+		    "compile)");
 	else
 		cJSON_AddStringToObject(p, "description",
 		                        "Package installation is turned off on "

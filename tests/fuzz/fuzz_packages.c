@@ -2,15 +2,16 @@
 /*
  * fuzz_packages: run_code's package specs (from the model) and an
  * installer's output (from a box that downloaded from the internet). The
- * first byte picks pip or npm and which of the two the rest is. A spec
+ * first byte picks pip, npm or cran and which of the two the rest is. A spec
  * that passes is at most PACKAGES_SPEC_MAX bytes, starts with a letter,
  * digit or '@' (never '-': no option reaches the installer) and has no
  * character of a URL, path, shell or space; its cache key is bounded and
  * is a name (no segment "." or "..", no '/' but an npm scope's), and it does
  * not end like an archive (.tgz, .whl, ...: installers read those as local
- * files). The first error line of an output, the conflicts pip reports in
- * it, and the line packages_diagnose quotes are bounded and have no
- * control characters. Any violation aborts.
+ * files); a cran spec has only ASCII letters, digits, '.', '-' and one '@'
+ * and starts with a letter. The first error line of an output, the conflicts
+ * pip reports in it, and the line packages_diagnose quotes are bounded and have
+ * no control characters. Any violation aborts.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -46,6 +47,12 @@ static void check_spec(const char *manager, const char *s)
 	    (n >= 4 && strcasecmp(s + n - 4, ".tar") == 0) ||
 	    (n >= 7 && strcasecmp(s + n - 7, ".tar.gz") == 0))
 		abort();
+	if (strcmp(manager, "cran") == 0 &&
+	    (!((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z')) ||
+	     strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	               "0123456789.-@") != n ||
+	     strchr(s, '@') != strrchr(s, '@')))
+		abort();
 	(void)packages_spec_key(manager, s, name, sizeof(name), pin,
 	                        sizeof(pin));
 	if (strlen(name) > PACKAGES_SPEC_MAX || strlen(pin) > PACKAGES_SPEC_MAX)
@@ -68,7 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size < 1)
 		return 0;
-	manager = data[0] & 1 ? "npm" : "pip";
+	manager = data[0] & 4 ? "cran" : data[0] & 1 ? "npm" : "pip";
 	text = malloc(size);
 	if (!text)
 		return 0;

@@ -137,8 +137,13 @@ static void test_parse(void)
 	set_label(s, "sandbox.packages", "apt");
 	is_int(catalog_image_parse(s, &img, err, sizeof(err)), -EINVAL,
 	       "unknown package manager refused");
-	ok(strstr(err, "sandbox.packages must be pip or npm") != NULL,
+	ok(strstr(err, "sandbox.packages must be pip, npm or cran") != NULL,
 	   "message names the managers (%s)", err);
+	set_label(s, "sandbox.packages", "cran");
+	is_int(catalog_image_parse(s, &img, err, sizeof(err)), 0,
+	       "sandbox.packages=cran");
+	is_str(img.packages, "cran", "cran kept");
+	catalog_image_finish(&img);
 	set_label(s, "sandbox.packages", "npm");
 	is_int(catalog_image_parse(s, &img, err, sizeof(err)), 0,
 	       "sandbox.packages=npm");

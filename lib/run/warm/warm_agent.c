@@ -325,9 +325,9 @@ int warm_box_start(const struct warm_context *env,
 	struct box_spec bs;
 	const char *cmd[WARM_CMD_MAX];
 	const char *channel = backend_channel_path(env->be);
-	const char *envv[] = {"HOME=/tmp", "LANG=C.UTF-8",
-	                      "MCPSD_PYTHON_PACKAGES=" PACKAGES_PYTHON_SITE};
+	const char *envv[] = {"HOME=/tmp", "LANG=C.UTF-8", NULL};
 	bool pip = cfg->packages && strcmp(img->packages, "pip") == 0;
+	bool cran = cfg->packages && strcmp(img->packages, "cran") == 0;
 	char tenant_fp[13], name[32];
 	long long t0 = mono_ms();
 	int rc;
@@ -388,8 +388,13 @@ int warm_box_start(const struct warm_context *env,
 		                 b->dir, strerror(errno));
 		goto fail;
 	}
+	/* The kernels put the cache first on their path (kernel.py's
+	 * sys.path, kernel.R's .libPaths()) once it exists. */
+	envv[2] = pip    ? "MCPSD_PYTHON_PACKAGES=" PACKAGES_PYTHON_SITE
+	          : cran ? "MCPSD_R_PACKAGES=" PACKAGES_R_DIR
+	                 : NULL;
 	bs.env = envv;
-	bs.n_env = pip ? 3 : 2;
+	bs.n_env = envv[2] ? 3 : 2;
 	bs.workdir = "/data";
 	/* Frames travel on the channel socket, or else on stdin/stdout. */
 	bs.channel = channel != NULL;
