@@ -7,6 +7,7 @@
 
 #include "oauth/oauth_db.h"
 #include "run/budget.h"
+#include "run/lease.h"
 #include "tasks/tasks_db.h"
 
 /*
@@ -19,6 +20,7 @@ static const struct store_migration migrations[] = {
     {3, "budget", BUDGET_MIGRATION_1, BUDGET_MIGRATION_1_PG},
     {4, "tasks", TASKS_DB_MIGRATION_2, TASKS_DB_MIGRATION_2_PG},
     {5, "tasks", TASKS_DB_MIGRATION_3, TASKS_DB_MIGRATION_3_PG},
+    {6, "lease", LEASE_MIGRATION_1, LEASE_MIGRATION_1_PG},
 };
 
 #define N_MIGRATIONS (sizeof(migrations) / sizeof(migrations[0]))
