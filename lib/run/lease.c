@@ -20,6 +20,7 @@
 
 #include "util/cron.h"
 #include "util/log.h"
+#include "util/stats.h"
 
 /* A replica waiting for a conversation asks again well within this. */
 #define LEASE_WANT_FRESH_MS 3000
@@ -45,6 +46,8 @@ struct lease {
 	void *arg;
 	long long renewed_ms; /* wall clock of the last renewal */
 	struct lease_stats stats;
+	/* lease_set_stats's, or NULL (stats_add accepts NULL) */
+	struct stats_metric *m_handovers, *m_restores, *m_waits;
 };
 
 long long lease_now_ms(void)
@@ -153,9 +156,8 @@ void lease_done(struct lease *l, const char *name)
  * The decision of lease_acquire inside its transaction: 0 granted, -EAGAIN
  * another replica holds it (and this one now wants it).
  */
-static int lease_decide(struct lease *l, struct store_tx *tx,
-                        const char *name, long long now,
-                        struct lease_grant *g)
+static int lease_decide(struct lease *l, struct store_tx *tx, const char *name,
+                        long long now, struct lease_grant *g)
 {
 	static const char q_sel[] =
 	    "SELECT owner, epoch, expires_ms, wanted_by, wanted_ms "
@@ -232,6 +234,20 @@ static int lease_decide(struct lease *l, struct store_tx *tx,
 	return store_run(tx, s);
 }
 
+/* The metrics of a lease taken from another replica. Lock held. */
+static void lease_count_in(struct lease *l, const struct lease_grant *g)
+{
+	static const char *const in[] = {"in", NULL};
+	static const char *const ho[] = {"handover", NULL};
+	static const char *const lost[] = {"server_lost", NULL};
+
+	if (!g->moved)
+		return;
+	if (!g->lost)
+		stats_add(l->m_handovers, in, 1);
+	stats_add(l->m_restores, g->lost ? lost : ho, 1);
+}
+
 int lease_acquire(struct lease *l, const char *name, long long now_ms,
                   struct lease_grant *g)
 {
@@ -262,8 +278,10 @@ int lease_acquire(struct lease *l, const char *name, long long now_ms,
 		l->stats.acquired += g->moved || g->epoch == 1;
 		l->stats.moved_in += g->moved;
 		l->stats.lost_in += g->moved && g->lost;
+		lease_count_in(l, g);
 	} else if (r == -EAGAIN) {
 		l->stats.waits++;
+		stats_add(l->m_waits, NULL, 1);
 	}
 	pthread_mutex_unlock(&l->lock);
 	if (r < 0)
@@ -298,9 +316,8 @@ static int lease_exec(struct lease *l, const char *sql, long long v,
 
 int lease_renew(struct lease *l, long long now_ms)
 {
-	static const char q[] =
-	    "UPDATE lease_conversations SET expires_ms = ? "
-	    "WHERE owner = ? AND expires_ms > 0";
+	static const char q[] = "UPDATE lease_conversations SET expires_ms = ? "
+	                        "WHERE owner = ? AND expires_ms > 0";
 	long long n = 0;
 	int r = lease_exec(l, q, now_ms + l->lease_ms, NULL, &n);
 
@@ -316,22 +333,10 @@ int lease_renew(struct lease *l, long long now_ms)
 /* Releases name (lock held: no run of it may begin meanwhile). */
 static int lease_release_one(struct lease *l, const char *name)
 {
-	static const char q[] =
-	    "UPDATE lease_conversations SET expires_ms = ? "
-	    "WHERE owner = ? AND name = ?";
+	static const char q[] = "UPDATE lease_conversations SET expires_ms = ? "
+	                        "WHERE owner = ? AND name = ?";
 
 	return lease_exec(l, q, 0, name, NULL);
-}
-
-int lease_release_all(struct lease *l)
-{
-	static const char q[] =
-	    "UPDATE lease_conversations SET expires_ms = ? "
-	    "WHERE owner = ? AND expires_ms > 0";
-	long long n = 0;
-	int r = lease_exec(l, q, 0, NULL, &n);
-
-	return r < 0 ? r : (int)(n > INT32_MAX ? INT32_MAX : n);
 }
 
 /* The conversations this replica holds: names[i], wanted[i]. */
@@ -400,7 +405,12 @@ static void lease_settle(struct lease *l, const char *name, bool wanted)
 			         name);
 	}
 	pthread_mutex_lock(&l->lock);
-	l->stats.handovers += r == 0 && held == 1 && wanted;
+	if (r == 0 && held == 1 && wanted) {
+		static const char *const out[] = {"out", NULL};
+
+		l->stats.handovers++;
+		stats_add(l->m_handovers, out, 1);
+	}
 	e->settling = false;
 	pthread_cond_broadcast(&l->settled);
 	pthread_mutex_unlock(&l->lock);
@@ -437,9 +447,72 @@ enum cron_next lease_job(void *arg, long long deadline_ms)
 	return CRON_DONE;
 }
 
+int lease_release_all(struct lease *l)
+{
+	static const char q[] = "UPDATE lease_conversations SET expires_ms = ? "
+	                        "WHERE owner = ? AND expires_ms > 0";
+	static char names[LEASE_JOB_BATCH][LEASE_NAME_MAX];
+	bool wanted[LEASE_JOB_BATCH];
+	long long n = 0;
+	size_t k = 0, total = 0;
+	int r, rounds = 0;
+
+	/*
+	 * Each one's state saved and its boxes ended first, as if another
+	 * replica asked; a batch at a time (a settled lease leaves the list).
+	 */
+	do {
+		r = lease_mine(l, names, wanted, LEASE_JOB_BATCH, &k);
+		for (size_t i = 0; r == 0 && i < k; i++)
+			lease_settle(l, names[i], true);
+		total += k;
+	} while (r == 0 && k == LEASE_JOB_BATCH && ++rounds < 1000);
+	r = lease_exec(l, q, 0, NULL, &n);
+	if (r < 0)
+		return r;
+	(void)n; /* busy ones, released as they are: already counted */
+	return total > INT32_MAX ? INT32_MAX : (int)total;
+}
+
 void lease_stats(struct lease *l, struct lease_stats *out)
 {
 	pthread_mutex_lock(&l->lock);
 	*out = l->stats;
+	pthread_mutex_unlock(&l->lock);
+}
+
+static void lease_read_held(void *arg, stats_emit_fn emit, void *ctx)
+{
+	struct lease_stats st;
+
+	lease_stats(arg, &st);
+	emit(ctx, NULL, st.held);
+}
+
+void lease_set_stats(struct lease *l, struct stats *s)
+{
+	static const char *const dir[] = {"direction", NULL};
+	static const char *const after[] = {"after", NULL};
+
+	stats_gauge_fn(s, "mcpsd_conversations_held",
+	               "Conversations whose lease this replica holds (at the "
+	               "last renewal)",
+	               NULL, lease_read_held, l);
+	pthread_mutex_lock(&l->lock);
+	l->m_handovers = stats_counter(
+	    s, "mcpsd_conversation_handovers_total",
+	    "Conversations handed over to another replica (out) or taken "
+	    "from one that handed them over (in)",
+	    dir);
+	l->m_restores = stats_counter(
+	    s, "mcpsd_conversation_restores_total",
+	    "Conversations taken from another replica, after a hand-over or "
+	    "after that replica stopped answering; their state is restored "
+	    "here",
+	    after);
+	l->m_waits = stats_counter(s, "mcpsd_conversation_waits_total",
+	                           "Runs that waited for another replica to "
+	                           "hand their conversation over",
+	                           NULL);
 	pthread_mutex_unlock(&l->lock);
 }

@@ -78,9 +78,10 @@ struct lease_grant {
  * (borrowed; must outlive it), leases of lease_ms. Caller owns; free with
  * lease_destroy. -EINVAL, -ENOMEM.
  */
-__attribute__((warn_unused_result)) int
-lease_create(struct store *st, const char *owner, long long lease_ms,
-             struct lease **out);
+__attribute__((warn_unused_result)) int lease_create(struct store *st,
+                                                     const char *owner,
+                                                     long long lease_ms,
+                                                     struct lease **out);
 void lease_destroy(struct lease *l);
 
 /* The wall clock in ms (what expiry is measured on). */
@@ -93,9 +94,10 @@ long long lease_now_ms(void);
  * (this one is recorded as wanting it: *g->from names the owner; wait and
  * try again), or a store error.
  */
-__attribute__((warn_unused_result)) int
-lease_acquire(struct lease *l, const char *name, long long now_ms,
-              struct lease_grant *g);
+__attribute__((warn_unused_result)) int lease_acquire(struct lease *l,
+                                                      const char *name,
+                                                      long long now_ms,
+                                                      struct lease_grant *g);
 
 /* A run of name that lease_acquire counted is over. */
 void lease_done(struct lease *l, const char *name);
@@ -143,5 +145,18 @@ struct lease_stats {
 	unsigned held;                /* at the last renewal */
 };
 void lease_stats(struct lease *l, struct lease_stats *out);
+
+/*
+ * Registers the replica's conversation metrics in s (borrowed; must
+ * outlive l): mcpsd_conversations_held (leases held at the last renewal),
+ * mcpsd_conversation_handovers_total{direction="out"|"in"} (given to a
+ * replica that asked; taken from one that handed over),
+ * mcpsd_conversation_restores_total{after="handover"|"server_lost"}
+ * (conversations taken from another replica, whose next run loads the
+ * saved state here) and mcpsd_conversation_waits_total (runs that found
+ * another replica holding their conversation and waited).
+ */
+struct stats;
+void lease_set_stats(struct lease *l, struct stats *s);
 
 #endif

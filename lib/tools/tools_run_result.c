@@ -537,6 +537,11 @@ static const char *tools_run_why(const char *reason)
 	                     "server's warm sessions and all of them are "
 	                     "busy"},
 	    {"server_restarted", "the server restarted"},
+	    {"moved", "the conversation moved to this server from another "
+	              "one, which handed it over"},
+	    {"server_lost", "the server that held the conversation stopped "
+	                    "answering; its last saved state was loaded "
+	                    "here"},
 	    {"image_updated", "the runner image was updated"},
 	    {"requested", "session \"new\" was asked for"},
 	    {"forked", "this conversation was forked from another one"},

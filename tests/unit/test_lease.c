@@ -2,9 +2,9 @@
 /*
  * test_lease: conversation leases between two replicas sharing one store
  * (an SQLite file here; the pg suite runs the same against PostgreSQL when
- * LEASE_TEST_STORE names one): the first run takes the lease; the other
- * replica waits (-EAGAIN) and is recorded as wanting it; the owner's job
- * hands it over only when nothing runs and its session is idle, and then
+ * MCPSD_TEST_PG_URL names one: tests/lib/pg.sh): the first run takes the lease;
+ * the other replica waits (-EAGAIN) and is recorded as wanting it; the owner's
+ * job hands it over only when nothing runs and its session is idle, and then
  * the lease is kept for the replica that asked; a replica that gets a
  * conversation back from another is told it moved; an owner that stops
  * renewing loses the lease once it expires (moved and lost); renewal keeps
@@ -46,7 +46,7 @@ static int fake_hand_off(void *arg, const char *name)
 
 static struct store *open_store(void)
 {
-	const char *url = getenv("LEASE_TEST_STORE");
+	const char *url = getenv("MCPSD_TEST_PG_URL");
 	char p[128], err[512] = "";
 	struct store *st = NULL;
 

@@ -133,14 +133,30 @@ static void warm_note_take(struct warm *w, const char *key,
  * evicted, ...) is kept the same way: the boot id, then the reason on a
  * line of its own. With live false the marker goes.
  */
+/*
+ * Where the markers are: SANDBOX_ROOT/sessions, or, for a replica
+ * (MCP_REPLICA_NAME) whose SANDBOX_ROOT other replicas share,
+ * SANDBOX_ROOT/sessions-<name>: each replica tells only its own losses.
+ */
+static void warm_markers_dir(const struct warm *w, char *out, size_t n)
+{
+	const char *r = w->cfg->replica_name ? w->cfg->replica_name : "";
+
+	snprintf(out, n, "%s/sessions%s%s", w->cfg->sandbox_root,
+	         r[0] ? "-" : "", r);
+}
+
 static void warm_marker_put(struct warm *w, const char *key, bool live,
                             const char *reason)
 {
 	char path[PATH_MAX], text[20 + WARM_REASON_LEN];
 	int fd, n;
 
-	if ((size_t)snprintf(path, sizeof(path), "%s/sessions/%s",
-	                     w->cfg->sandbox_root, key) >= sizeof(path))
+	char dir[PATH_MAX];
+
+	warm_markers_dir(w, dir, sizeof(dir));
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, key) >=
+	    sizeof(path))
 		return;
 	if (!live) {
 		if (unlink(path) < 0 && errno != ENOENT)
@@ -182,7 +198,7 @@ static void warm_markers_load(struct warm *w)
 	struct dirent *e;
 	DIR *d;
 
-	snprintf(dir, sizeof(dir), "%s/sessions", w->cfg->sandbox_root);
+	warm_markers_dir(w, dir, sizeof(dir));
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
 		log_warn("creating %s", dir);
 	d = opendir(dir);
@@ -745,6 +761,33 @@ static void warm_state_forget(const struct runner_request *req,
 		          img->language, strerror(-rc));
 }
 
+/* Whether session b belongs to the workspace named ws. */
+static bool warm_of(const struct warm_box *b, const char *ws)
+{
+	size_t n = strlen(ws);
+
+	return strncmp(b->key, ws, n) == 0 && b->key[n] == '.';
+}
+
+/*
+ * The conversation of workspace ws ran on another replica since this one
+ * last held it (lease.h): its sessions here hold an older state. They are
+ * marked dead, so warm_find ends them, and the notes of the workspace go
+ * (what the other replica did supersedes them). Lock held.
+ */
+static void warm_stale(struct warm *w, const char *ws, const char *key,
+                       char why[WARM_REASON_LEN])
+{
+	for (struct warm_box *b = w->sessions; b; b = b->next)
+		if (warm_of(b, ws) && !b->busy && !b->dead) {
+			b->dead = true;
+			snprintf(b->dead_reason, sizeof(b->dead_reason),
+			         "moved");
+		}
+	warm_note_take(w, key, why);
+	why[0] = '\0';
+}
+
 int warm_run(struct warm *w, const struct runner_request *req,
              const struct catalog_image *img, struct runner_result *res)
 {
@@ -764,9 +807,13 @@ int warm_run(struct warm *w, const struct runner_request *req,
 		         "shutting_down");
 		return -EAGAIN;
 	}
+	if (req->moved)
+		warm_stale(w, req->workspace_name, key, why);
 	b = warm_find(w, key, img, req->session_new, &old, why);
 	if (!b && !old)
 		warm_note_take(w, key, why);
+	if (req->moved)
+		snprintf(why, sizeof(why), "%s", req->moved);
 	pthread_mutex_unlock(&w->lock);
 	if (old)
 		warm_end(w, old, NULL);
@@ -1148,6 +1195,67 @@ void warm_destroy(struct warm *w)
 	}
 	pthread_mutex_destroy(&w->lock);
 	free(w);
+}
+
+/* ---- leases between replicas ------------------------------------------ */
+
+int warm_holds(struct warm *w, const char *ws)
+{
+	int held = 0;
+
+	pthread_mutex_lock(&w->lock);
+	for (struct warm_box *b = w->sessions; b && held < 2; b = b->next)
+		if (warm_of(b, ws))
+			held = b->busy ? 2 : 1;
+	pthread_mutex_unlock(&w->lock);
+	return held;
+}
+
+/*
+ * The first session of ws when its last save is written: 0 with *out
+ * unlinked (or NULL: none left), -EAGAIN not yet, -EBUSY busy. Lock held.
+ */
+static int warm_settled(struct warm *w, const char *ws, bool late,
+                        struct warm_box **out)
+{
+	struct warm_box *b;
+
+	*out = NULL;
+	for (b = w->sessions; b; b = b->next)
+		if (warm_of(b, ws))
+			break;
+	if (!b)
+		return 0;
+	if (b->busy)
+		return -EBUSY;
+	if (!late && (mono_ms() - b->last_used_ms < WARM_HAND_OFF_SETTLE_MS ||
+	              (b->kernel && b->hold &&
+	               warm_state_saving(workspace_dirfd(b->hold), b->lang))))
+		return -EAGAIN;
+	warm_unlink(w, b);
+	*out = b;
+	return 0;
+}
+
+int warm_hand_off(struct warm *w, const char *ws)
+{
+	long long until = mono_ms() + WARM_HAND_OFF_WAIT_MS;
+	struct warm_box *b;
+	int rc;
+
+	for (;;) {
+		pthread_mutex_lock(&w->lock);
+		rc = warm_settled(w, ws, mono_ms() > until, &b);
+		pthread_mutex_unlock(&w->lock);
+		if (rc == -EAGAIN) {
+			usleep(50 * 1000);
+			continue;
+		}
+		if (rc < 0 || !b)
+			return rc;
+		/* No note, no marker: the other replica tells what moved. */
+		warm_end(w, b, NULL);
+	}
 }
 
 void warm_stats(struct warm *w, struct warm_stats *out)
