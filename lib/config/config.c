@@ -133,7 +133,10 @@ static const struct setting settings[] = {
     {"MCP_REPLICA_LEASE_SECONDS", SET_UINT, "30", OFF(replica_lease_s), 3, 3600,
      "30",
      "Replicas: one not seen in the store for this long is taken as gone, "
-     "and its running tasks are marked failed"},
+     "and its running tasks are marked failed; with a daemon per node "
+     "(SANDBOX_BACKEND=docker) also the lease of each conversation it "
+     "holds, after which another node restores it (6 is a good value "
+     "there)"},
     {"MCP_INSTANCE_NAME", SET_STR, "", DERIVED, 0, 0, "sandbox-1",
      "Name of this daemon on the Docker engine; its containers carry it "
      "(default: the host name and a hash of SANDBOX_ROOT)"},
