@@ -165,7 +165,7 @@ static int daemon_leases(struct daemon *d)
 	    backend_has(runner_backend(d->runner), BACKEND_CAN_REPLICAS))
 		return 0;
 	if (lease_create(d->store, cfg->replica_name,
-	                 (long long)cfg->replica_lease_s * 1000,
+	                 (long long)cfg->conversation_lease_s * 1000,
 	                 &d->lease) < 0) {
 		log_errorx("out of memory");
 		return -1;
@@ -179,8 +179,8 @@ static int daemon_leases(struct daemon *d)
 		          "its job tries again every second");
 	log_info("replica %s runs conversations on its own engine; a "
 	         "conversation's lease in the store keeps it on one replica "
-	         "at a time (MCP_REPLICA_LEASE_SECONDS=%u)",
-	         cfg->replica_name, cfg->replica_lease_s);
+	         "at a time (MCP_CONVERSATION_LEASE_SECONDS=%u)",
+	         cfg->replica_name, cfg->conversation_lease_s);
 	return 0;
 }
 
@@ -292,7 +292,11 @@ static int daemon_jobs(struct daemon *d)
 	    cron_add(c, CRON_SLOW, "warm", 1000, runner_job_warm, d->runner) <
 	        0 ||
 	    (d->lease &&
-	     cron_add(c, CRON_SLOW, "leases", 1000, lease_job, d->lease) < 0) ||
+	     (cron_add(c, CRON_PROMPT, "lease-renewal",
+	               LEASE_RENEW_INTERVAL_MS(cfg->conversation_lease_s),
+	               lease_job_renew, d->lease) < 0 ||
+	      cron_add(c, CRON_SLOW, "leases", 1000, lease_job, d->lease) <
+	          0)) ||
 	    cron_add(c, CRON_SLOW, "tasks", TASKS_SWEEP_INTERVAL_MS,
 	             tasks_job_sweep, d->tasks) < 0 ||
 	    (d->oauth && cron_add(c, CRON_SLOW, "oauth", OAUTH_PURGE_MS,
@@ -366,8 +370,8 @@ static void daemon_hand_over(struct daemon *d)
 	if (n < 0)
 		log_warnx("releasing this replica's conversations failed (%s); "
 		          "other replicas take them over after "
-		          "MCP_REPLICA_LEASE_SECONDS=%u",
-		          strerror(-n), d->cfg.replica_lease_s);
+		          "MCP_CONVERSATION_LEASE_SECONDS=%u",
+		          strerror(-n), d->cfg.conversation_lease_s);
 	else
 		log_info("%d conversation(s) handed over for other replicas",
 		         n);

@@ -133,10 +133,14 @@ static const struct setting settings[] = {
     {"MCP_REPLICA_LEASE_SECONDS", SET_UINT, "30", OFF(replica_lease_s), 3, 3600,
      "30",
      "Replicas: one not seen in the store for this long is taken as gone, "
-     "and its running tasks are marked failed; with a daemon per node "
-     "(SANDBOX_BACKEND=docker) also the lease of each conversation it "
-     "holds, after which another node restores it (6 is a good value "
-     "there)"},
+     "and its running tasks are marked failed"},
+    {"MCP_CONVERSATION_LEASE_SECONDS", SET_UINT, "6", OFF(conversation_lease_s),
+     1, 3600, "3",
+     "Replicas that each drive their own node's engine (a daemon per "
+     "node, SANDBOX_BACKEND=docker): how long a conversation stays with a "
+     "replica that stopped renewing its lease (killed, cut off) before "
+     "another one restores it from its last save; renewed every third of "
+     "it (docs/deployment.md, Warm sessions on every node)"},
     {"MCP_INSTANCE_NAME", SET_STR, "", DERIVED, 0, 0, "sandbox-1",
      "Name of this daemon on the Docker engine; its containers carry it "
      "(default: the host name and a hash of SANDBOX_ROOT)"},

@@ -44,7 +44,6 @@ struct lease {
 	lease_holds_fn holds;
 	lease_hand_off_fn hand_off;
 	void *arg;
-	long long renewed_ms; /* wall clock of the last renewal */
 	struct lease_stats stats;
 	/* lease_set_stats's, or NULL (stats_add accepts NULL) */
 	struct stats_metric *m_handovers, *m_restores, *m_waits;
@@ -323,7 +322,6 @@ int lease_renew(struct lease *l, long long now_ms)
 
 	if (r == 0) {
 		pthread_mutex_lock(&l->lock);
-		l->renewed_ms = now_ms;
 		l->stats.held = n > 0 ? (unsigned)n : 0;
 		pthread_mutex_unlock(&l->lock);
 	}
@@ -417,30 +415,29 @@ static void lease_settle(struct lease *l, const char *name, bool wanted)
 	lease_done(l, name);
 }
 
+enum cron_next lease_job_renew(void *arg, long long deadline_ms)
+{
+	struct lease *l = arg;
+	int r = lease_renew(l, lease_now_ms());
+
+	(void)deadline_ms; /* one statement */
+	if (r < 0)
+		log_warnx("renewing this replica's conversation leases failed: "
+		          "%s; other replicas take them over once they run out",
+		          strerror(-r));
+	return CRON_DONE;
+}
+
 enum cron_next lease_job(void *arg, long long deadline_ms)
 {
 	struct lease *l = arg;
 	static char names[LEASE_JOB_BATCH][LEASE_NAME_MAX];
 	bool wanted[LEASE_JOB_BATCH];
-	long long now = lease_now_ms(), last;
 	size_t n = 0;
-	int r;
 
 	(void)deadline_ms; /* a bounded batch */
-	pthread_mutex_lock(&l->lock);
-	last = l->renewed_ms;
-	pthread_mutex_unlock(&l->lock);
-	if (now - last >= l->lease_ms / 3) {
-		r = lease_renew(l, now);
-		if (r < 0)
-			log_warnx("renewing this replica's conversation leases "
-			          "failed: %s; other replicas take them over "
-			          "after MCP_REPLICA_LEASE_SECONDS",
-			          strerror(-r));
-	}
 	/* The job runs on one thread: names is this job's alone. */
-	r = lease_mine(l, names, wanted, LEASE_JOB_BATCH, &n);
-	if (r < 0)
+	if (lease_mine(l, names, wanted, LEASE_JOB_BATCH, &n) < 0)
 		return CRON_DONE;
 	for (size_t i = 0; i < n; i++)
 		lease_settle(l, names[i], wanted[i]);

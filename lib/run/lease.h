@@ -5,7 +5,8 @@
  * one host, docs/deployment.md). One row per conversation (its workspace
  * name, never the raw conversation id) in the shared store: the owner
  * replica, an epoch that grows with every change of owner, and an expiry
- * (wall clock, ms) that the owner renews every MCP_REPLICA_LEASE_SECONDS/3
+ * (wall clock, ms) that the owner renews every third of
+ * MCP_CONVERSATION_LEASE_SECONDS
  * while it holds the conversation (a run in progress, or a warm session
  * alive on its node). Another replica takes a lease over only when it has
  * expired (its owner died or was cut off) or was released; while it is
@@ -123,11 +124,14 @@ __attribute__((warn_unused_result)) int lease_renew(struct lease *l,
                                                     long long now_ms);
 
 /*
- * Housekeeping (cron.h, every second, CRON_SLOW: a hand-over waits on the
- * engine): renews the leases when a third of the lease has passed since
- * the last renewal, releases those of conversations the replica no longer
- * holds, and hands over those another replica wants.
+ * Housekeeping (cron.h). lease_job_renew (CRON_PROMPT, every
+ * LEASE_RENEW_INTERVAL_MS of the lease's seconds) renews the leases.
+ * lease_job (every second, CRON_SLOW: a hand-over waits on the engine)
+ * releases those of conversations the replica no longer holds and hands
+ * over those another replica wants.
  */
+#define LEASE_RENEW_INTERVAL_MS(s) ((s)*1000u / 3)
+enum cron_next lease_job_renew(void *arg, long long deadline_ms);
 enum cron_next lease_job(void *arg, long long deadline_ms);
 
 /*

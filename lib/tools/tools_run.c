@@ -599,7 +599,8 @@ static int tools_run_lease(struct tools_run_ctx *ctx, const char *name,
                            char *err, size_t errlen)
 {
 	const struct config *cfg = runner_config(ctx->runner);
-	long long until = mono_ms() + (long long)cfg->replica_lease_s * 1000 +
+	long long until = mono_ms() +
+	                  (long long)cfg->conversation_lease_s * 1000 +
 	                  WARM_HAND_OFF_WAIT_MS + 5000;
 	struct lease_grant g;
 	bool told = false;
@@ -625,7 +626,7 @@ static int tools_run_lease(struct tools_run_ctx *ctx, const char *name,
 			         "server %s holds this conversation and did "
 			         "not hand it over within %u s; the code did "
 			         "not run: retry in a few seconds",
-			         g.from, cfg->replica_lease_s + 10);
+			         g.from, cfg->conversation_lease_s + 10);
 			return -1;
 		}
 		if (!told && prog->on) {

@@ -28,7 +28,7 @@ import { SLOW, conv, expectSession, expectStatus, py } from './lib/warm.mjs';
 
 const pg = startPg();
 const SKIP = !pg && pgSkip;
-const LEASE_S = 3;
+const LEASE_S = 2;
 const TOKEN = randomBytes(24).toString('hex');
 const SECRET = randomBytes(32).toString('hex');
 const T = 240_000 * SLOW;
@@ -42,7 +42,7 @@ function replica(name, root, store, instance) {
     instance,
     env: {
       MCP_REPLICA_NAME: name,
-      MCP_REPLICA_LEASE_SECONDS: String(LEASE_S),
+      MCP_CONVERSATION_LEASE_SECONDS: String(LEASE_S),
       STORE_URL: store,
       MCP_API_TOKEN: TOKEN,
       FILE_SECRET: SECRET,

@@ -61,7 +61,7 @@ const SKIP = SKIP0 || (!pg && pgSkip);
 const TOKEN = randomBytes(24).toString('hex');
 const SECRET = randomBytes(32).toString('hex');
 const ROOT = path.join(LAB, 'shared', 'nodes');
-const LEASE_S = 3;
+const LEASE_S = 2;
 const inst = (n) => `lab-node-${n}-${process.pid}`;
 
 /** The daemon of node n, on port (kept across a restart). */
@@ -76,7 +76,7 @@ function nodeDaemon(n, port, storeUrl, lbPort, tag = '') {
     env: {
       DOCKER_HOST: `unix://${sock(n)}`,
       MCP_REPLICA_NAME: n,
-      MCP_REPLICA_LEASE_SECONDS: String(LEASE_S),
+      MCP_CONVERSATION_LEASE_SECONDS: String(LEASE_S),
       STORE_URL: storeUrl,
       MCP_API_TOKEN: TOKEN,
       FILE_SECRET: SECRET,

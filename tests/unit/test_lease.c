@@ -65,7 +65,7 @@ int main(void)
 	struct lease *a = NULL, *b = NULL;
 	struct lease_grant g;
 	struct lease_stats s;
-	long long t = 1000000;
+	long long t = lease_now_ms();
 	int r;
 
 	snprintf(dir, sizeof(dir), "/tmp/test_lease.XXXXXX");
