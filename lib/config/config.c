@@ -134,7 +134,7 @@ static const struct setting settings[] = {
      "30",
      "Replicas: one not seen in the store for this long is taken as gone, "
      "and its running tasks are marked failed"},
-    {"MCP_CONVERSATION_LEASE_SECONDS", SET_UINT, "6", OFF(conversation_lease_s),
+    {"MCP_CONVERSATION_LEASE_SECONDS", SET_UINT, "2", OFF(conversation_lease_s),
      1, 3600, "3",
      "Replicas that each drive their own node's engine (a daemon per "
      "node, SANDBOX_BACKEND=docker): how long a conversation stays with a "
