@@ -270,7 +270,7 @@ async function sectionNodes(o) {
       const conv = `bench-kill-${process.pid}-${k}`;
       let r = await pyCall(viaLb, conv, "import pandas as pd\ndf = pd.DataFrame({'a': range(1000)})\nxs = list(range(10000))\nimport socket\nprint(socket.gethostname())");
       const victim = await labNodeOf(r.sc.stdout.trim());
-      await sleep(500); // the save after the run
+      await sleep(1500); // the save after the run (a kill loses what came after it)
       d[victim].proc.kill('SIGKILL');
       const t0 = wallMs();
       await new Promise((res) => d[victim].proc.once('exit', res));

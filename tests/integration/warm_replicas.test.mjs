@@ -17,11 +17,11 @@
 // at once; the metrics count it all; nothing is left on the engine.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { mountsBelow, umountBelow } from './lib/daemon.mjs';
+import { mountsBelow, sleep, umountBelow } from './lib/daemon.mjs';
 import { startPg, skipReason as pgSkip } from './lib/pg.mjs';
 import { removeContainersOf, startSandboxDaemon, waitNoContainers } from './lib/sandbox.mjs';
 import { SLOW, conv, expectSession, expectStatus, py } from './lib/warm.mjs';
@@ -51,6 +51,29 @@ function replica(name, root, store, instance) {
       SANDBOX_STATE: 'true',
     },
   });
+}
+
+/**
+ * Waits until the workspace under root holding file marker has the save of
+ * run n (its Python state after that run), at most ms.
+ */
+async function waitSaved(root, marker, n, ms = 15_000) {
+  const want = path.join('.mcp', 'state', 'python', `run-${n}.state`);
+  const find = (dir, depth) => {
+    let ents = [];
+    try {
+      ents = readdirSync(dir, { withFileTypes: true });
+    } catch {
+      return false;
+    }
+    if (ents.some((e) => e.name === marker) && existsSync(path.join(dir, want))) return true;
+    return depth < 4 && ents.some((e) => e.isDirectory() && !e.name.startsWith('.') && find(path.join(dir, e.name), depth + 1));
+  };
+  const end = Date.now() + ms;
+  while (!find(root, 0)) {
+    if (Date.now() > end) throw new Error(`no save of run ${n} next to ${marker} under ${root} within ${ms} ms`);
+    await sleep(100);
+  }
 }
 
 /** The value of a metric series in d's /metrics (0 when absent). */
@@ -128,7 +151,8 @@ describe('warm sessions across replicas', { skip: SKIP, timeout: T }, () => {
     const c = conv('kill');
     let r = await py(r1.client, c, "y = {'k': [1, 2, 3]}\nopen('/data/kept.txt', 'w').write('file kept')\nprint('ok')");
     expectStatus(r, 'completed');
-    await new Promise((res) => setTimeout(res, 500)); // the save after the run
+    // What a kill costs is the work since the last save: wait for it.
+    await waitSaved(root, 'kept.txt', r.sc.session.run_number);
     const t0 = Date.now();
     r1.proc.kill('SIGKILL');
     await new Promise((res) => r1.proc.once('exit', res));

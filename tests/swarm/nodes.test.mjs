@@ -25,7 +25,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { createWriteStream, existsSync, mkdirSync, rmSync } from 'node:fs';
+import { createWriteStream, existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { connectHttp, freePort, sleep, umountBelow } from '../integration/lib/daemon.mjs';
@@ -140,6 +140,29 @@ async function metric(d, series) {
   return line ? Number(line.slice(series.length + 1)) : 0;
 }
 
+/**
+ * Waits until the workspace under root holding file marker has the save of
+ * run n (its Python state after that run), at most ms.
+ */
+async function waitSaved(root, marker, n, ms = 15_000) {
+  const want = path.join('.mcp', 'state', 'python', `run-${n}.state`);
+  const find = (dir, depth) => {
+    let ents = [];
+    try {
+      ents = readdirSync(dir, { withFileTypes: true });
+    } catch {
+      return false;
+    }
+    if (ents.some((e) => e.name === marker) && existsSync(path.join(dir, want))) return true;
+    return depth < 4 && ents.some((e) => e.isDirectory() && !e.name.startsWith('.') && find(path.join(dir, e.name), depth + 1));
+  };
+  const end = Date.now() + ms;
+  while (!find(root, 0)) {
+    if (Date.now() > end) throw new Error(`no save of run ${n} next to ${marker} under ${root} within ${ms} ms`);
+    await sleep(100);
+  }
+}
+
 const HOST = 'import socket\nprint(socket.gethostname())';
 
 /** run_code in Python; { sc, text } (throws on a protocol error). */
@@ -246,7 +269,8 @@ describe('warm sessions on every node', { skip: SKIP, timeout: 900_000 }, () => 
     const victim = await ranOn(r);
     const other = NODES.find((n) => n !== victim);
     r = await py(c, conv, `data['rows'].append(4)\n${HOST}`);
-    await sleep(500); // the save after the run
+    // What a kill costs is the work since the last save: wait for it.
+    await waitSaved(ROOT, 'kept.csv', r.sc.session.run_number);
     const oldBoots = new Set((await boxesOn(victim, inst(victim))).map((b) => b.boot));
     assert.ok(oldBoots.size > 0, 'the victim has boxes');
     const t0 = Date.now();

@@ -788,6 +788,20 @@ static void warm_stale(struct warm *w, const char *ws, const char *key,
 	why[0] = '\0';
 }
 
+/* The run number the kernel saves this call's state under, or 0. */
+static unsigned long long warm_save_run(const struct runner_result *res)
+{
+	cJSON *st = res->state_json ? cJSON_Parse(res->state_json) : NULL;
+	const cJSON *run = cJSON_GetObjectItemCaseSensitive(st, "run");
+	unsigned long long n = 0;
+
+	if (cJSON_IsNumber(run) && run->valuedouble >= 1 &&
+	    run->valuedouble < 1e15)
+		n = (unsigned long long)run->valuedouble;
+	cJSON_Delete(st);
+	return n;
+}
+
 int warm_run(struct warm *w, const struct runner_request *req,
              const struct catalog_image *img, struct runner_result *res)
 {
@@ -901,6 +915,7 @@ done:
 	    strcmp(res->session.state, "restarted") == 0)
 		snprintf(res->session.state, sizeof(res->session.state), "new");
 	warm_account_run(w, b, res);
+	b->save_run = warm_save_run(res);
 	res->session.calls = b->calls;
 	res->session.idle_expires_at = time(NULL) + (time_t)w->cfg->warm_idle_s;
 	res->session.expires_at = b->expires_at;
@@ -1212,6 +1227,25 @@ int warm_holds(struct warm *w, const char *ws)
 }
 
 /*
+ * Whether b's state after its last call is saved: the save of that run is
+ * there, or, when the run is not known (a kernel without durable state, a
+ * box that runs no kernel), the box was idle long enough for a save to
+ * begin and none is being written.
+ */
+static bool warm_saved(const struct warm_box *b)
+{
+	int fd = b->hold ? workspace_dirfd(b->hold) : -1;
+
+	if (mono_ms() - b->last_used_ms < WARM_HAND_OFF_SETTLE_MS)
+		return false;
+	if (!b->kernel || fd < 0)
+		return true;
+	if (b->save_run)
+		return warm_state_saved(fd, b->lang, b->save_run);
+	return !warm_state_saving(fd, b->lang);
+}
+
+/*
  * The first session of ws when its last save is written: 0 with *out
  * unlinked (or NULL: none left), -EAGAIN not yet, -EBUSY busy. Lock held.
  */
@@ -1228,9 +1262,7 @@ static int warm_settled(struct warm *w, const char *ws, bool late,
 		return 0;
 	if (b->busy)
 		return -EBUSY;
-	if (!late && (mono_ms() - b->last_used_ms < WARM_HAND_OFF_SETTLE_MS ||
-	              (b->kernel && b->hold &&
-	               warm_state_saving(workspace_dirfd(b->hold), b->lang))))
+	if (!late && !warm_saved(b))
 		return -EAGAIN;
 	warm_unlink(w, b);
 	*out = b;

@@ -326,3 +326,20 @@ bool warm_state_saving(int wsfd, const char *lang)
 	closedir(d);
 	return saving;
 }
+
+bool warm_state_saved(int wsfd, const char *lang, unsigned long long run)
+{
+	char name[48];
+	struct stat sb;
+	int fd = warm_state_dir(wsfd, lang);
+	bool ok;
+
+	if (fd < 0)
+		return false;
+	snprintf(name, sizeof(name), "run-%llu.state", run);
+	/* The kernel renames a finished save into place: it is whole. */
+	ok = fstatat(fd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+	     S_ISREG(sb.st_mode);
+	close(fd);
+	return ok;
+}

@@ -66,4 +66,7 @@ __attribute__((warn_unused_result)) int warm_state_drop(int wsfd,
  */
 bool warm_state_saving(int wsfd, const char *lang);
 
+/* Whether the save of run (run-<run>.state) of lang is there, complete. */
+bool warm_state_saved(int wsfd, const char *lang, unsigned long long run);
+
 #endif
