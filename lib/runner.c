@@ -645,6 +645,20 @@ enum cron_next runner_job_discover(void *runner, long long deadline_ms)
 	return CRON_DONE;
 }
 
+int runner_lease_holds(void *runner, const char *ws)
+{
+	struct runner *r = runner;
+
+	return r->warm ? warm_holds(r->warm, ws) : 0;
+}
+
+int runner_lease_hand_off(void *runner, const char *ws)
+{
+	struct runner *r = runner;
+
+	return r->warm ? warm_hand_off(r->warm, ws) : 0;
+}
+
 enum cron_next runner_job_warm(void *runner, long long deadline_ms)
 {
 	struct runner *r = runner;

@@ -169,6 +169,14 @@ const char *runner_boot_id(const struct runner *r);
 /* ---- housekeeping jobs (cron.h) ---------------------------------------- */
 
 /* Warm sessions: expiry and the pool (every second). */
+/*
+ * For lease_set_holder (lib/run/lease.h): what this daemon keeps of the
+ * workspace named ws (warm_holds; 0 without warm sessions), and handing
+ * it over to another replica (warm_hand_off). runner is a struct runner.
+ */
+int runner_lease_holds(void *runner, const char *ws);
+int runner_lease_hand_off(void *runner, const char *ws);
+
 enum cron_next runner_job_warm(void *runner, long long deadline_ms);
 
 /* Rediscovers runner images (SANDBOX_DISCOVERY_INTERVAL_SECONDS). */

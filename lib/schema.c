@@ -9,6 +9,7 @@
 #include "audit/usage.h"
 #include "oauth/oauth_db.h"
 #include "run/budget.h"
+#include "run/lease.h"
 #include "tasks/tasks_db.h"
 
 /*
@@ -23,6 +24,7 @@ static const struct store_migration migrations[] = {
     {5, "tasks", TASKS_DB_MIGRATION_3, TASKS_DB_MIGRATION_3_PG},
     {6, "audit", AUDIT_MIGRATION_1, AUDIT_MIGRATION_1_PG},
     {7, "usage", USAGE_MIGRATION_1, USAGE_MIGRATION_1_PG},
+    {8, "lease", LEASE_MIGRATION_1, LEASE_MIGRATION_1_PG},
 };
 
 #define N_MIGRATIONS (sizeof(migrations) / sizeof(migrations[0]))

@@ -402,12 +402,15 @@ swarm_stop() {
 
 # A Docker Swarm of three engines in network namespaces on this machine
 # (tests/swarm/lab.sh) and the daemon's swarm backend run on it through
-# the SDK client (tests/swarm/swarm.test.mjs), about 2-3 minutes; the lab
-# is removed afterwards, also when a test fails or the run is interrupted.
+# the SDK client (tests/swarm/swarm.test.mjs), replicas behind HAProxy
+# (replicas.test.mjs) and a warm daemon on every node (nodes.test.mjs),
+# about 5-8 minutes; the lab is removed afterwards, also when a test fails
+# or the run is interrupted.
 layer_swarm() {
 	[ -n "${BUILD_BROKEN:-}" ] && { record swarm 0 1; return; }
 	local why lab=/var/tmp/mcpsd-swarm-lab lock=/var/tmp/mcpsd-swarm-lab.lock
-	local img=mcp-sandboxd/runner-bash:latest
+	# Python for the warm sessions on every node (nodes.test.mjs).
+	local img=mcp-sandboxd/runner-bash:latest,mcp-sandboxd/runner-python:latest
 	if why=$(swarm_lab_unavailable); then
 		echo "skipped: $why"
 		record swarm 0 0 1
@@ -418,7 +421,8 @@ layer_swarm() {
 	# Two replicas behind a balancer share a PostgreSQL store.
 	ensure_apt haproxy postgresql
 	ensure_node_modules "$NODE_DIR"
-	docker image inspect "$img" >/dev/null 2>&1 || ensure_runner_images
+	# shellcheck disable=SC2086 # a comma list made into words
+	docker image inspect ${img//,/ } >/dev/null 2>&1 || ensure_runner_images
 	meson_build "$BUILD" || { record swarm 0 1; return; }
 	exec {SWARM_LOCK}>"$lock"
 	if ! flock -n "$SWARM_LOCK"; then
@@ -430,10 +434,11 @@ layer_swarm() {
 	trap "swarm_stop '$lab'" EXIT
 	if MCPSD_LAB_DIR=$lab MCPSD_BIN="$BUILD/cmd/mcp-sandboxd" timeout 300 \
 		"$ROOT/tests/swarm/lab.sh" up --images "$img"; then
-		# replicas first: swarm.test.mjs ends by checking that nothing
-		# is left on any node.
-		MCPSD_LAB_DIR=$lab INTEGRATION_TIMEOUT=720 run_integration swarm "" \
-			tests/swarm/replicas.test.mjs tests/swarm/swarm.test.mjs
+		# replicas and nodes first: swarm.test.mjs ends by checking
+		# that nothing is left on any node.
+		MCPSD_LAB_DIR=$lab INTEGRATION_TIMEOUT=1500 run_integration swarm "" \
+			tests/swarm/replicas.test.mjs tests/swarm/nodes.test.mjs \
+			tests/swarm/swarm.test.mjs
 	else
 		echo "the swarm lab did not come up"
 		record swarm 0 1

@@ -30,6 +30,7 @@
 #include "oauth/oauth.h"
 #include "oauth/oauth_http.h"
 #include "run/budget.h"
+#include "run/lease.h"
 #include "runner.h"
 #include "schema.h"
 #include "store/store.h"
@@ -132,6 +133,7 @@ struct daemon {
 	struct audit *audit;
 	struct oauth *oauth;
 	struct mcp_stdio *sio;
+	struct lease *lease; /* replicas on their own engines, or NULL */
 };
 
 /* No core dumps or ptrace of the daemon; sandboxes die before it. */
@@ -160,6 +162,38 @@ static void harden_process(void)
 		log_info("cannot lower this daemon's OOM score (needs "
 		         "CAP_SYS_RESOURCE); sandboxes may be picked after it "
 		         "under memory pressure");
+}
+
+/*
+ * Replicas that each drive their own node's engine (a backend without
+ * BACKEND_CAN_REPLICAS): a conversation's runs are kept on one replica at
+ * a time by leases in the shared store (lib/run/lease.h).
+ */
+static int daemon_leases(struct daemon *d)
+{
+	const struct config *cfg = &d->cfg;
+
+	if (!cfg->replica_name[0] ||
+	    backend_has(runner_backend(d->runner), BACKEND_CAN_REPLICAS))
+		return 0;
+	if (lease_create(d->store, cfg->replica_name,
+	                 (long long)cfg->conversation_lease_s * 1000,
+	                 &d->lease) < 0) {
+		log_errorx("out of memory");
+		return -1;
+	}
+	lease_set_holder(d->lease, runner_lease_holds, runner_lease_hand_off,
+	                 d->runner);
+	lease_set_stats(d->lease, d->stats);
+	tools_run_set_lease(d->lease);
+	if (lease_renew(d->lease, lease_now_ms()) < 0)
+		log_warnx("renewing this replica's conversation leases failed; "
+		          "its job tries again every second");
+	log_info("replica %s runs conversations on its own engine; a "
+	         "conversation's lease in the store keeps it on one replica "
+	         "at a time (MCP_CONVERSATION_LEASE_SECONDS=%u)",
+	         cfg->replica_name, cfg->conversation_lease_s);
+	return 0;
 }
 
 /* The MCP core, workspaces, the store and what lives in it, the runner. */
@@ -233,6 +267,8 @@ static int daemon_core(struct daemon *d, char *err, size_t errlen)
 	                    cfg->usage_retention_days);
 	tools_audit_register(d->mcp, d->audit);
 	tools_run_register(d->mcp, d->runner, d->wm);
+	if (daemon_leases(d) < 0)
+		return -1;
 	tools_files_register(d->mcp, d->wm);
 #if MCPSD_FIXTURES
 	fixtures_register(d->mcp);
@@ -275,6 +311,12 @@ static int daemon_jobs(struct daemon *d)
 	             d->wm) < 0 ||
 	    cron_add(c, CRON_SLOW, "warm", 1000, runner_job_warm, d->runner) <
 	        0 ||
+	    (d->lease &&
+	     (cron_add(c, CRON_PROMPT, "lease-renewal",
+	               LEASE_RENEW_INTERVAL_MS(cfg->conversation_lease_s),
+	               lease_job_renew, d->lease) < 0 ||
+	      cron_add(c, CRON_SLOW, "leases", 1000, lease_job, d->lease) <
+	          0)) ||
 	    cron_add(c, CRON_SLOW, "tasks", TASKS_SWEEP_INTERVAL_MS,
 	             tasks_job_sweep, d->tasks) < 0 ||
 	    (d->oauth && cron_add(c, CRON_SLOW, "oauth", OAUTH_PURGE_MS,
@@ -336,6 +378,29 @@ static int daemon_serve(struct daemon *d, bool use_stdio, char *err,
 	return 0;
 }
 
+/*
+ * A replica that stops (a drained node: SIGTERM within the stack's
+ * stop_grace_period) hands its conversations over: each one's last state
+ * save is written, its boxes end and its lease is released, so the next
+ * call restores it on another replica at once instead of after the lease.
+ */
+static void daemon_hand_over(struct daemon *d)
+{
+	int n;
+
+	if (!d->lease)
+		return;
+	n = lease_release_all(d->lease);
+	if (n < 0)
+		log_warnx("releasing this replica's conversations failed (%s); "
+		          "other replicas take them over after "
+		          "MCP_CONVERSATION_LEASE_SECONDS=%u",
+		          strerror(-n), d->cfg.conversation_lease_s);
+	else
+		log_info("%d conversation(s) handed over for other replicas",
+		         n);
+}
+
 /* After SIGTERM or SIGINT: running calls finish, their answers leave. */
 static void daemon_drain(struct daemon *d, int sig)
 {
@@ -352,6 +417,7 @@ static void daemon_drain(struct daemon *d, int sig)
 	left = runner_drain(d->runner, 5000);
 	if (left)
 		log_warnx("%u run(s) still running at shutdown", left);
+	daemon_hand_over(d);
 	/*
 	 * Ending the sessions ends their event streams; their last events
 	 * (the results of the calls that just finished) are still sent.
@@ -372,6 +438,7 @@ static void daemon_free(struct daemon *d)
 	mcp_server_destroy(d->mcp);
 	tasks_close(d->tasks);
 	runner_destroy(d->runner);
+	lease_destroy(d->lease);
 	budget_destroy(d->budget);
 	audit_destroy(d->audit);
 	oauth_destroy(d->oauth);

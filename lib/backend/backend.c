@@ -74,27 +74,12 @@ static int backend_check_needs(const struct config *cfg,
                                const struct backend_impl *bi, char *err,
                                size_t errlen)
 {
-	char can[128];
-
 	if (cfg->allow_network && !backend_impl_has(bi, BACKEND_CAN_NETWORK))
 		return errmsg_fail(
 		    -EINVAL, err, errlen,
 		    "SANDBOX_ALLOW_NETWORK=true cannot be honoured with "
 		    "SANDBOX_BACKEND=%s: %s; set SANDBOX_ALLOW_NETWORK=false",
 		    bi->name, backend_lacks(bi, BACKEND_CAN_NETWORK));
-	if (cfg->replica_name && cfg->replica_name[0] &&
-	    !backend_impl_has(bi, BACKEND_CAN_REPLICAS))
-		return errmsg_fail(
-		    -EINVAL, err, errlen,
-		    "MCP_REPLICA_NAME=%s needs SANDBOX_BACKEND=%s: replicas "
-		    "run code through one engine that keeps two runs of a "
-		    "conversation apart across daemons, and with "
-		    "SANDBOX_BACKEND=%s %s; one daemon per Docker host leaves "
-		    "MCP_REPLICA_NAME empty (docs/deployment.md)",
-		    cfg->replica_name,
-		    backend_names(BACKEND_CAN_REPLICAS,
-		                  " or SANDBOX_BACKEND=", can, sizeof(can)),
-		    bi->name, backend_lacks(bi, BACKEND_CAN_REPLICAS));
 	return 0;
 }
 

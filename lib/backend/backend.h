@@ -179,7 +179,10 @@ typedef int (*box_output_fn)(void *arg, int which, const char *p, size_t n);
 #define BACKEND_CAN_PACKAGES 0x04u
 /* boxes may have a network (spec.network, SANDBOX_ALLOW_NETWORK) */
 #define BACKEND_CAN_NETWORK 0x08u
-/* spec.exclusive holds across daemons: replicas (MCP_REPLICA_NAME) */
+/*
+ * spec.exclusive holds across daemons: replicas (MCP_REPLICA_NAME) need no
+ * conversation leases (lib/run/lease.h) to keep a conversation's runs apart
+ */
 #define BACKEND_CAN_REPLICAS 0x10u
 /* boxes run on the daemon's host and see mounts it makes (loop quotas) */
 #define BACKEND_CAN_HOST_MOUNTS 0x20u

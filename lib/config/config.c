@@ -134,6 +134,13 @@ static const struct setting settings[] = {
      "30",
      "Replicas: one not seen in the store for this long is taken as gone, "
      "and its running tasks are marked failed"},
+    {"MCP_CONVERSATION_LEASE_SECONDS", SET_UINT, "2", OFF(conversation_lease_s),
+     1, 3600, "3",
+     "Replicas that each drive their own node's engine (a daemon per "
+     "node, SANDBOX_BACKEND=docker): how long a conversation stays with a "
+     "replica that stopped renewing its lease (killed, cut off) before "
+     "another one restores it from its last save; renewed every third of "
+     "it (docs/deployment.md, Warm sessions on every node)"},
     {"MCP_INSTANCE_NAME", SET_STR, "", DERIVED, 0, 0, "sandbox-1",
      "Name of this daemon on the Docker engine; its containers carry it "
      "(default: the host name and a hash of SANDBOX_ROOT)"},

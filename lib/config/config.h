@@ -62,6 +62,7 @@ struct config {
 	char *instance_name;
 	char *replica_name; /* "" when this is the only daemon */
 	unsigned replica_lease_s;
+	unsigned conversation_lease_s; /* replicas on their own engines */
 	enum log_level log_level;
 	char *log_format;
 

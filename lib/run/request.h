@@ -91,6 +91,10 @@ struct runner_request {
 	struct workspace *workspace;
 	const char *workspace_name; /* keys the warm session, or NULL */
 	bool session_new;           /* end the warm session first */
+	/* Another replica ran the conversation last (lease.h): what this
+	 * one keeps of it is stale. "moved" (handed over) or "server_lost"
+	 * (that replica stopped answering); NULL otherwise. */
+	const char *moved;
 	/* Load the saved state after this earlier run first (0: none). */
 	unsigned long long rewind_to;
 	/* run_code's fork_from: the conversation whose files and state the

@@ -17,7 +17,9 @@
 #include <unistd.h>
 
 #include "run/capture.h"
+#include "run/lease.h"
 #include "run/run_arguments.h"
+#include "run/warm/warm.h"
 #include "tools/audit/tools_audit.h"
 #include "tools/tools_check.h"
 #include "tools/tools_content.h"
@@ -35,6 +37,7 @@ struct tools_run_ctx {
 	struct mcp_server *srv;
 	struct runner *runner;
 	struct workspace_mgr *wm;
+	struct lease *lease; /* replicas on their own engines, or NULL */
 };
 
 static struct tools_run_ctx tools_run_ctx;
@@ -582,6 +585,72 @@ static int tools_run_fork(struct tools_run_ctx *ctx, struct mcp_call *call,
 	return 0;
 }
 
+/* How often a run that waits for another replica's lease asks again. */
+#define TOOLS_RUN_LEASE_POLL_MS 100
+
+/*
+ * Takes the conversation's lease (lease.h) for this run: at once when no
+ * other replica holds it, else once that replica handed it over or its
+ * lease ran out (killed, cut off), which takes at most the lease plus a
+ * hand-over. *moved says whether another replica ran it last (for
+ * runner_request.moved). 0, or -1 with a message for the client in err.
+ */
+static int tools_run_lease(struct tools_run_ctx *ctx, const char *name,
+                           struct tools_run_progress *prog, const char **moved,
+                           char *err, size_t errlen)
+{
+	const struct config *cfg = runner_config(ctx->runner);
+	long long until = mono_ms() +
+	                  (long long)cfg->conversation_lease_s * 1000 +
+	                  WARM_HAND_OFF_WAIT_MS + 5000;
+	struct lease_grant g;
+	bool told = false;
+	int rc;
+
+	*moved = NULL;
+	for (;;) {
+		rc = lease_acquire(ctx->lease, name, lease_now_ms(), &g);
+		if (rc == 0)
+			break;
+		if (rc != -EAGAIN) {
+			snprintf(err, errlen,
+			         "the store shared by the replicas did not "
+			         "answer (%s), so this server cannot tell "
+			         "whether another one runs this conversation "
+			         "now; the code did not run: retry in a few "
+			         "seconds",
+			         strerror(-rc));
+			return -1;
+		}
+		if (mono_ms() > until) {
+			snprintf(err, errlen,
+			         "server %s holds this conversation and did "
+			         "not hand it over within %u s; the code did "
+			         "not run: retry in a few seconds",
+			         g.from, cfg->conversation_lease_s + 10);
+			return -1;
+		}
+		if (!told && prog->on) {
+			char msg[160];
+
+			snprintf(msg, sizeof(msg),
+			         "waiting for server %s to hand this "
+			         "conversation over",
+			         g.from);
+			tools_run_progress_send(prog, msg);
+			told = true;
+		}
+		usleep(TOOLS_RUN_LEASE_POLL_MS * 1000);
+	}
+	if (g.moved)
+		*moved = g.lost ? "server_lost" : "moved";
+	if (g.moved)
+		log_info("conversation %.12s taken over from replica %s (%s)",
+		         name, g.from,
+		         g.lost ? "its lease ran out" : "handed over");
+	return 0;
+}
+
 static cJSON *tools_run_code_call(void *data, struct mcp_call *call,
                                   const cJSON *args)
 {
@@ -602,6 +671,7 @@ static cJSON *tools_run_code_call(void *data, struct mcp_call *call,
 	char *base_url = NULL, *notebook_url = NULL;
 	cJSON *result = NULL;
 	time_t started;
+	bool leased = false;
 	int rc;
 
 	memset(&res, 0, sizeof(res));
@@ -632,6 +702,14 @@ static cJSON *tools_run_code_call(void *data, struct mcp_call *call,
 		                         "for it to finish, then retry",
 		                         true);
 		goto out;
+	}
+	if (ctx->lease) {
+		if (tools_run_lease(ctx, workspace_name(ws), &prog, &req.moved,
+		                    err, sizeof(err)) < 0) {
+			result = mcp_text_result(err, true);
+			goto out;
+		}
+		leased = true;
 	}
 	if (req.fork_from &&
 	    tools_run_fork(ctx, call, conv, ws, &req, err, sizeof(err)) < 0) {
@@ -704,6 +782,8 @@ out:
 	runner_cancel_destroy(cancel);
 	free(base_url);
 	free(notebook_url);
+	if (leased)
+		lease_done(ctx->lease, workspace_name(ws));
 	workspace_close(ws);
 	run_arguments_store_finish(&st);
 	return result;
@@ -865,4 +945,9 @@ void tools_run_register(struct mcp_server *srv, struct runner *r,
 	tools_view_register(srv, wm);
 	tools_notebook_register(srv, r, wm);
 	runner_set_changed_cb(r, tools_run_changed, srv);
+}
+
+void tools_run_set_lease(struct lease *l)
+{
+	tools_run_ctx.lease = l;
 }

@@ -34,6 +34,14 @@ void tools_run_register(struct mcp_server *srv, struct runner *r,
                         struct workspace_mgr *wm);
 
 /*
+ * Replicas that each drive their own node's engine: every run takes the
+ * conversation's lease first (lib/run/lease.h; l borrowed, must outlive
+ * the server). Call before serving starts.
+ */
+struct lease;
+void tools_run_set_lease(struct lease *l);
+
+/*
  * The CallToolResult of a finished run (caller owns; NULL on allocation
  * failure): structuredContent per the outputSchema, a readable text block,
  * and isError unless the program exited 0. Every run_code outcome is built

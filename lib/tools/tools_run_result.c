@@ -83,7 +83,8 @@ const char tools_run_output_schema[] =
     "(reason says why earlier state was lost) or none (a one-off run; "
     "reason says why); lost: this run ended the state\",\"properties\":{"
     "\"state\":{\"type\":\"string\",\"enum\":[\"new\",\"continued\","
-    "\"restarted\",\"none\"]},\"reason\":{\"type\":\"string\"},"
+    "\"restarted\",\"restored\",\"rewound\",\"none\"]},\"reason\":{\"type\":"
+    "\"string\"},"
     "\"stateful\":{\"type\":\"boolean\"},\"lost\":{\"type\":\"boolean\"},"
     "\"lost_reason\":{\"type\":\"string\"},\"runs\":{\"type\":"
     "\"integer\"},\"memory_bytes\":{\"type\":\"integer\"},"
@@ -558,6 +559,11 @@ static const char *tools_run_why(const char *reason)
 	                     "server's warm sessions and all of them are "
 	                     "busy"},
 	    {"server_restarted", "the server restarted"},
+	    {"moved", "the conversation moved to this server from another "
+	              "one, which handed it over"},
+	    {"server_lost", "the server that held the conversation stopped "
+	                    "answering; its last saved state was loaded "
+	                    "here"},
 	    {"image_updated", "the runner image was updated"},
 	    {"requested", "session \"new\" was asked for"},
 	    {"forked", "this conversation was forked from another one"},

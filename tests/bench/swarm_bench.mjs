@@ -12,6 +12,21 @@
 // are printed, never asserted.
 //
 //   node tests/bench/swarm_bench.mjs swarm [--runs 30 --warmup 2 --gap-ms 200]
+//
+// Section nodes (warm sessions on every node, docs/deployment.md): starts
+// what it measures itself, on a running lab (tests/swarm/lab.sh up with
+// mcp-sandboxd/runner-python:latest): a daemon on each lab worker (n2, n3)
+// on that worker's engine, a scratch PostgreSQL, HAProxy with
+// deploy/haproxy-nodes.cfg, and a single-host daemon on the host's engine,
+// all with warm sessions. Measures warm Python print(1) through the SDK
+// client (2026-07-28, the conversation header) on the single host and
+// through the balancer on the lab, interleaved; then restores on another
+// node after a kill: a conversation with some state, its node's daemon
+// SIGKILLed, the time until the next call (through the balancer) has its
+// result, restored; the daemon started again; repeated.
+//
+//   node tests/bench/swarm_bench.mjs nodes [--runs 40 --kills 5 --lease 1]
+// Environment: MCPSD_BIN, MCPSD_LAB_DIR, BENCH_RESULTS.
 // Environment: as for mcp_bench.mjs for the local daemon (BENCH_URL,
 // BENCH_TOKEN, BENCH_PID, BENCH_ENV_FILE, BENCH_WORK, BENCH_RESULTS,
 // BENCH_CREATE_BODY, DOCKER_SOCK); BENCH_SWARM_URL, BENCH_SWARM_TOKEN,
@@ -21,7 +36,9 @@ import { spawn } from 'node:child_process';
 import { chownSync, mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { connectHttp } from '../integration/lib/daemon.mjs';
+import { connectHttp, freePort, startDaemon } from '../integration/lib/daemon.mjs';
+import { connectModern } from '../integration/lib/modern.mjs';
+import { startPg } from '../integration/lib/pg.mjs';
 import { cliArgs, cpuMeter, loadavg, mean, median, pct, r1, r2, record, sleep, wallMs } from './mcp_bench.mjs';
 
 const env = process.env;
@@ -136,8 +153,151 @@ async function sectionSwarm(o) {
   await swarm.close();
 }
 
+/* ---- nodes: warm sessions on every node -------------------------------- */
+
+const LAB = env.MCPSD_LAB_DIR ?? '/var/tmp/mcpsd-swarm-lab';
+const labSock = (n) => `${LAB}/${n}/docker.sock`;
+
+/** A warm daemon; on a lab node n (with the shared settings) or the host. */
+function warmDaemon(shared, n, port) {
+  const node = n
+    ? {
+        DOCKER_HOST: `unix://${labSock(n)}`,
+        MCP_REPLICA_NAME: n,
+        MCP_INSTANCE_NAME: `bench-node-${n}`,
+        MCP_CONVERSATION_LEASE_SECONDS: String(shared.lease),
+        STORE_URL: shared.store,
+        PUBLIC_BASE_URL: shared.lbBase,
+      }
+    : { MCP_INSTANCE_NAME: `bench-single-${process.pid}` };
+  return startDaemon({
+    name: n ? `bench-node-${n}` : 'bench-single',
+    root: n ? shared.root : undefined,
+    keepRoot: !!n,
+    port,
+    env: {
+      MCP_API_TOKEN: shared.token,
+      FILE_SECRET: shared.secret,
+      MCP_LOG_LEVEL: 'info',
+      SANDBOX_WARM: 'true',
+      SANDBOX_POOL_SIZE: '1',
+      SANDBOX_STATE: 'true',
+      ...node,
+    },
+  }).then((d) => Object.assign(d, { token: shared.token }));
+}
+
+async function pyCall(client, conv, code) {
+  const t0 = wallMs();
+  const r = await client.callTool({ name: 'run_code', arguments: { conversationId: conv, language: 'python', code } }, undefined, { timeout: 300_000 });
+  const sc = r.structuredContent ?? {};
+  return { ms: wallMs() - t0, sc, ok: !r.isError && sc.status === 'completed' };
+}
+
+/** Which lab node has container h (a box's host name). */
+async function labNodeOf(h) {
+  for (const n of ['n2', 'n3']) {
+    const ok = await new Promise((resolve) => {
+      const p = spawn('docker', ['inspect', h], { env: { ...env, DOCKER_HOST: `unix://${labSock(n)}` }, stdio: 'ignore' });
+      p.on('close', (c) => resolve(c === 0));
+    });
+    if (ok) return n;
+  }
+  return null;
+}
+
+async function sectionNodes(o) {
+  const runs = parseInt(o.runs ?? '40', 10);
+  const kills = parseInt(o.kills ?? '5', 10);
+  const lease = parseInt(o.lease ?? '1', 10);
+  const { randomBytes } = await import('node:crypto');
+  const { mkdirSync: mk, rmSync } = await import('node:fs');
+  const pg = startPg();
+  if (!pg) throw new Error('PostgreSQL cannot start here');
+  pg.psql('CREATE DATABASE bench_nodes OWNER mcpsd');
+  const lbPort = await freePort();
+  const shared = {
+    lease,
+    store: pg.url('bench_nodes'),
+    token: randomBytes(24).toString('hex'),
+    secret: randomBytes(32).toString('hex'),
+    root: path.join(LAB, 'shared', 'bench-nodes'),
+    lbBase: `http://127.0.0.1:${lbPort}`,
+  };
+  rmSync(shared.root, { recursive: true, force: true });
+  mk(shared.root, { recursive: true });
+  const ports = { n2: await freePort(), n3: await freePort() };
+  const d = { n2: await warmDaemon(shared, 'n2', ports.n2), n3: await warmDaemon(shared, 'n3', ports.n3) };
+  const single = await warmDaemon(shared, null);
+  const lb = spawn('haproxy', ['-f', 'deploy/haproxy-nodes.cfg', '-db'], {
+    env: {
+      PATH: env.PATH,
+      MCPSD_LB_BIND: `127.0.0.1:${lbPort}`,
+      MCPSD_N1: `127.0.0.1:${ports.n2}`,
+      MCPSD_N1_NAME: 'n2',
+      MCPSD_N2: `127.0.0.1:${ports.n3}`,
+      MCPSD_N2_NAME: 'n3',
+    },
+    stdio: 'ignore',
+  });
+  await sleep(3000);
+  try {
+    const viaLb = await connectModern({ url: `${shared.lbBase}/mcp`, token: shared.token });
+    const direct = await connectModern(single);
+    const paths = {
+      'warm print(1), single host': () => pyCall(direct, 'bench-warm', 'print(1)'),
+      'warm print(1), through the balancer (lab)': () => pyCall(viaLb, 'bench-warm', 'print(1)'),
+    };
+    const names = Object.keys(paths);
+    const ms = Object.fromEntries(names.map((n) => [n, []]));
+    for (let i = -3; i < runs; i++) {
+      for (const name of i % 2 ? names : [...names].reverse()) {
+        const r = await paths[name]();
+        if (!r.ok) console.log(`# ${name}: not completed: ${JSON.stringify(r.sc).slice(0, 300)}`);
+        if (i >= 0) ms[name].push(r.ms);
+        await sleep(100);
+      }
+    }
+    const base = median(ms[names[0]]);
+    for (const name of names) {
+      const v = ms[name];
+      const res = { section: 'nodes', path: name, runs, p50: r1(median(v)), p95: r1(pct(v, 95)), ratio_p50: r2(median(v) / base) };
+      record(res);
+      console.log(`nodes ${name.padEnd(44)} p50 ${res.p50} p95 ${res.p95} ms | ratio to single host p50 ${res.ratio_p50}`);
+    }
+    const restore = [];
+    for (let k = 0; k < kills; k++) {
+      const conv = `bench-kill-${process.pid}-${k}`;
+      let r = await pyCall(viaLb, conv, "import pandas as pd\ndf = pd.DataFrame({'a': range(1000)})\nxs = list(range(10000))\nimport socket\nprint(socket.gethostname())");
+      const victim = await labNodeOf(r.sc.stdout.trim());
+      await sleep(1500); // the save after the run (a kill loses what came after it)
+      d[victim].proc.kill('SIGKILL');
+      const t0 = wallMs();
+      await new Promise((res) => d[victim].proc.once('exit', res));
+      r = await pyCall(viaLb, conv, 'print(len(xs), int(df.a.sum()))');
+      const took = wallMs() - t0;
+      const ok = r.ok && r.sc.session?.state === 'restored' && r.sc.stdout === '10000 499500\n';
+      if (!ok) console.log(`# kill ${k}: ${JSON.stringify(r.sc).slice(0, 300)}`);
+      restore.push(took);
+      console.log(`# kill ${k} on ${victim}: restored elsewhere after ${r1(took)} ms (${ok ? 'ok' : 'NOT OK'}; restore ${r.sc.session?.restored?.ms} ms)`);
+      d[victim] = await warmDaemon(shared, victim, ports[victim]);
+      await sleep(7000); // the balancer sees it up again
+    }
+    const res = { section: 'nodes', path: `restore on another node after a kill (lease ${lease} s)`, runs: kills, p50: r1(median(restore)), p95: r1(pct(restore, 95)) };
+    record(res);
+    console.log(`nodes ${res.path.padEnd(44)} p50 ${res.p50} p95 ${res.p95} ms`);
+    await viaLb.close();
+    await direct.close();
+  } finally {
+    lb.kill('SIGTERM');
+    for (const x of [d.n2, d.n3, single]) await x.stop('SIGTERM').catch(() => {});
+    rmSync(shared.root, { recursive: true, force: true });
+    pg.destroy();
+  }
+}
+
 const [section, ...rest] = process.argv.slice(2);
-const sections = { swarm: sectionSwarm };
+const sections = { swarm: sectionSwarm, nodes: sectionNodes };
 if (!sections[section]) {
   console.error(`usage: swarm_bench.mjs ${Object.keys(sections).join('|')} [--key value ...]`);
   process.exit(2);

@@ -10,7 +10,8 @@
 # unix socket. The workers are configured as docs/deployment.md asks of
 # sandbox nodes: no-new-privileges, the project's seccomp profile, the
 # local log driver, --bridge=none (tasks see only lo) and the node label
-# mcp-sandboxd.sandbox=true; the manager is drained.
+# mcp-sandboxd.sandbox=true; the manager is drained. Each engine has a UTS
+# namespace of its own with the host name mcpsdlab-N.
 #
 # Usage: tests/swarm/lab.sh up [--images IMG,...]   start, form the swarm,
 #                                                   load the images
@@ -102,8 +103,12 @@ EOF
 EOF
 	fi
 	# nsenter, not `ip netns exec`: that one remounts /sys and hides the
-	# cgroup tree from dockerd.
-	nsenter --net="/run/netns/$(ns "$n")" setsid dockerd \
+	# cgroup tree from dockerd. A UTS namespace of its own gives each node
+	# its host name (mcpsdlab-n2, ...), as separate hosts have: Swarm's
+	# {{.Node.Hostname}} names each node's daemon in deploy/stack-nodes.yml.
+	# shellcheck disable=SC2016 # expanded by that sh
+	nsenter --net="/run/netns/$(ns "$n")" unshare --uts -- setsid sh -c \
+		'hostname "$0" && exec dockerd "$@"' "$PREFIX-$n" \
 		--data-root "$d/data" --exec-root "$d/exec" --pidfile "$d/dockerd.pid" \
 		--host "unix://$d/docker.sock" --config-file "$d/daemon.json" \
 		--cgroup-parent "/$PREFIX-$n" --storage-driver overlay2 \
@@ -168,6 +173,12 @@ up() {
 	done
 	down >/dev/null 2>&1
 	mkdir -p "$LAB/shared"
+	# A shared mount, as / is on a host with systemd: a daemon deployed
+	# with deploy/stack-nodes.yml binds it with rshared propagation (the
+	# pool's mounts reach its node's engine). down unmounts it.
+	if ! { mount --bind "$LAB/shared" "$LAB/shared" && mount --make-rshared "$LAB/shared"; }; then
+		die "making $LAB/shared a shared mount failed"
+	fi
 	write_seccomp
 	net_up || { down; die "making the lab's namespaces failed"; }
 	start_engine n1 manager

@@ -51,11 +51,16 @@ int docker_handover_prepare(struct docker_handover *h, const struct config *cfg,
 	                       ? cfg->sandbox_host_path
 	                       : cfg->sandbox_root;
 
-	if ((size_t)snprintf(h->dir, sizeof(h->dir), "%s/pool",
-	                     cfg->sandbox_root) >=
-	        sizeof(h->dir) - HANDOVER_NAME_ROOM ||
-	    (size_t)snprintf(h->host_dir, sizeof(h->host_dir), "%s/pool",
-	                     host) >= sizeof(h->host_dir) - HANDOVER_NAME_ROOM)
+	/* Replicas sharing SANDBOX_ROOT each sweep and mount their own. */
+	const char *rn = cfg->replica_name ? cfg->replica_name : "";
+	const char *dash = rn[0] ? "-" : "";
+
+	if ((size_t)snprintf(h->dir, sizeof(h->dir), "%s/pool%s%s",
+	                     cfg->sandbox_root, dash,
+	                     rn) >= sizeof(h->dir) - HANDOVER_NAME_ROOM ||
+	    (size_t)snprintf(h->host_dir, sizeof(h->host_dir), "%s/pool%s%s",
+	                     host, dash,
+	                     rn) >= sizeof(h->host_dir) - HANDOVER_NAME_ROOM)
 		return errmsg_fail(-ENAMETOOLONG, err, errlen,
 		                   "SANDBOX_ROOT is too long");
 	if (mkdir(h->dir, 0711) < 0 && errno != EEXIST)

@@ -133,14 +133,30 @@ static void warm_note_take(struct warm *w, const char *key,
  * evicted, ...) is kept the same way: the boot id, then the reason on a
  * line of its own. With live false the marker goes.
  */
+/*
+ * Where the markers are: SANDBOX_ROOT/sessions, or, for a replica
+ * (MCP_REPLICA_NAME) whose SANDBOX_ROOT other replicas share,
+ * SANDBOX_ROOT/sessions-<name>: each replica tells only its own losses.
+ */
+static void warm_markers_dir(const struct warm *w, char *out, size_t n)
+{
+	const char *r = w->cfg->replica_name ? w->cfg->replica_name : "";
+
+	snprintf(out, n, "%s/sessions%s%s", w->cfg->sandbox_root,
+	         r[0] ? "-" : "", r);
+}
+
 static void warm_marker_put(struct warm *w, const char *key, bool live,
                             const char *reason)
 {
 	char path[PATH_MAX], text[20 + WARM_REASON_LEN];
 	int fd, n;
 
-	if ((size_t)snprintf(path, sizeof(path), "%s/sessions/%s",
-	                     w->cfg->sandbox_root, key) >= sizeof(path))
+	char dir[PATH_MAX];
+
+	warm_markers_dir(w, dir, sizeof(dir));
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, key) >=
+	    sizeof(path))
 		return;
 	if (!live) {
 		if (unlink(path) < 0 && errno != ENOENT)
@@ -182,7 +198,7 @@ static void warm_markers_load(struct warm *w)
 	struct dirent *e;
 	DIR *d;
 
-	snprintf(dir, sizeof(dir), "%s/sessions", w->cfg->sandbox_root);
+	warm_markers_dir(w, dir, sizeof(dir));
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
 		log_warn("creating %s", dir);
 	d = opendir(dir);
@@ -745,6 +761,47 @@ static void warm_state_forget(const struct runner_request *req,
 		          img->language, strerror(-rc));
 }
 
+/* Whether session b belongs to the workspace named ws. */
+static bool warm_of(const struct warm_box *b, const char *ws)
+{
+	size_t n = strlen(ws);
+
+	return strncmp(b->key, ws, n) == 0 && b->key[n] == '.';
+}
+
+/*
+ * The conversation of workspace ws ran on another replica since this one
+ * last held it (lease.h): its sessions here hold an older state. They are
+ * marked dead, so warm_find ends them, and the notes of the workspace go
+ * (what the other replica did supersedes them). Lock held.
+ */
+static void warm_stale(struct warm *w, const char *ws, const char *key,
+                       char why[WARM_REASON_LEN])
+{
+	for (struct warm_box *b = w->sessions; b; b = b->next)
+		if (warm_of(b, ws) && !b->busy && !b->dead) {
+			b->dead = true;
+			snprintf(b->dead_reason, sizeof(b->dead_reason),
+			         "moved");
+		}
+	warm_note_take(w, key, why);
+	why[0] = '\0';
+}
+
+/* The run number the kernel saves this call's state under, or 0. */
+static unsigned long long warm_save_run(const struct runner_result *res)
+{
+	cJSON *st = res->state_json ? cJSON_Parse(res->state_json) : NULL;
+	const cJSON *run = cJSON_GetObjectItemCaseSensitive(st, "run");
+	unsigned long long n = 0;
+
+	if (cJSON_IsNumber(run) && run->valuedouble >= 1 &&
+	    run->valuedouble < 1e15)
+		n = (unsigned long long)run->valuedouble;
+	cJSON_Delete(st);
+	return n;
+}
+
 int warm_run(struct warm *w, const struct runner_request *req,
              const struct catalog_image *img, struct runner_result *res)
 {
@@ -764,9 +821,13 @@ int warm_run(struct warm *w, const struct runner_request *req,
 		         "shutting_down");
 		return -EAGAIN;
 	}
+	if (req->moved)
+		warm_stale(w, req->workspace_name, key, why);
 	b = warm_find(w, key, img, req->session_new, &old, why);
 	if (!b && !old)
 		warm_note_take(w, key, why);
+	if (req->moved)
+		snprintf(why, sizeof(why), "%s", req->moved);
 	pthread_mutex_unlock(&w->lock);
 	if (old)
 		warm_end(w, old, NULL);
@@ -854,6 +915,7 @@ done:
 	    strcmp(res->session.state, "restarted") == 0)
 		snprintf(res->session.state, sizeof(res->session.state), "new");
 	warm_account_run(w, b, res);
+	b->save_run = warm_save_run(res);
 	res->session.calls = b->calls;
 	res->session.idle_expires_at = time(NULL) + (time_t)w->cfg->warm_idle_s;
 	res->session.expires_at = b->expires_at;
@@ -1158,6 +1220,84 @@ void warm_destroy(struct warm *w)
 	}
 	pthread_mutex_destroy(&w->lock);
 	free(w);
+}
+
+/* ---- leases between replicas ------------------------------------------ */
+
+int warm_holds(struct warm *w, const char *ws)
+{
+	int held = 0;
+
+	pthread_mutex_lock(&w->lock);
+	for (struct warm_box *b = w->sessions; b && held < 2; b = b->next)
+		if (warm_of(b, ws))
+			held = b->busy ? 2 : 1;
+	pthread_mutex_unlock(&w->lock);
+	return held;
+}
+
+/*
+ * Whether b's state after its last call is saved: the save of that run is
+ * there, or, when the run is not known (a kernel without durable state, a
+ * box that runs no kernel), the box was idle long enough for a save to
+ * begin and none is being written.
+ */
+static bool warm_saved(const struct warm_box *b)
+{
+	int fd = b->hold ? workspace_dirfd(b->hold) : -1;
+
+	if (mono_ms() - b->last_used_ms < WARM_HAND_OFF_SETTLE_MS)
+		return false;
+	if (!b->kernel || fd < 0)
+		return true;
+	if (b->save_run)
+		return warm_state_saved(fd, b->lang, b->save_run);
+	return !warm_state_saving(fd, b->lang);
+}
+
+/*
+ * The first session of ws when its last save is written: 0 with *out
+ * unlinked (or NULL: none left), -EAGAIN not yet, -EBUSY busy. Lock held.
+ */
+static int warm_settled(struct warm *w, const char *ws, bool late,
+                        struct warm_box **out)
+{
+	struct warm_box *b;
+
+	*out = NULL;
+	for (b = w->sessions; b; b = b->next)
+		if (warm_of(b, ws))
+			break;
+	if (!b)
+		return 0;
+	if (b->busy)
+		return -EBUSY;
+	if (!late && !warm_saved(b))
+		return -EAGAIN;
+	warm_unlink(w, b);
+	*out = b;
+	return 0;
+}
+
+int warm_hand_off(struct warm *w, const char *ws)
+{
+	long long until = mono_ms() + WARM_HAND_OFF_WAIT_MS;
+	struct warm_box *b;
+	int rc;
+
+	for (;;) {
+		pthread_mutex_lock(&w->lock);
+		rc = warm_settled(w, ws, mono_ms() > until, &b);
+		pthread_mutex_unlock(&w->lock);
+		if (rc == -EAGAIN) {
+			usleep(50 * 1000);
+			continue;
+		}
+		if (rc < 0 || !b)
+			return rc;
+		/* No note, no marker: the other replica tells what moved. */
+		warm_end(w, b, NULL);
+	}
 }
 
 void warm_stats(struct warm *w, struct warm_stats *out)

@@ -102,6 +102,22 @@ void warm_set_budget(struct warm *w, struct budget *b);
  */
 void warm_tick(struct warm *w, const struct catalog *cat);
 
+/*
+ * Leases between replicas (lease.h): what this daemon keeps of the
+ * workspace named ws: 0 no session, 1 idle sessions, 2 a busy one.
+ */
+int warm_holds(struct warm *w, const char *ws);
+
+/*
+ * Hands the workspace ws over to another replica: ends its idle sessions
+ * once each one's last state save is written (the box idle for
+ * WARM_HAND_OFF_SETTLE_MS and no save in progress; at most
+ * WARM_HAND_OFF_WAIT_MS). 0, or -EBUSY when a session became busy.
+ */
+#define WARM_HAND_OFF_SETTLE_MS 300
+#define WARM_HAND_OFF_WAIT_MS 5000
+int warm_hand_off(struct warm *w, const char *ws);
+
 struct warm_stats {
 	unsigned sessions; /* claimed by a conversation */
 	unsigned busy;

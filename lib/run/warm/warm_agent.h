@@ -82,6 +82,9 @@ struct warm_box {
 	long long started_ms;   /* mono_ms of the start */
 	long long ready_by;     /* a pool box's deadline for its R */
 	time_t expires_at;      /* wall clock: the maximum lifetime */
+	/* warm.c: the run its state is saved under after its last call
+	 * (durable sessions; 0: unknown), for a hand-over to wait for */
+	unsigned long long save_run;
 	/*
 	 * warm.c's accounting: the tenant whose conversation claimed the box
 	 * ("" in the pool and without authentication), and the box's CPU

@@ -6,6 +6,7 @@
  */
 #include "run/warm/warm_state.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -284,4 +285,61 @@ int warm_state_drop(int wsfd, const char *lang)
 	rc = fstree_remove(st, lang);
 	close(st);
 	return rc;
+}
+
+/* Opens the directory .mcp/state/<lang> under wsfd one component at a
+ * time, never following a link the code put there. -1 when absent. */
+static int warm_state_dir(int wsfd, const char *lang)
+{
+	const char *part[] = {".mcp", "state", lang};
+	int fd = wsfd, next;
+
+	for (size_t i = 0; i < 3; i++) {
+		next = openat(fd, part[i],
+		              O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd != wsfd)
+			close(fd);
+		if (next < 0)
+			return -1;
+		fd = next;
+	}
+	return fd;
+}
+
+bool warm_state_saving(int wsfd, const char *lang)
+{
+	struct dirent *e;
+	bool saving = false;
+	int fd = warm_state_dir(wsfd, lang);
+	DIR *d;
+
+	if (fd < 0)
+		return false;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return false;
+	}
+	while (!saving && (e = readdir(d)))
+		saving = strncmp(e->d_name, ".run-", 5) == 0 &&
+		         strstr(e->d_name, ".tmp-") != NULL;
+	closedir(d);
+	return saving;
+}
+
+bool warm_state_saved(int wsfd, const char *lang, unsigned long long run)
+{
+	char name[48];
+	struct stat sb;
+	int fd = warm_state_dir(wsfd, lang);
+	bool ok;
+
+	if (fd < 0)
+		return false;
+	snprintf(name, sizeof(name), "run-%llu.state", run);
+	/* The kernel renames a finished save into place: it is whole. */
+	ok = fstatat(fd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+	     S_ISREG(sb.st_mode);
+	close(fd);
+	return ok;
 }

@@ -60,4 +60,13 @@ const char *warm_state_loaded(const cJSON *st);
 __attribute__((warn_unused_result)) int warm_state_drop(int wsfd,
                                                         const char *lang);
 
+/*
+ * Whether the kernel is writing a save of lang into the workspace whose
+ * root is wsfd (a .run-<n>.tmp-<pid> file is there). Never follows links.
+ */
+bool warm_state_saving(int wsfd, const char *lang);
+
+/* Whether the save of run (run-<run>.state) of lang is there, complete. */
+bool warm_state_saved(int wsfd, const char *lang, unsigned long long run);
+
 #endif
