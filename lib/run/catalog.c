@@ -161,6 +161,7 @@ void catalog_image_finish(struct catalog_image *img)
 	free(img->filename);
 	catalog_strv_free(img->command, img->n_command);
 	catalog_strv_free(img->check, img->n_check);
+	catalog_strv_free(img->kernel, img->n_kernel);
 	free(img->watchdog);
 	free(img->version);
 	free(img->description);
@@ -209,12 +210,17 @@ out:
 	return r;
 }
 
-/* sandbox.command (required) and sandbox.check (optional). */
+/*
+ * sandbox.command (required), sandbox.check and sandbox.kernel (optional;
+ * the kernel's argv, e.g. ["bun","/opt/mcp-sandboxd/kernel.ts"]: the agent
+ * runs it with --kernel, see docs/agent-protocol.md).
+ */
 static int catalog_parse_commands(const cJSON *labels,
                                   struct catalog_image *out, char *err,
                                   size_t errlen)
 {
 	const char *check = catalog_label(labels, "sandbox.check");
+	const char *kernel = catalog_label(labels, "sandbox.kernel");
 	int r = catalog_parse_argv("sandbox.command",
 	                           catalog_label(labels, "sandbox.command"),
 	                           &out->command, &out->n_command, err, errlen);
@@ -222,6 +228,9 @@ static int catalog_parse_commands(const cJSON *labels,
 	if (r == 0 && check && check[0])
 		r = catalog_parse_argv("sandbox.check", check, &out->check,
 		                       &out->n_check, err, errlen);
+	if (r == 0 && kernel && kernel[0])
+		r = catalog_parse_argv("sandbox.kernel", kernel, &out->kernel,
+		                       &out->n_kernel, err, errlen);
 	return r;
 }
 
@@ -458,6 +467,8 @@ static int catalog_fingerprint(struct catalog *c)
 			r = buf_printf(&b, "a:%s,", m->aliases[j]);
 		for (size_t j = 0; r == 0 && j < m->n_libraries; j++)
 			r = buf_printf(&b, "l:%s,", m->libraries[j]);
+		for (size_t j = 0; r == 0 && j < m->n_kernel; j++)
+			r = buf_printf(&b, "k:%s,", m->kernel[j]);
 		if (r == 0)
 			r = buf_putc(&b, '\x1e');
 	}

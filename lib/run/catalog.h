@@ -44,6 +44,10 @@ struct catalog_image {
 	char **check; /* argv of the syntax check, or NULL (n_check 0) */
 	size_t n_check;
 	char *watchdog; /* absolute path of a timeout(1), or NULL */
+	/* sandbox.kernel: the argv of the language's long-lived interpreter
+	 * (the agent's --kernel) for stateful warm sessions, or NULL */
+	char **kernel;
+	size_t n_kernel;
 	/* sandbox.packages: the package manager ("pip", "npm"), or "" */
 	char packages[8];
 	char *version;     /* "" when not labelled */

@@ -126,6 +126,27 @@ static void test_parse(void)
 	is_int(catalog_image_parse(s, &img, err, sizeof(err)), -EINVAL,
 	       "check with an empty entry refused");
 	set_label(s, "sandbox.check", NULL);
+	ok(catalog_image_parse(s, &img, err, sizeof(err)) == 0 &&
+	       img.kernel == NULL && img.n_kernel == 0,
+	   "sandbox.kernel is optional");
+	catalog_image_finish(&img);
+	set_label(s, "sandbox.kernel",
+	          "[\"bun\",\"/opt/mcp-sandboxd/kernel.ts\"]");
+	is_int(catalog_image_parse(s, &img, err, sizeof(err)), 0,
+	       "sandbox.kernel parses");
+	is_int(img.n_kernel, 2, "kernel array");
+	is_str(img.n_kernel == 2 ? img.kernel[1] : NULL,
+	       "/opt/mcp-sandboxd/kernel.ts", "kernel entry");
+	catalog_image_finish(&img);
+	set_label(s, "sandbox.kernel", "bun kernel.ts");
+	is_int(catalog_image_parse(s, &img, err, sizeof(err)), -EINVAL,
+	       "kernel that is not a JSON array refused");
+	ok(strstr(err, "sandbox.kernel") != NULL,
+	   "message names sandbox.kernel");
+	set_label(s, "sandbox.kernel", "[]");
+	is_int(catalog_image_parse(s, &img, err, sizeof(err)), -EINVAL,
+	       "empty kernel refused");
+	set_label(s, "sandbox.kernel", NULL);
 	set_label(s, "sandbox.watchdog", "timeout");
 	is_int(catalog_image_parse(s, &img, err, sizeof(err)), -EINVAL,
 	       "relative watchdog refused");

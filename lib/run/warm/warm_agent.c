@@ -33,10 +33,12 @@
 #define AGENT_MOUNT "/opt/mcp-sandboxd"
 #define WARM_PRELOAD_MS 90000 /* a pool box's, with its imports */
 #define WARM_CLAIM_MS 10000   /* the agent's answer to a claim */
+/* The agent, its options and a kernel's argv (sandbox.kernel). */
+#define WARM_CMD_MAX (8 + CATALOG_COMMAND_MAX)
 
 /* ---- installing the agent ----------------------------------------------- */
 
-/* Names SANDBOX_ROOT/agent/<hash of both files>, where the agent lives. */
+/* Names SANDBOX_ROOT/agent/<hash of every file>, where the agent lives. */
 static int warm_agent_paths(struct warm_context *env, char *err, size_t errlen)
 {
 	const struct config *cfg = env->cfg;
@@ -44,11 +46,16 @@ static int warm_agent_paths(struct warm_context *env, char *err, size_t errlen)
 	unsigned int mdlen = 0;
 	char hash[17];
 	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	bool ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) &&
+	          EVP_DigestUpdate(ctx, agentblob_agent, agentblob_agent_len);
 
-	if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) ||
-	    !EVP_DigestUpdate(ctx, agentblob_agent, agentblob_agent_len) ||
-	    !EVP_DigestUpdate(ctx, agentblob_kernel, agentblob_kernel_len) ||
-	    !EVP_DigestFinal_ex(ctx, md, &mdlen)) {
+	/* Names too: a kernel renamed is another directory. */
+	for (size_t i = 0; ok && i < agentblob_n_kernels; i++)
+		ok = EVP_DigestUpdate(ctx, agentblob_kernels[i].name,
+		                      strlen(agentblob_kernels[i].name) + 1) &&
+		     EVP_DigestUpdate(ctx, agentblob_kernels[i].data,
+		                      agentblob_kernels[i].len);
+	if (!ok || !EVP_DigestFinal_ex(ctx, md, &mdlen)) {
 		EVP_MD_CTX_free(ctx);
 		return errmsg_fail(-ENOMEM, err, errlen, "out of memory");
 	}
@@ -68,22 +75,45 @@ static int warm_agent_paths(struct warm_context *env, char *err, size_t errlen)
 	return 0;
 }
 
-/* Whether the agent's directory holds both its files. */
+/* Whether the agent's directory holds all its files. */
 static bool warm_agent_present(const struct warm_context *env)
 {
-	struct stat a, k;
+	struct stat st;
 	int dfd = open(env->agent_dir,
 	               O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	bool ok;
 
 	if (dfd < 0)
 		return false;
-	ok = fstatat(dfd, "mcpsd-agent", &a, AT_SYMLINK_NOFOLLOW) == 0 &&
-	     S_ISREG(a.st_mode) &&
-	     fstatat(dfd, "kernel.py", &k, AT_SYMLINK_NOFOLLOW) == 0 &&
-	     S_ISREG(k.st_mode);
+	ok = fstatat(dfd, "mcpsd-agent", &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	     S_ISREG(st.st_mode);
+	for (size_t i = 0; ok && i < agentblob_n_kernels; i++)
+		ok = fstatat(dfd, agentblob_kernels[i].name, &st,
+		             AT_SYMLINK_NOFOLLOW) == 0 &&
+		     S_ISREG(st.st_mode);
 	close(dfd);
 	return ok;
+}
+
+/* Removes the agent's files from dfd (a directory being made anew). */
+static void warm_agent_unlink(int dfd)
+{
+	(void)unlinkat(dfd, "mcpsd-agent", 0);
+	for (size_t i = 0; i < agentblob_n_kernels; i++)
+		(void)unlinkat(dfd, agentblob_kernels[i].name, 0);
+}
+
+/* Writes the agent's files into dfd; 0 or -errno. */
+static int warm_agent_write(int dfd)
+{
+	int rc = warm_io_write_file(dfd, "mcpsd-agent", agentblob_agent,
+	                            agentblob_agent_len, 0755);
+
+	for (size_t i = 0; rc == 0 && i < agentblob_n_kernels; i++)
+		rc = warm_io_write_file(dfd, agentblob_kernels[i].name,
+		                        agentblob_kernels[i].data,
+		                        agentblob_kernels[i].len, 0644);
+	return rc;
 }
 
 /*
@@ -110,8 +140,7 @@ static int warm_agent_ensure(const struct warm_context *env, char *err,
 	dfd = open(env->agent_dir,
 	           O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd >= 0) {
-		(void)unlinkat(dfd, "mcpsd-agent", 0);
-		(void)unlinkat(dfd, "kernel.py", 0);
+		warm_agent_unlink(dfd);
 		close(dfd);
 		(void)rmdir(env->agent_dir);
 	}
@@ -125,15 +154,10 @@ static int warm_agent_ensure(const struct warm_context *env, char *err,
 	if (dfd < 0)
 		return errmsg_fail(-errno, err, errlen, "cannot open %s: %s",
 		                   tmp, strerror(errno));
-	(void)unlinkat(dfd, "mcpsd-agent", 0);
-	(void)unlinkat(dfd, "kernel.py", 0);
+	warm_agent_unlink(dfd);
 	rc = fchmod(dfd, 0755) < 0 ? -errno : 0;
 	if (rc == 0)
-		rc = warm_io_write_file(dfd, "mcpsd-agent", agentblob_agent,
-		                        agentblob_agent_len, 0755);
-	if (rc == 0)
-		rc = warm_io_write_file(dfd, "kernel.py", agentblob_kernel,
-		                        agentblob_kernel_len, 0644);
+		rc = warm_agent_write(dfd);
 	close(dfd);
 	if (rc == 0 && rename(tmp, env->agent_dir) < 0 && errno != EEXIST &&
 	    errno != ENOTEMPTY)
@@ -191,25 +215,36 @@ static int warm_mkdir(const char *path, mode_t mode)
 }
 
 /*
- * Whether img's runs go to a Python kernel: the language python, or any
- * runner whose command is python3 (a runner built FROM the Python image
- * under a language of its own).
+ * Whether img's runs go to a kernel: the one its sandbox.kernel label names,
+ * or Python's for the language python or any runner whose command is
+ * python3 (a runner built FROM the Python image under a language of its
+ * own).
  */
 static bool warm_kernel_for(const struct catalog_image *img)
 {
-	return strcmp(img->language, "python") == 0 ||
+	return img->n_kernel > 0 || strcmp(img->language, "python") == 0 ||
 	       (img->n_command > 0 && strcmp(img->command[0], "python3") == 0);
 }
 
-/* The agent's argv for img. */
-static size_t warm_cmd(const struct config *cfg, bool kernel, bool preload,
-                       const char *cmd[8])
+/*
+ * The agent's argv for img, in cmd (WARM_CMD_MAX entries). The preload list
+ * names Python modules: only Python's kernel gets it.
+ */
+static size_t warm_cmd(const struct config *cfg,
+                       const struct catalog_image *img, bool kernel,
+                       bool preload, const char *cmd[WARM_CMD_MAX])
 {
 	size_t n = 0;
 
 	cmd[n++] = AGENT_MOUNT "/mcpsd-agent";
 	if (!kernel)
 		return n;
+	if (img->n_kernel > 0) {
+		cmd[n++] = "--kernel";
+		for (size_t i = 0; i < img->n_kernel; i++)
+			cmd[n++] = img->kernel[i];
+		return n;
+	}
 	if (preload && cfg->pool_preload && cfg->pool_preload[0]) {
 		cmd[n++] = "--preload";
 		cmd[n++] = cfg->pool_preload;
@@ -260,7 +295,7 @@ int warm_box_start(const struct warm_context *env,
 	const struct config *cfg = env->cfg;
 	struct warm_box *b = calloc(1, sizeof(*b));
 	struct box_spec bs;
-	const char *cmd[8];
+	const char *cmd[WARM_CMD_MAX];
 	const char *envv[] = {"HOME=/tmp", "LANG=C.UTF-8",
 	                      "MCPSD_PYTHON_PACKAGES=" PACKAGES_PYTHON_SITE};
 	bool pip = cfg->packages && strcmp(img->packages, "pip") == 0;
@@ -314,7 +349,7 @@ int warm_box_start(const struct warm_context *env,
 	bs.name = name;
 	bs.image = img->image_id;
 	bs.cmd = cmd;
-	bs.n_cmd = warm_cmd(cfg, b->kernel, req == NULL, cmd);
+	bs.n_cmd = warm_cmd(cfg, img, b->kernel, req == NULL, cmd);
 	/* Runs find the conversation's packages (packages.h): the Python
 	 * kernel puts them on sys.path, Bun walks up to the link. */
 	if (cfg->packages && strcmp(img->packages, "npm") == 0 &&
