@@ -96,6 +96,10 @@ describe('TypeScript sessions keep their state', () => {
     const n = await ts(d.client, c, 'await Promise.resolve(6 * 7)');
     assert.deepEqual(n.sc.value, { 'text/plain': '42' });
 
+    // run_code's inputs arrive as the global inputs, beside the state.
+    const i = await ts(d.client, c, 'inputs.rows.length + counter', { inputs: { rows: [1, 2, 3] } });
+    assert.deepEqual(i.sc.value, { 'text/plain': '5' }, describeRun(i));
+
     const s = await ts(d.client, c, 'for (let i = 0; i < 2; i++) counter += i;\nundefined');
     expectStatus(s, 'completed');
     assert.equal(s.sc.value, undefined, describeRun(s));
@@ -198,8 +202,10 @@ describe('TypeScript sessions keep their state', () => {
     assert.equal(r.sc.stdout, 'bye\n');
     assert.equal(r.sc.session.lost, true);
     assert.equal(r.sc.session.lost_reason, 'exit');
+    assert.match(r.text, /^NOTE: this run ended the TypeScript state/);
     const next = await ts(d.client, c, 'typeof counter');
     expectSession(next, 'restarted', 'exit');
+    assert.match(next.text, /^NOTE: the TypeScript state of this conversation was lost before this run/);
     assert.deepEqual(next.sc.value, { 'text/plain': '"undefined"' }, 'a new, empty scope');
     const alive = await ts(d.client, c, 'const again = 1;\nagain + 1');
     expectSession(alive, 'continued');
