@@ -625,6 +625,19 @@ async function main() {
   process.on("SIGINT", () => {
     if (state.running && state.interrupt) state.interrupt(new KeyboardInterrupt());
   });
+  // A promise nobody awaited, or a timer's callback, that throws: said on
+  // stderr (with the call that runs then), as Node's REPL does, instead of
+  // ending the process and the session's state.
+  process.on("unhandledRejection", (e: any) => {
+    try {
+      process.stderr.write("Uncaught (in promise) " + userStack(e, "main.ts"));
+    } catch {}
+  });
+  process.on("uncaughtException", (e: any) => {
+    try {
+      process.stderr.write("Uncaught " + userStack(e, "main.ts"));
+    } catch {}
+  });
   const records: Uint8Array[] = [];
   loadLibc(records);
   state.home = process.cwd();

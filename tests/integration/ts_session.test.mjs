@@ -162,6 +162,20 @@ describe('TypeScript sessions keep their state', () => {
     assert.match(later.sc.stderr, /at inner \(main\.ts \(call \d+\):4\)/, describeRun(later));
     const still = await ts(d.client, c, 'ok + counter');
     assert.deepEqual(still.sc.value, { 'text/plain': '4' });
+
+    // A rejected promise nobody awaited, a timer that throws: said on
+    // stderr, the session lives on.
+    const floating = await ts(
+      d.client,
+      c,
+      'Promise.reject(new Error("floating"));\nsetTimeout(() => { throw new Error("in a timer"); }, 0);\nawait Bun.sleep(100);\n"after"',
+    );
+    expectStatus(floating, 'completed');
+    assert.match(floating.sc.stderr, /Uncaught \(in promise\) Error: floating/);
+    assert.match(floating.sc.stderr, /Uncaught Error: in a timer/);
+    const alive = await ts(d.client, c, 'ok + counter');
+    expectSession(alive, 'continued');
+    assert.deepEqual(alive.sc.value, { 'text/plain': '4' });
   });
 
   test('output keeps its order with large output', { timeout: T }, async () => {
