@@ -168,7 +168,8 @@ case $IMAGES in
 esac
 msg "building the daemon"
 meson_build "$BUILD" --buildtype=release
-# A fresh machine: Python's image is the first done (~3 min with the base).
+# A fresh machine: Python's image is the first done (~2 min with the base,
+# docs/runners.md).
 [ "$IMAGES" -ne 1 ] || wait_first_runner 1800
 
 mkdir -p "$VAR"

@@ -492,14 +492,16 @@ build_lang() {
     $((size / 1000000)) "$(secs_since "$t0")" "$version" >"$SUMMARY_DIR/$lang"
 }
 
-# Python first: deploy/run.sh serves as soon as one image is done, and Python
-# is the one to serve; the other analyst's language, R, comes next. Beside
-# them (two builds at a time) go the light ones, R included, mostly
-# downloads and dpkg, so that Python has a core to itself for its
-# byte-compiling; then the compilers: c before go, whose standard library
-# compiles for minutes, and rust and cpp after c (below). The rest follow
-# in alphabetical order.
+# Python first, and alone: deploy/run.sh serves as soon as an image is done,
+# and Python is the one a fresh machine must serve first; its byte-compiling
+# (compileall on every core) is most of its time, so nothing else is built
+# beside it (BUILD_ALONE). The other analyst's language, R, comes next. Then
+# two at a time: the light ones, mostly downloads and dpkg; then the
+# compilers: c before go, whose standard library compiles for minutes, and
+# rust and cpp after c (below). The rest follow in alphabetical order.
 readonly -a BUILD_FIRST=(python r bash ruby php typescript c go rust cpp)
+# Languages built with no other build beside them (when in the list).
+declare -rA BUILD_ALONE=([python]=1)
 # lang -> the language whose image must be built first: cpp and rust begin
 # with the same layer as c (GCC), which they then take from the build cache
 # instead of building it again at the same time.
@@ -519,6 +521,15 @@ progress() { # $1 = lang, $2 = state
     printf '%s %s\n' "$l" "${PROGRESS[$l]:-queued}"
   done >"$PROGRESS_FILE.tmp"
   mv -f "$PROGRESS_FILE.tmp" "$PROGRESS_FILE"
+}
+
+# Whether a language of BUILD_ALONE is being built (pid_lang: build_all's).
+alone_running() {
+  local x
+  for x in "${pid_lang[@]}"; do
+    [[ -z "${BUILD_ALONE[$x]:-}" ]] || return 0
+  done
+  return 1
 }
 
 # Build LANGS with at most JOBS builds at a time (most of a build is dpkg and
@@ -554,7 +565,8 @@ build_all() {
       if ((${#failed[@]} > 0)); then
         dropped+=("$l")
         progress "$l" skipped
-      elif [[ -n "$dep" && "${status[$dep]:-}" != "done" ]] || ((${#pid_lang[@]} >= JOBS)); then
+      elif [[ -n "$dep" && "${status[$dep]:-}" != "done" ]] || ((${#pid_lang[@]} >= JOBS)) ||
+        { ((${#pid_lang[@]} > 0)) && [[ -n "${BUILD_ALONE[$l]:-}" ]]; } || alone_running; then
         waiting+=("$l")
       else
         progress "$l" building

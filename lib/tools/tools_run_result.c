@@ -92,12 +92,12 @@ const char tools_run_output_schema[] =
     "\"memory_limit_bytes\":{\"type\":\"integer\"},"
     "\"idle_expires_at\":{\"type\":\"string\"},\"expires_at\":"
     "{\"type\":\"string\"}},\"required\":[\"state\"]},"
-    "\"value\":{\"type\":\"object\",\"description\":\"Python: the value "
-    "of the last expression, by MIME type (text/plain; text/html, "
+    "\"value\":{\"type\":\"object\",\"description\":\"Sessions: the "
+    "value of the last expression, by MIME type (text/plain; text/html, "
     "text/markdown when the object offers them)\",\"additionalProperties\":"
     "{\"type\":\"string\"}},"
-    "\"error_name\":{\"type\":\"string\",\"description\":\"Python: the "
-    "type of an uncaught exception\"},"
+    "\"error_name\":{\"type\":\"string\",\"description\":\"Sessions: "
+    "the type of an uncaught exception\"},"
     "\"cpu_ms\":{\"type\":\"integer\",\"description\":\"CPU time of "
     "all the run's processes\"},"
     "\"memory_peak_bytes\":{\"type\":\"integer\",\"description\":"
@@ -277,10 +277,11 @@ static int tools_run_describe_warm(struct buf *b, const struct config *cfg)
 	return buf_printf(
 	    b,
 	    "Run code in an isolated Linux sandbox. Each chat "
-	    "(conversationId) keeps a warm session per language: Python and "
-	    "R keep variables, imports and loaded data between calls, show "
-	    "the last expression's value like a notebook cell and return "
-	    "plots as PNG; other languages run as a fresh process. A session "
+	    "(conversationId) keeps a warm session per language: Python, R "
+	    "and TypeScript/JavaScript keep variables, imports and loaded "
+	    "data between calls and show the last expression's value like a "
+	    "notebook cell (Python and R return plots as PNG); other "
+	    "languages run as a fresh process. A session "
 	    "ends after %s idle, after %s, or on a timeout the code ignores, "
 	    "out of memory or exit(); the result's session.state says new, "
 	    "continued, %s (then run your setup again). Background processes "
@@ -807,27 +808,40 @@ static int tools_run_state_line(struct buf *b, const cJSON *st)
 	return rc;
 }
 
+/* The language's name in a sentence ("the TypeScript state"). */
+static const char *tools_run_state_lang(const char *language)
+{
+	if (strcmp(language, "python") == 0 || !language[0])
+		return "Python";
+	if (strcmp(language, "typescript") == 0)
+		return "TypeScript";
+	return language;
+}
+
 /*
  * The first line of the text when state was lost (before or by this run),
  * so a model reading only the start cannot miss it.
  */
-static int tools_run_session_note(struct buf *b, const struct runner_session *s)
+static int tools_run_session_note(struct buf *b, const struct runner_session *s,
+                                  const char *language)
 {
+	const char *lang = tools_run_state_lang(language);
+
 	if (strcmp(s->state, "restarted") == 0 && s->stateful)
 		return buf_printf(
 		    b,
-		    "NOTE: the Python state of this conversation "
+		    "NOTE: the %s state of this conversation "
 		    "was lost before this run (%s). Variables, "
 		    "imports and loaded data from earlier runs are "
 		    "gone: run the setup code again.\n",
-		    tools_run_why(s->reason));
+		    lang, tools_run_why(s->reason));
 	if (s->lost && s->stateful)
 		return buf_printf(
 		    b,
-		    "NOTE: this run ended the Python state (%s). "
+		    "NOTE: this run ended the %s state (%s). "
 		    "The next run starts with a fresh interpreter: "
 		    "variables and imports are gone.\n",
-		    tools_run_why(s->lost_reason));
+		    lang, tools_run_why(s->lost_reason));
 	return 0;
 }
 
@@ -1034,7 +1048,7 @@ cJSON *tools_run_result(const struct runner_result *res,
 	if (res->packages_json && (t = cJSON_Parse(res->packages_json)) != NULL)
 		cJSON_AddItemToObject(sc, "packages", t);
 
-	r = tools_run_session_note(&text, &res->session);
+	r = tools_run_session_note(&text, &res->session, res->language);
 	if (r == 0 && !not_run)
 		r = tools_run_state_note(&text, &res->session, st);
 	if (r == 0)

@@ -522,9 +522,10 @@ x += 1`,
     expectSession(t1, 'new');
     assert.equal(t1.sc.exit_code, 4);
     assert.equal(t1.sc.stdout, 'got from stdin\n');
+    assert.equal(t1.sc.session.lost_reason, 'exit', 'process.exit() ends the kernel (ts_session.test.mjs)');
     const t2 = await run(d.client, c, 'typescript', 'console.log([1, 2, 3].map((n: number) => n * 2).join(","));');
     expectStatus(t2, 'completed');
-    expectSession(t2, 'continued');
+    expectSession(t2, 'restarted', 'exit');
     assert.equal(t2.sc.stdout, '2,4,6\n');
     // A TypeScript error is reported as a failure, not a dead session.
     const t3 = await run(d.client, c, 'typescript', 'throw new Error("boom");');
