@@ -17,9 +17,10 @@
 #include "util/buf.h"
 #include "util/log.h"
 
+/* conversationId is accepted (clients send it with every call) but not
+ * listed: nothing is run, so it means nothing here. */
 static const char tools_check_input_schema[] =
     "{\"type\":\"object\",\"properties\":{"
-    "\"conversationId\":{\"type\":\"string\"},"
     "\"language\":{\"type\":\"string\"},"
     "\"code\":{\"type\":\"string\"}},"
     "\"required\":[\"language\",\"code\"]}";

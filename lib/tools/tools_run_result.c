@@ -359,10 +359,6 @@ void tools_run_describe(struct runner *runner, char **description,
 	}
 	p = cJSON_GetObjectItemCaseSensitive(props, "code");
 	cJSON_AddNumberToObject(p, "maxLength", (double)cfg->code_max_bytes);
-	p = cJSON_GetObjectItemCaseSensitive(props, "environment");
-	cJSON_AddStringToObject(p, "description",
-	                        "Extra variables (HOME, LANG, FILE_BASE_URL, "
-	                        "LD_* reserved)");
 	p = cJSON_GetObjectItemCaseSensitive(props, "network");
 	if (!cfg->allow_network)
 		cJSON_AddStringToObject(p, "description",
@@ -381,8 +377,8 @@ void tools_run_describe(struct runner *runner, char **description,
 	                            : "Off on this server");
 	p = cJSON_GetObjectItemCaseSensitive(props, "fork_from");
 	cJSON_AddStringToObject(p, "description",
-	                        "Start as a copy of this conversation: "
-	                        "files, Python state");
+	                        "Start as a copy of this conversation "
+	                        "(files, state)");
 	p = cJSON_GetObjectItemCaseSensitive(props, "memory_mb");
 	cJSON_AddNumberToObject(p, "minimum", RUN_ARGUMENTS_MEMORY_MIN_MB);
 	cJSON_AddNumberToObject(p, "maximum", cfg->memory_max_mb);
@@ -394,8 +390,8 @@ void tools_run_describe(struct runner *runner, char **description,
 	p = cJSON_GetObjectItemCaseSensitive(props, "inputs");
 	cJSON_AddStringToObject(
 	    p, "description",
-	    "JSON: /sandbox/inputs.json; the variable inputs in Python "
-	    "and TypeScript");
+	    "As /sandbox/inputs.json, and the variable inputs in Python and "
+	    "TypeScript");
 	p = cJSON_GetObjectItemCaseSensitive(props, "packages");
 	cJSON_AddNumberToObject(p, "maxItems", PACKAGES_MAX);
 	if (tools_run_packages_on(runner))

@@ -20,4 +20,4 @@ fi
 echo "version=$v"
 rm -rf "$GOCACHE"
 echo "libraries=std $v"
-echo "description=Go $v with the standard library (no third-party modules; no cgo), built with go build and run in one call; a compile error fails the run with the compiler's message on stderr. Extra flags: GOFLAGS in environment. Save files to /data to return them."
+echo "description=Go $v (standard library only: no third-party modules, no cgo); built with go build and run in one call; a compile error fails the run with the compiler's message on stderr. Extra flags: GOFLAGS in environment. Save files to /data to return them."
