@@ -124,8 +124,8 @@ const char tools_run_input_schema[] =
     "\"stdin\":{\"type\":\"string\"},"
     "\"environment\":{\"type\":\"object\",\"additionalProperties\":"
     "{\"type\":\"string\"}},"
-    "\"network\":{\"type\":[\"boolean\",\"array\"],\"items\":{"
-    "\"type\":\"string\"},\"default\":false},"
+    "\"network\":{\"anyOf\":[{\"type\":\"boolean\"},{\"type\":\"array\","
+    "\"items\":{\"type\":\"string\"}}],\"default\":false},"
     "\"timeout_seconds\":{\"type\":\"integer\",\"minimum\":1},"
     "\"memory_mb\":{\"type\":\"integer\"},"
     "\"cpus\":{\"type\":\"number\"},"
@@ -276,8 +276,9 @@ static int tools_run_describe_warm(struct buf *b, const struct config *cfg)
 	tools_run_size(out, cfg->output_max_bytes);
 	return buf_printf(
 	    b,
-	    "Run code in an isolated Linux sandbox. Each chat "
-	    "(conversationId) keeps a warm session per language: Python, R "
+	    "Run code in an isolated Linux sandbox. A conversationId is "
+	    "unique to one chat, which keeps a warm session per language: "
+	    "Python, R "
 	    "and TypeScript/JavaScript keep variables, imports and loaded "
 	    "data between calls and show the last expression's value like a "
 	    "notebook cell (Python and R return plots as PNG); other "

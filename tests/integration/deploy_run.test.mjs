@@ -268,12 +268,17 @@ describe('deploy/run.sh while the runner images build', () => {
 
 describe('mcp-sandboxd --help', () => {
   // How the help names each runner image's language (runners/<dir>).
-  const NAMES = { bash: 'Bash', c: 'C', cpp: 'C++', go: 'Go', php: 'PHP', python: 'Python', ruby: 'Ruby', rust: 'Rust', typescript: 'TypeScript' };
+  const NAMES = { bash: 'Bash', c: 'C', cpp: 'C++', go: 'Go', php: 'PHP', python: 'Python', r: 'R', ruby: 'Ruby', rust: 'Rust', typescript: 'TypeScript' };
 
   test('names the language of every runner image this tree builds', () => {
     const help = execFileSync(path.resolve(ROOT, BIN), ['--help'], { encoding: 'utf8' });
     const intro = help.split('\nOptions:')[0].replace(/\s+/g, ' ');
-    const dirs = readdirSync(path.join(ROOT, 'runners')).filter((f) => existsSync(path.join(ROOT, 'runners', f, 'Dockerfile')));
+    // Runner images only: runners/egress (the egress proxy) is built there too
+    // but carries no sandbox.runner label.
+    const dirs = readdirSync(path.join(ROOT, 'runners')).filter((f) => {
+      const df = path.join(ROOT, 'runners', f, 'Dockerfile');
+      return existsSync(df) && /sandbox\.runner="true"/.test(readFileSync(df, 'utf8'));
+    });
     assert.ok(dirs.length >= 9, `runner directories: ${dirs}`);
     for (const dir of dirs) {
       assert.ok(NAMES[dir], `runners/${dir} is new: add how --help names it to this test`);
