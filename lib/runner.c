@@ -271,7 +271,8 @@ static int runner_over_budget(struct runner *r,
 	struct budget_state bs;
 	int rc;
 
-	if (!r->budget)
+	/* No limit: nothing to refuse, no read of the store per run. */
+	if (!budget_limited(r->budget))
 		return 0;
 	rc = budget_check(r->budget, req->tenant, (long long)time(NULL), &bs);
 	if (rc == 0)
