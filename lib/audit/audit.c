@@ -8,6 +8,7 @@
 #include "audit/audit.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -316,34 +317,86 @@ static int audit_append_tx(struct store_tx *tx, cJSON *body)
 	return r < 0 ? r : audit_insert_tx(tx, body, seq + 1, prev);
 }
 
-int audit_record(struct audit *a, const struct audit_run *run, long long now_ms)
+/*
+ * Entries prepared and not yet written (audit_prepare .. audit_write),
+ * process-wide: the readers (/admin/usage, /admin/audit, the usage tool)
+ * hold the store, not the audit, and wait for them (audit_wait_written).
+ */
+static pthread_mutex_t audit_pending_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t audit_pending_cond = PTHREAD_COND_INITIALIZER;
+static unsigned audit_pending_n;
+
+struct audit_pending {
+	struct audit *a;
+	cJSON *body;
+	struct usage_delta d; /* its strings are the ones below */
+	char *tenant, *conversation, *status;
+};
+
+static void audit_pending_done(struct audit_pending *p)
 {
-	cJSON *body = audit_run_body(a, run, now_ms);
-	struct usage_delta d = {
-	    .tenant = run->tenant,
-	    .conversation = run->conversation,
+	pthread_mutex_lock(&audit_pending_mu);
+	if (--audit_pending_n == 0)
+		pthread_cond_broadcast(&audit_pending_cond);
+	pthread_mutex_unlock(&audit_pending_mu);
+	cJSON_Delete(p->body);
+	free(p->tenant);
+	free(p->conversation);
+	free(p->status);
+	free(p);
+}
+
+int audit_prepare(struct audit *a, const struct audit_run *run,
+                  long long now_ms, struct audit_pending **out)
+{
+	struct audit_pending *p = calloc(1, sizeof(*p));
+
+	*out = NULL;
+	if (!p)
+		return -ENOMEM;
+	pthread_mutex_lock(&audit_pending_mu);
+	audit_pending_n++;
+	pthread_mutex_unlock(&audit_pending_mu);
+	p->a = a;
+	p->body = audit_run_body(a, run, now_ms);
+	p->tenant = strdup(run->tenant ? run->tenant : "");
+	p->conversation = strdup(run->conversation ? run->conversation : "");
+	p->status = strdup(run->status ? run->status : "");
+	if (!p->body || !p->tenant || !p->conversation || !p->status) {
+		audit_pending_done(p);
+		return -ENOMEM;
+	}
+	p->d = (struct usage_delta){
+	    .tenant = p->tenant,
+	    .conversation = p->conversation,
 	    .time_s = now_ms / 1000,
-	    .status = run->status,
+	    .status = p->status,
 	    .cpu_ms = run->cpu_ms,
 	    .packages = run->packages_installed,
 	    .egress_bytes = run->egress_bytes,
 	    .storage_bytes = run->storage_bytes,
 	};
+	/* Peak memory x wall time, in MiB-milliseconds: an upper bound. */
+	if (run->memory_peak_bytes > 0 && run->duration_ms > 0)
+		p->d.memory_mib_ms =
+		    run->memory_peak_bytes / (1024 * 1024) * run->duration_ms;
+	*out = p;
+	return 0;
+}
+
+int audit_write(struct audit_pending *p)
+{
 	struct store_tx *tx;
 	int r;
 
-	if (!body)
-		return -ENOMEM;
-	/* Peak memory x wall time, in MiB-milliseconds: an upper bound. */
-	if (run->memory_peak_bytes > 0 && run->duration_ms > 0)
-		d.memory_mib_ms =
-		    run->memory_peak_bytes / (1024 * 1024) * run->duration_ms;
-	r = store_begin(a->st, true, &tx);
+	if (!p)
+		return -EINVAL;
+	r = store_begin(p->a->st, true, &tx);
 	if (r < 0)
 		goto out;
-	r = audit_append_tx(tx, body);
+	r = audit_append_tx(tx, p->body);
 	if (r == 0)
-		r = usage_add_tx(tx, &d);
+		r = usage_add_tx(tx, &p->d);
 	if (r < 0) {
 		store_rollback(tx);
 		goto out;
@@ -354,9 +407,45 @@ out:
 		log_warnx("audit: a run of tenant %.64s could not be recorded "
 		          "(%s); it is missing from the audit trail and the "
 		          "usage",
-		          run->tenant, strerror(-r));
-	cJSON_Delete(body);
+		          p->tenant, strerror(-r));
+	audit_pending_done(p);
 	return r;
+}
+
+void audit_wait_written(unsigned timeout_ms)
+{
+	struct timespec dl;
+	int r = 0;
+
+	pthread_mutex_lock(&audit_pending_mu);
+	if (audit_pending_n) {
+		clock_gettime(CLOCK_REALTIME, &dl);
+		dl.tv_sec += timeout_ms / 1000;
+		dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+		if (dl.tv_nsec >= 1000000000L) {
+			dl.tv_sec++;
+			dl.tv_nsec -= 1000000000L;
+		}
+		while (audit_pending_n && r != ETIMEDOUT)
+			r = pthread_cond_timedwait(&audit_pending_cond,
+			                           &audit_pending_mu, &dl);
+	}
+	pthread_mutex_unlock(&audit_pending_mu);
+}
+
+int audit_record(struct audit *a, const struct audit_run *run, long long now_ms)
+{
+	struct audit_pending *p;
+	int r = audit_prepare(a, run, now_ms, &p);
+
+	if (r < 0) {
+		log_warnx("audit: a run of tenant %.64s could not be recorded "
+		          "(%s); it is missing from the audit trail and the "
+		          "usage",
+		          run->tenant, strerror(-r));
+		return r;
+	}
+	return audit_write(p);
 }
 
 /* ---- verifying ------------------------------------------------------------

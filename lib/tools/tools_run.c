@@ -652,15 +652,19 @@ static int tools_run_lease(struct tools_run_ctx *ctx, const char *name,
 }
 
 /*
- * What a run leaves for after its answer: the notebook's rewrite, with the
- * conversation still locked (workspace_settle makes whoever opens it
- * meanwhile wait for the rewrite), then the conversation's release.
+ * What a run leaves for after its answer, none of which the answer
+ * depends on: the notebook's rewrite, with the conversation still locked
+ * (workspace_settle makes whoever opens it meanwhile wait for the
+ * rewrite); the audit entry and usage row (one durable transaction, an
+ * fsync, behind every other run's: readers of the trail and the usage
+ * wait for it, audit_wait_written); then the conversation's release.
  */
 struct tools_run_later {
 	struct tools_run_ctx *ctx;
 	struct workspace *ws;
 	bool leased;
 	struct tools_notebook_later *notebook;
+	struct audit_pending *audit;
 };
 
 static void tools_run_release(struct tools_run_ctx *ctx, struct workspace *ws,
@@ -677,13 +681,15 @@ static void tools_run_after_answer(void *arg)
 
 	tools_notebook_publish_later(l->notebook);
 	workspace_settle_end(l->ws);
+	if (l->audit)
+		(void)audit_write(l->audit);
 	tools_run_release(l->ctx, l->ws, l->leased);
 	free(l);
 }
 
 /*
- * Hands the conversation and the notebook's rewrite over to
- * tools_run_after_answer; *ws and *leased are the caller's no more.
+ * Hands the conversation, the notebook's rewrite and the audit entry over
+ * to tools_run_after_answer; *ws and *leased are the caller's no more.
  */
 static void tools_run_defer(struct tools_run_ctx *ctx, struct mcp_call *call,
                             struct tools_run_later *l, struct workspace **ws,
@@ -819,11 +825,16 @@ static cJSON *tools_run_code_call(void *data, struct mcp_call *call,
 				                    notebook_url, result);
 		}
 		/* Busy and rate-limited calls too: who was refused. */
-		tools_audit_run(call, "run_code", conv, &req, &res, result);
+		if (later)
+			later->audit = tools_audit_prepare(
+			    call, "run_code", conv, &req, &res, result);
+		else
+			tools_audit_run(call, "run_code", conv, &req, &res,
+			                result);
 	}
 	if (result)
 		tools_run_add_conversation(result, conv, minted[0] != '\0');
-	if (later && later->notebook)
+	if (later && (later->notebook || later->audit))
 		tools_run_defer(ctx, call, later, &ws, &leased);
 	else
 		free(later);
