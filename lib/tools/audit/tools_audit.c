@@ -124,8 +124,7 @@ static void tools_audit_entry(struct mcp_call *call, const char *tool,
                               const char *conv,
                               const struct runner_request *req,
                               const struct runner_result *res,
-                              const cJSON *result,
-                              struct audit_pending **later)
+                              const cJSON *result, struct audit_pending **later)
 {
 	const cJSON *sc =
 	    cJSON_GetObjectItemCaseSensitive(result, "structuredContent");
@@ -134,6 +133,7 @@ static void tools_audit_entry(struct mcp_call *call, const char *tool,
 	struct audit_file *files;
 	struct tools_audit_net net;
 	struct audit_run r;
+	int rc;
 
 	if (later)
 		*later = NULL;
@@ -167,10 +167,12 @@ static void tools_audit_entry(struct mcp_call *call, const char *tool,
 	r.n_files =
 	    files ? tools_audit_files(sc, files, TOOLS_AUDIT_FILES_MAX) : 0;
 	/* Logged there: the run's answer goes out either way. */
-	if (later
-	        ? audit_prepare(tools_audit, &r, tools_audit_now_ms(), later) <
-	              0
-	        : audit_record(tools_audit, &r, tools_audit_now_ms()) < 0)
+	if (later)
+		rc =
+		    audit_prepare(tools_audit, &r, tools_audit_now_ms(), later);
+	else
+		rc = audit_record(tools_audit, &r, tools_audit_now_ms());
+	if (rc < 0)
 		log_debug("audit: the run above is not recorded");
 	free(files);
 }

@@ -168,9 +168,9 @@ void tools_notebook_publish_later(struct tools_notebook_later *l)
 }
 
 /* Keeps what the rewrite needs for later; NULL when out of memory. */
-static struct tools_notebook_later *
-tools_notebook_keep(struct workspace *ws, int dfd, cJSON *rec, int n,
-                    const char *conv)
+static struct tools_notebook_later *tools_notebook_keep(struct workspace *ws,
+                                                        int dfd, cJSON *rec,
+                                                        int n, const char *conv)
 {
 	struct tools_notebook_later *l = calloc(1, sizeof(*l));
 
