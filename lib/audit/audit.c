@@ -319,25 +319,51 @@ static int audit_append_tx(struct store_tx *tx, cJSON *body)
 
 /*
  * Entries prepared and not yet written (audit_prepare .. audit_write),
- * process-wide: the readers (/admin/usage, /admin/audit, the usage tool)
- * hold the store, not the audit, and wait for them (audit_wait_written).
+ * process-wide, in the order they were prepared: the readers
+ * (/admin/usage, /admin/audit, the usage tool) hold the store, not the
+ * audit, and wait for the ones prepared before they asked
+ * (audit_wait_written), never for later ones, so a steady stream of runs
+ * does not keep them waiting.
  */
 static pthread_mutex_t audit_pending_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t audit_pending_cond = PTHREAD_COND_INITIALIZER;
-static unsigned audit_pending_n;
+static struct audit_pending *audit_pending_head, *audit_pending_tail;
+static unsigned long long audit_pending_next = 1; /* the next ticket */
 
 struct audit_pending {
+	struct audit_pending *prev, *next; /* in the list above */
+	unsigned long long ticket;
 	struct audit *a;
 	cJSON *body;
 	struct usage_delta d; /* its strings are the ones below */
 	char *tenant, *conversation, *status;
 };
 
+static void audit_pending_add(struct audit_pending *p)
+{
+	pthread_mutex_lock(&audit_pending_mu);
+	p->ticket = audit_pending_next++;
+	p->prev = audit_pending_tail;
+	if (audit_pending_tail)
+		audit_pending_tail->next = p;
+	else
+		audit_pending_head = p;
+	audit_pending_tail = p;
+	pthread_mutex_unlock(&audit_pending_mu);
+}
+
 static void audit_pending_done(struct audit_pending *p)
 {
 	pthread_mutex_lock(&audit_pending_mu);
-	if (--audit_pending_n == 0)
-		pthread_cond_broadcast(&audit_pending_cond);
+	if (p->prev)
+		p->prev->next = p->next;
+	else
+		audit_pending_head = p->next;
+	if (p->next)
+		p->next->prev = p->prev;
+	else
+		audit_pending_tail = p->prev;
+	pthread_cond_broadcast(&audit_pending_cond);
 	pthread_mutex_unlock(&audit_pending_mu);
 	cJSON_Delete(p->body);
 	free(p->tenant);
@@ -354,9 +380,7 @@ int audit_prepare(struct audit *a, const struct audit_run *run,
 	*out = NULL;
 	if (!p)
 		return -ENOMEM;
-	pthread_mutex_lock(&audit_pending_mu);
-	audit_pending_n++;
-	pthread_mutex_unlock(&audit_pending_mu);
+	audit_pending_add(p);
 	p->a = a;
 	p->body = audit_run_body(a, run, now_ms);
 	p->tenant = strdup(run->tenant ? run->tenant : "");
@@ -415,10 +439,12 @@ out:
 void audit_wait_written(unsigned timeout_ms)
 {
 	struct timespec dl;
+	unsigned long long asked;
 	int r = 0;
 
 	pthread_mutex_lock(&audit_pending_mu);
-	if (audit_pending_n) {
+	asked = audit_pending_next;
+	if (audit_pending_head && audit_pending_head->ticket < asked) {
 		clock_gettime(CLOCK_REALTIME, &dl);
 		dl.tv_sec += timeout_ms / 1000;
 		dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
@@ -426,7 +452,8 @@ void audit_wait_written(unsigned timeout_ms)
 			dl.tv_sec++;
 			dl.tv_nsec -= 1000000000L;
 		}
-		while (audit_pending_n && r != ETIMEDOUT)
+		while (audit_pending_head &&
+		       audit_pending_head->ticket < asked && r != ETIMEDOUT)
 			r = pthread_cond_timedwait(&audit_pending_cond,
 			                           &audit_pending_mu, &dl);
 	}
