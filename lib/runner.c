@@ -434,7 +434,7 @@ static int runner_run_checked(struct runner *r,
 	const struct catalog_image *img;
 	long long t0 = mono_ms(), t_slot;
 	char langs[256];
-	int rc;
+	int rc = 0; /* a refusal over budget returns it as it is */
 
 	img = runner_image(r, req->language, &cat);
 	if (!img) {
