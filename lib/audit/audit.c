@@ -329,10 +329,15 @@ static pthread_mutex_t audit_pending_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t audit_pending_cond = PTHREAD_COND_INITIALIZER;
 static struct audit_pending *audit_pending_head, *audit_pending_tail;
 static unsigned long long audit_pending_next = 1; /* the next ticket */
+static bool audit_writing; /* a thread writes a batch (audit_write) */
 
 struct audit_pending {
 	struct audit_pending *prev, *next; /* in the list above */
 	unsigned long long ticket;
+	bool submitted; /* audit_write was called */
+	bool taken;     /* in a batch being written */
+	bool written;   /* the batch ended: rc says how */
+	int rc;
 	struct audit *a;
 	cJSON *body;
 	struct usage_delta d; /* its strings are the ones below */
@@ -408,25 +413,79 @@ int audit_prepare(struct audit *a, const struct audit_run *run,
 	return 0;
 }
 
-int audit_write(struct audit_pending *p)
+/* Entries v[0..n) of store st in one durable transaction. */
+static int audit_write_tx(struct store *st, struct audit_pending **v, size_t n)
 {
 	struct store_tx *tx;
+	int r = store_begin(st, true, &tx);
+
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < n && r == 0; i++) {
+		r = audit_append_tx(tx, v[i]->body);
+		if (r == 0)
+			r = usage_add_tx(tx, &v[i]->d);
+	}
+	if (r < 0) {
+		store_rollback(tx);
+		return r;
+	}
+	return store_commit(tx);
+}
+
+/* Entries one transaction writes at most (one fsync for all of them). */
+#define AUDIT_BATCH_MAX 64
+
+/*
+ * Group commit: p and every other entry submitted for the same store and
+ * not yet taken, in one transaction, so runs that end together share one
+ * fsync instead of queueing for one each. A batch that fails is written
+ * again one entry a transaction, so one bad entry loses no other.
+ * audit_pending_mu held on entry and return, released while writing.
+ */
+static void audit_write_batch(struct audit_pending *p)
+{
+	struct audit_pending *v[AUDIT_BATCH_MAX];
+	struct store *st = p->a->st;
+	size_t n = 0;
+	int r;
+
+	v[n++] = p;
+	for (struct audit_pending *q = audit_pending_head;
+	     q && n < AUDIT_BATCH_MAX; q = q->next)
+		if (q != p && q->submitted && !q->taken && q->a->st == st)
+			v[n++] = q;
+	for (size_t i = 0; i < n; i++)
+		v[i]->taken = true;
+	audit_writing = true;
+	pthread_mutex_unlock(&audit_pending_mu);
+	r = audit_write_tx(st, v, n);
+	for (size_t i = 0; i < n; i++)
+		v[i]->rc = r < 0 && n > 1 ? audit_write_tx(st, &v[i], 1) : r;
+	pthread_mutex_lock(&audit_pending_mu);
+	for (size_t i = 0; i < n; i++)
+		v[i]->written = true;
+	audit_writing = false;
+	pthread_cond_broadcast(&audit_pending_cond);
+}
+
+int audit_write(struct audit_pending *p)
+{
 	int r;
 
 	if (!p)
 		return -EINVAL;
-	r = store_begin(p->a->st, true, &tx);
-	if (r < 0)
-		goto out;
-	r = audit_append_tx(tx, p->body);
-	if (r == 0)
-		r = usage_add_tx(tx, &p->d);
-	if (r < 0) {
-		store_rollback(tx);
-		goto out;
+	pthread_mutex_lock(&audit_pending_mu);
+	p->submitted = true;
+	while (!p->written) {
+		if (!audit_writing && !p->taken)
+			audit_write_batch(p);
+		else
+			pthread_cond_wait(&audit_pending_cond,
+			                  &audit_pending_mu);
 	}
-	r = store_commit(tx);
-out:
+	r = p->rc;
+	pthread_mutex_unlock(&audit_pending_mu);
 	if (r < 0)
 		log_warnx("audit: a run of tenant %.64s could not be recorded "
 		          "(%s); it is missing from the audit trail and the "

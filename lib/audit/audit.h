@@ -167,8 +167,11 @@ audit_record(struct audit *a, const struct audit_run *run, long long now_ms);
  * audit_record in two steps, for a run whose answer need not wait for the
  * store: audit_prepare builds the entry from run (which it no longer needs
  * afterwards) into *out; audit_write appends it and adds the usage as
- * audit_record does, in the same one durable transaction, and frees it
- * (call it exactly once, on any thread). Between the two, the readers of
+ * audit_record does, in one durable transaction, and frees it (call it
+ * exactly once, on any thread). Runs that end together share that
+ * transaction and its fsync (group commit: the first writer takes every
+ * entry submitted meanwhile, up to 64; the others wait for it); each
+ * returns only once its own entry is committed. Between the two, the readers of
  * the trail and the usage wait for it (audit_wait_written).
  */
 struct audit_pending;

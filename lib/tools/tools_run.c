@@ -655,9 +655,9 @@ static int tools_run_lease(struct tools_run_ctx *ctx, const char *name,
  * What a run leaves for after its answer, none of which the answer
  * depends on: the notebook's rewrite, with the conversation still locked
  * (workspace_settle makes whoever opens it meanwhile wait for the
- * rewrite); the audit entry and usage row (one durable transaction, an
- * fsync, behind every other run's: readers of the trail and the usage
- * wait for it, audit_wait_written); then the conversation's release.
+ * rewrite); the conversation's release; then the audit entry and usage
+ * row (a durable transaction, shared with the runs that end meanwhile:
+ * readers of the trail and the usage wait for it, audit_wait_written).
  */
 struct tools_run_later {
 	struct tools_run_ctx *ctx;
@@ -681,9 +681,10 @@ static void tools_run_after_answer(void *arg)
 
 	tools_notebook_publish_later(l->notebook);
 	workspace_settle_end(l->ws);
+	/* The next run of the conversation need not wait for the fsync. */
+	tools_run_release(l->ctx, l->ws, l->leased);
 	if (l->audit)
 		(void)audit_write(l->audit);
-	tools_run_release(l->ctx, l->ws, l->leased);
 	free(l);
 }
 
