@@ -271,7 +271,8 @@ static int runner_over_budget(struct runner *r,
 	struct budget_state bs;
 	int rc;
 
-	if (!r->budget)
+	/* No limit: nothing to refuse, no read of the store per run. */
+	if (!budget_limited(r->budget))
 		return 0;
 	rc = budget_check(r->budget, req->tenant, (long long)time(NULL), &bs);
 	if (rc == 0)
@@ -433,7 +434,7 @@ static int runner_run_checked(struct runner *r,
 	const struct catalog_image *img;
 	long long t0 = mono_ms(), t_slot;
 	char langs[256];
-	int rc;
+	int rc = 0; /* a refusal over budget returns it as it is */
 
 	img = runner_image(r, req->language, &cat);
 	if (!img) {

@@ -8,6 +8,7 @@
 #include "audit/audit.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -316,47 +317,221 @@ static int audit_append_tx(struct store_tx *tx, cJSON *body)
 	return r < 0 ? r : audit_insert_tx(tx, body, seq + 1, prev);
 }
 
-int audit_record(struct audit *a, const struct audit_run *run, long long now_ms)
+/*
+ * Entries prepared and not yet written (audit_prepare .. audit_write),
+ * process-wide, in the order they were prepared: the readers
+ * (/admin/usage, /admin/audit, the usage tool) hold the store, not the
+ * audit, and wait for the ones prepared before they asked
+ * (audit_wait_written), never for later ones, so a steady stream of runs
+ * does not keep them waiting.
+ */
+static pthread_mutex_t audit_pending_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t audit_pending_cond = PTHREAD_COND_INITIALIZER;
+static struct audit_pending *audit_pending_head, *audit_pending_tail;
+static unsigned long long audit_pending_next = 1; /* the next ticket */
+static bool audit_writing; /* a thread writes a batch (audit_write) */
+
+struct audit_pending {
+	struct audit_pending *prev, *next; /* in the list above */
+	unsigned long long ticket;
+	bool submitted; /* audit_write was called */
+	bool taken;     /* in a batch being written */
+	bool written;   /* the batch ended: rc says how */
+	int rc;
+	struct audit *a;
+	cJSON *body;
+	struct usage_delta d; /* its strings are the ones below */
+	char *tenant, *conversation, *status;
+};
+
+static void audit_pending_add(struct audit_pending *p)
 {
-	cJSON *body = audit_run_body(a, run, now_ms);
-	struct usage_delta d = {
-	    .tenant = run->tenant,
-	    .conversation = run->conversation,
+	pthread_mutex_lock(&audit_pending_mu);
+	p->ticket = audit_pending_next++;
+	p->prev = audit_pending_tail;
+	if (audit_pending_tail)
+		audit_pending_tail->next = p;
+	else
+		audit_pending_head = p;
+	audit_pending_tail = p;
+	pthread_mutex_unlock(&audit_pending_mu);
+}
+
+static void audit_pending_done(struct audit_pending *p)
+{
+	pthread_mutex_lock(&audit_pending_mu);
+	if (p->prev)
+		p->prev->next = p->next;
+	else
+		audit_pending_head = p->next;
+	if (p->next)
+		p->next->prev = p->prev;
+	else
+		audit_pending_tail = p->prev;
+	pthread_cond_broadcast(&audit_pending_cond);
+	pthread_mutex_unlock(&audit_pending_mu);
+	cJSON_Delete(p->body);
+	free(p->tenant);
+	free(p->conversation);
+	free(p->status);
+	free(p);
+}
+
+int audit_prepare(struct audit *a, const struct audit_run *run,
+                  long long now_ms, struct audit_pending **out)
+{
+	struct audit_pending *p = calloc(1, sizeof(*p));
+
+	*out = NULL;
+	if (!p)
+		return -ENOMEM;
+	audit_pending_add(p);
+	p->a = a;
+	p->body = audit_run_body(a, run, now_ms);
+	p->tenant = strdup(run->tenant ? run->tenant : "");
+	p->conversation = strdup(run->conversation ? run->conversation : "");
+	p->status = strdup(run->status ? run->status : "");
+	if (!p->body || !p->tenant || !p->conversation || !p->status) {
+		audit_pending_done(p);
+		return -ENOMEM;
+	}
+	p->d = (struct usage_delta){
+	    .tenant = p->tenant,
+	    .conversation = p->conversation,
 	    .time_s = now_ms / 1000,
-	    .status = run->status,
+	    .status = p->status,
 	    .cpu_ms = run->cpu_ms,
 	    .packages = run->packages_installed,
 	    .egress_bytes = run->egress_bytes,
 	    .storage_bytes = run->storage_bytes,
 	};
-	struct store_tx *tx;
-	int r;
-
-	if (!body)
-		return -ENOMEM;
 	/* Peak memory x wall time, in MiB-milliseconds: an upper bound. */
 	if (run->memory_peak_bytes > 0 && run->duration_ms > 0)
-		d.memory_mib_ms =
+		p->d.memory_mib_ms =
 		    run->memory_peak_bytes / (1024 * 1024) * run->duration_ms;
-	r = store_begin(a->st, true, &tx);
+	*out = p;
+	return 0;
+}
+
+/* Entries v[0..n) of store st in one durable transaction. */
+static int audit_write_tx(struct store *st, struct audit_pending **v, size_t n)
+{
+	struct store_tx *tx;
+	int r = store_begin(st, true, &tx);
+
 	if (r < 0)
-		goto out;
-	r = audit_append_tx(tx, body);
-	if (r == 0)
-		r = usage_add_tx(tx, &d);
+		return r;
+	for (size_t i = 0; i < n && r == 0; i++) {
+		r = audit_append_tx(tx, v[i]->body);
+		if (r == 0)
+			r = usage_add_tx(tx, &v[i]->d);
+	}
 	if (r < 0) {
 		store_rollback(tx);
-		goto out;
+		return r;
 	}
-	r = store_commit(tx);
-out:
+	return store_commit(tx);
+}
+
+/* Entries one transaction writes at most (one fsync for all of them). */
+#define AUDIT_BATCH_MAX 64
+
+/*
+ * Group commit: p and every other entry submitted for the same store and
+ * not yet taken, in one transaction, so runs that end together share one
+ * fsync instead of queueing for one each. A batch that fails is written
+ * again one entry a transaction, so one bad entry loses no other.
+ * audit_pending_mu held on entry and return, released while writing.
+ */
+static void audit_write_batch(struct audit_pending *p)
+{
+	struct audit_pending *v[AUDIT_BATCH_MAX];
+	struct store *st = p->a->st;
+	size_t n = 0;
+	int r;
+
+	v[n++] = p;
+	for (struct audit_pending *q = audit_pending_head;
+	     q && n < AUDIT_BATCH_MAX; q = q->next)
+		if (q != p && q->submitted && !q->taken && q->a->st == st)
+			v[n++] = q;
+	for (size_t i = 0; i < n; i++)
+		v[i]->taken = true;
+	audit_writing = true;
+	pthread_mutex_unlock(&audit_pending_mu);
+	r = audit_write_tx(st, v, n);
+	for (size_t i = 0; i < n; i++)
+		v[i]->rc = r < 0 && n > 1 ? audit_write_tx(st, &v[i], 1) : r;
+	pthread_mutex_lock(&audit_pending_mu);
+	for (size_t i = 0; i < n; i++)
+		v[i]->written = true;
+	audit_writing = false;
+	pthread_cond_broadcast(&audit_pending_cond);
+}
+
+int audit_write(struct audit_pending *p)
+{
+	int r;
+
+	if (!p)
+		return -EINVAL;
+	pthread_mutex_lock(&audit_pending_mu);
+	p->submitted = true;
+	while (!p->written) {
+		if (!audit_writing && !p->taken)
+			audit_write_batch(p);
+		else
+			pthread_cond_wait(&audit_pending_cond,
+			                  &audit_pending_mu);
+	}
+	r = p->rc;
+	pthread_mutex_unlock(&audit_pending_mu);
 	if (r < 0)
 		log_warnx("audit: a run of tenant %.64s could not be recorded "
 		          "(%s); it is missing from the audit trail and the "
 		          "usage",
-		          run->tenant, strerror(-r));
-	cJSON_Delete(body);
+		          p->tenant, strerror(-r));
+	audit_pending_done(p);
 	return r;
+}
+
+void audit_wait_written(unsigned timeout_ms)
+{
+	struct timespec dl;
+	unsigned long long asked;
+	int r = 0;
+
+	pthread_mutex_lock(&audit_pending_mu);
+	asked = audit_pending_next;
+	if (audit_pending_head && audit_pending_head->ticket < asked) {
+		clock_gettime(CLOCK_REALTIME, &dl);
+		dl.tv_sec += timeout_ms / 1000;
+		dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+		if (dl.tv_nsec >= 1000000000L) {
+			dl.tv_sec++;
+			dl.tv_nsec -= 1000000000L;
+		}
+		while (audit_pending_head &&
+		       audit_pending_head->ticket < asked && r != ETIMEDOUT)
+			r = pthread_cond_timedwait(&audit_pending_cond,
+			                           &audit_pending_mu, &dl);
+	}
+	pthread_mutex_unlock(&audit_pending_mu);
+}
+
+int audit_record(struct audit *a, const struct audit_run *run, long long now_ms)
+{
+	struct audit_pending *p;
+	int r = audit_prepare(a, run, now_ms, &p);
+
+	if (r < 0) {
+		log_warnx("audit: a run of tenant %.64s could not be recorded "
+		          "(%s); it is missing from the audit trail and the "
+		          "usage",
+		          run->tenant, strerror(-r));
+		return r;
+	}
+	return audit_write(p);
 }
 
 /* ---- verifying ------------------------------------------------------------

@@ -163,6 +163,31 @@ struct store *audit_store(const struct audit *a);
 __attribute__((warn_unused_result)) int
 audit_record(struct audit *a, const struct audit_run *run, long long now_ms);
 
+/*
+ * audit_record in two steps, for a run whose answer need not wait for the
+ * store: audit_prepare builds the entry from run (which it no longer needs
+ * afterwards) into *out; audit_write appends it and adds the usage as
+ * audit_record does, in one durable transaction, and frees it (call it
+ * exactly once, on any thread). Runs that end together share that
+ * transaction and its fsync (group commit: the first writer takes every
+ * entry submitted meanwhile, up to 64; the others wait for it); each
+ * returns only once its own entry is committed. Between the two, the readers of
+ * the trail and the usage wait for it (audit_wait_written).
+ */
+struct audit_pending;
+__attribute__((warn_unused_result)) int
+audit_prepare(struct audit *a, const struct audit_run *run, long long now_ms,
+              struct audit_pending **out);
+int audit_write(struct audit_pending *p);
+
+/*
+ * Waits until every prepared entry of this process is written (or
+ * timeout_ms passed): a reader of the trail or the usage then sees every
+ * run that was answered before it asked.
+ */
+#define AUDIT_WAIT_WRITTEN_MS 10000
+void audit_wait_written(unsigned timeout_ms);
+
 /* What audit_verify found. */
 struct audit_verdict {
 	bool ok;

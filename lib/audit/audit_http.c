@@ -48,6 +48,7 @@ static void usage_handle(void *data, struct http_request *rq)
 	bool csv;
 
 	(void)data;
+	audit_wait_written(AUDIT_WAIT_WRITTEN_MS);
 	if (!audit_http_allowed(rq))
 		return;
 	if (usage_query_parse(
@@ -143,6 +144,7 @@ static void audit_handle(void *data, struct http_request *rq)
 	int r;
 
 	(void)data;
+	audit_wait_written(AUDIT_WAIT_WRITTEN_MS);
 	if (!audit_http_allowed(rq) || !audit_http_filter(rq, &f))
 		return;
 	buf_init(&b, AUDIT_HTTP_BODY_MAX);
@@ -177,6 +179,7 @@ static void verify_handle(void *data, struct http_request *rq)
 	int r;
 
 	(void)data;
+	audit_wait_written(AUDIT_WAIT_WRITTEN_MS);
 	if (!audit_http_allowed(rq))
 		return;
 	r = audit_verify(audit_http.st, &v);

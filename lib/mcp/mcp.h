@@ -373,6 +373,18 @@ void mcp_call_on_cancel(struct mcp_call *call, void (*fn)(void *arg),
                         void *arg);
 
 /*
+ * Registers fn(arg) to run once the tool's answer has been queued for the
+ * client (or, for a task, recorded): work that must happen but need not
+ * delay the answer (the notebook's copy in /data). It runs on the tool's
+ * own thread, after the handler returned and after the request was freed
+ * (so fn must not use call), before the server counts the call as ended:
+ * a shutdown's drain waits for it. Only from a tools/call handler, at most
+ * once; a second registration replaces the first. What fn needs it owns
+ * (arg): nothing of the handler's stack outlives the handler.
+ */
+void mcp_call_after(struct mcp_call *call, void (*fn)(void *arg), void *arg);
+
+/*
  * Whether progress reaches anyone: the request carried a progress token,
  * or the call runs as a task (whose status message is the latest progress
  * message).

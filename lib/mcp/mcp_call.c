@@ -322,6 +322,12 @@ void mcp_call_on_cancel(struct mcp_call *c, void (*fn)(void *), void *arg)
 	}
 }
 
+void mcp_call_after(struct mcp_call *c, void (*fn)(void *), void *arg)
+{
+	c->after_fn = fn;
+	c->after_arg = arg;
+}
+
 bool mcp_call_has_progress(const struct mcp_call *c)
 {
 	return c->progress_token != NULL || c->task != NULL;

@@ -207,6 +207,9 @@ struct mcp_call {
 	bool hook_busy;
 	pthread_t hook_thread;      /* the thread running it */
 	struct mcp_call *hook_next; /* in srv->later_hooks */
+	/* mcp_call_after(): run by tool_thread once the answer is out. */
+	void (*after_fn)(void *);
+	void *after_arg;
 };
 
 struct session {

@@ -170,6 +170,8 @@ static void *tool_thread(void *arg)
 	    cJSON_GetObjectItemCaseSensitive(c->params, "arguments");
 	cJSON *empty = NULL;
 	cJSON *result;
+	void (*after)(void *);
+	void *after_arg;
 
 	/* A task answers its request now and runs on here. */
 	if (c->tool->tasks != MCP_TASK_NEVER && !c->tool->task_deferred)
@@ -178,12 +180,18 @@ static void *tool_thread(void *arg)
 		args = empty = cJSON_CreateObject();
 	result = args ? c->tool->call(c->tool->data, c, args) : NULL;
 	cJSON_Delete(empty);
+	/* Only this thread sets them (the handler): no lock needed. */
+	after = c->after_fn;
+	after_arg = c->after_arg;
 	if (c->task)
 		mcp_task_finish(c, result);
 	else
 		mcp_call_finish(c, answer_as(c, result,
 		                             "the tool failed internally; the "
 		                             "server log has details"));
+	/* c is freed: what the tool left for after its answer. */
+	if (after)
+		after(after_arg);
 	mcp_lock(srv);
 	srv->calls_running--;
 	pthread_cond_broadcast(&srv->drain_cond);

@@ -73,6 +73,11 @@ void budget_destroy(struct budget *b)
 	free(b);
 }
 
+bool budget_limited(const struct budget *b)
+{
+	return b && b->limit_ms > 0;
+}
+
 int budget_check(struct budget *b, const char *tenant, long long now_s,
                  struct budget_state *out)
 {

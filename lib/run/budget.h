@@ -96,6 +96,12 @@ __attribute__((warn_unused_result)) int budget_create(struct store *st,
 void budget_destroy(struct budget *b);
 
 /*
+ * Whether a limit is set (TENANT_CPU_SECONDS > 0): without one no tenant
+ * is ever refused, and a run need not read the store before it starts.
+ */
+bool budget_limited(const struct budget *b);
+
+/*
  * Reads tenant's usage in the window of now_s into *out. Returns 0 when
  * tenant may start a run, -EDQUOT when it has used its budget (out says
  * how much and when to retry), or a store error (out then reads as no

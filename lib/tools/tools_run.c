@@ -651,6 +651,60 @@ static int tools_run_lease(struct tools_run_ctx *ctx, const char *name,
 	return 0;
 }
 
+/*
+ * What a run leaves for after its answer, none of which the answer
+ * depends on: the notebook's rewrite, with the conversation still locked
+ * (workspace_settle makes whoever opens it meanwhile wait for the
+ * rewrite); the conversation's release; then the audit entry and usage
+ * row (a durable transaction, shared with the runs that end meanwhile:
+ * readers of the trail and the usage wait for it, audit_wait_written).
+ */
+struct tools_run_later {
+	struct tools_run_ctx *ctx;
+	struct workspace *ws;
+	bool leased;
+	struct tools_notebook_later *notebook;
+	struct audit_pending *audit;
+};
+
+static void tools_run_release(struct tools_run_ctx *ctx, struct workspace *ws,
+                              bool leased)
+{
+	if (leased)
+		lease_done(ctx->lease, workspace_name(ws));
+	workspace_close(ws);
+}
+
+static void tools_run_after_answer(void *arg)
+{
+	struct tools_run_later *l = arg;
+
+	tools_notebook_publish_later(l->notebook);
+	workspace_settle_end(l->ws);
+	/* The next run of the conversation need not wait for the fsync. */
+	tools_run_release(l->ctx, l->ws, l->leased);
+	if (l->audit)
+		(void)audit_write(l->audit);
+	free(l);
+}
+
+/*
+ * Hands the conversation, the notebook's rewrite and the audit entry over
+ * to tools_run_after_answer; *ws and *leased are the caller's no more.
+ */
+static void tools_run_defer(struct tools_run_ctx *ctx, struct mcp_call *call,
+                            struct tools_run_later *l, struct workspace **ws,
+                            bool *leased)
+{
+	l->ctx = ctx;
+	l->ws = *ws;
+	l->leased = *leased;
+	workspace_settle_begin(l->ws);
+	mcp_call_after(call, tools_run_after_answer, l);
+	*ws = NULL;
+	*leased = false;
+}
+
 static cJSON *tools_run_code_call(void *data, struct mcp_call *call,
                                   const cJSON *args)
 {
@@ -669,6 +723,7 @@ static cJSON *tools_run_code_call(void *data, struct mcp_call *call,
 	struct workspace_snapshot *snap = NULL;
 	int out_fd = -1, err_fd = -1;
 	char *base_url = NULL, *notebook_url = NULL;
+	struct tools_run_later *later = NULL;
 	cJSON *result = NULL;
 	time_t started;
 	bool leased = false;
@@ -759,8 +814,11 @@ static cJSON *tools_run_code_call(void *data, struct mcp_call *call,
 		    res.status != RUNNER_RATE_LIMITED) {
 			tools_run_add_workspace(result, ws, snap, &res, out_fd,
 			                        err_fd, cfg->output_max_bytes);
-			notebook_url =
-			    tools_notebook_record(ws, conv, &req, &res, result);
+			later = calloc(1, sizeof(*later));
+			/* Without memory for later: rewritten now. */
+			notebook_url = tools_notebook_record(
+			    ws, conv, &req, &res, result,
+			    later ? &later->notebook : NULL);
 			/* What only a view shows: nothing for other hosts. */
 			if (mcp_call_client_has_ui(call))
 				tools_view_annotate(ws, conv, started,
@@ -768,10 +826,19 @@ static cJSON *tools_run_code_call(void *data, struct mcp_call *call,
 				                    notebook_url, result);
 		}
 		/* Busy and rate-limited calls too: who was refused. */
-		tools_audit_run(call, "run_code", conv, &req, &res, result);
+		if (later)
+			later->audit = tools_audit_prepare(
+			    call, "run_code", conv, &req, &res, result);
+		else
+			tools_audit_run(call, "run_code", conv, &req, &res,
+			                result);
 	}
 	if (result)
 		tools_run_add_conversation(result, conv, minted[0] != '\0');
+	if (later && (later->notebook || later->audit))
+		tools_run_defer(ctx, call, later, &ws, &leased);
+	else
+		free(later);
 out:
 	if (out_fd >= 0)
 		close(out_fd);
@@ -782,9 +849,7 @@ out:
 	runner_cancel_destroy(cancel);
 	free(base_url);
 	free(notebook_url);
-	if (leased)
-		lease_done(ctx->lease, workspace_name(ws));
-	workspace_close(ws);
+	tools_run_release(ctx, ws, leased);
 	run_arguments_store_finish(&st);
 	return result;
 }

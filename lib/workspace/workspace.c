@@ -535,6 +535,43 @@ static void release(struct workspace_mgr *m, struct ws_entry *e, bool unlock)
 	pthread_mutex_unlock(&m->mu);
 }
 
+/*
+ * Waits (bounded) for the writes a run makes after its answer; a handle
+ * opened after a timeout sees the workspace as it is then (logged).
+ */
+static void wait_settled(struct workspace_mgr *m, struct ws_entry *e)
+{
+	struct timespec dl;
+	int r = 0;
+
+	pthread_mutex_lock(&m->mu);
+	if (e->settling) {
+		mono_deadline(&dl, WORKSPACE_SETTLE_WAIT_MS);
+		while (e->settling && r != ETIMEDOUT)
+			r = pthread_cond_timedwait(&m->cond, &m->mu, &dl);
+		if (e->settling)
+			log_warnx("workspace %.12s: a run's writes after its "
+			          "answer took over %d s; opened without them",
+			          e->name, WORKSPACE_SETTLE_WAIT_MS / 1000);
+	}
+	pthread_mutex_unlock(&m->mu);
+}
+
+void workspace_settle_begin(struct workspace *ws)
+{
+	pthread_mutex_lock(&ws->mgr->mu);
+	ws->e->settling++;
+	pthread_mutex_unlock(&ws->mgr->mu);
+}
+
+void workspace_settle_end(struct workspace *ws)
+{
+	pthread_mutex_lock(&ws->mgr->mu);
+	if (ws->e->settling && --ws->e->settling == 0)
+		pthread_cond_broadcast(&ws->mgr->cond);
+	pthread_mutex_unlock(&ws->mgr->mu);
+}
+
 static int open_handle(struct workspace_mgr *m, const char *name, bool create,
                        const char *fp, const char *conv, struct workspace **out,
                        char *err, size_t errlen)
@@ -547,6 +584,7 @@ static int open_handle(struct workspace_mgr *m, const char *name, bool create,
 	r = acquire(m, name, create, fp, &e, err, errlen);
 	if (r < 0)
 		return r;
+	wait_settled(m, e);
 	ws = calloc(1, sizeof(*ws));
 	if (!ws) {
 		release(m, e, false);

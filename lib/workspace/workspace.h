@@ -101,6 +101,18 @@ void workspace_close(struct workspace *ws);
 __attribute__((warn_unused_result)) int workspace_lock(struct workspace *ws,
                                                        unsigned timeout_ms);
 
+/*
+ * Writes that follow a run's answer (workspace_settle_begin, with the run
+ * lock held, before answering; workspace_settle_end when they are done,
+ * before the lock is released): until they end, workspace_open and
+ * workspace_open_by_name of the same workspace wait (at most
+ * WORKSPACE_SETTLE_WAIT_MS), so whoever was answered (a download, a
+ * listing, the next run) sees what the run wrote. Each begin needs its end.
+ */
+#define WORKSPACE_SETTLE_WAIT_MS 10000
+void workspace_settle_begin(struct workspace *ws);
+void workspace_settle_end(struct workspace *ws);
+
 /* The 64-hex name (borrowed, valid until workspace_close). */
 const char *workspace_name(const struct workspace *ws);
 

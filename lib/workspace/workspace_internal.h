@@ -41,6 +41,11 @@ struct ws_entry {
 	bool loop;        /* an image-backed workspace */
 	bool mounted;
 	bool locked; /* the run lock */
+	/*
+	 * Writes of a run that answered before making them (the notebook's
+	 * copy in /data): a new handle waits for them (workspace_settle).
+	 */
+	unsigned settling;
 	unsigned sweep_gen;
 	long long idle_since; /* monotonic ms when refs last fell to 0 */
 };

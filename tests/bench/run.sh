@@ -55,6 +55,10 @@
 #             section (default 10000 and 200; quick 2000 and 20)
 # --markdown  also write the tables as Markdown to FILE
 # --keep      keep the scratch directory (logs, results.jsonl)
+# --no-setup  install and build nothing but the bench's own release build:
+#             no apt, no npm ci, no runners/build.sh (the runner images and
+#             node_modules must be there already; a shared engine's images
+#             are never rebuilt then)
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -72,6 +76,7 @@ RSS_CALLS_OPT=""
 RSS_RUNS_OPT=""
 MARKDOWN=""
 KEEP=0
+SETUP=1
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) QUICK=1; shift ;;
@@ -81,8 +86,9 @@ while [ $# -gt 0 ]; do
 	--rss-runs) RSS_RUNS_OPT=$2; shift 2 ;;
 	--markdown) MARKDOWN=$2; shift 2 ;;
 	--keep) KEEP=1; shift ;;
+	--no-setup) SETUP=0; shift ;;
 	-h | --help)
-		sed -n '3,57p' "$0" | sed 's/^# \{0,1\}//'
+		sed -n '3,61p' "$0" | sed 's/^# \{0,1\}//'
 		exit 0
 		;;
 	*) die "unknown option $1 (see --help)" ;;
@@ -154,27 +160,37 @@ WARM_JS="$ROOT/tests/bench/warm_bench.mjs"
 KERNEL_JS="$ROOT/tests/bench/kernel_bench.mjs"
 JUPYTER_IMAGE=mcp-sandboxd/bench-jupyter:latest
 
-msg "installing what is missing"
-ensure_build_deps
-ensure_docker
-ensure_node_modules "$NODE_DIR"
-want http && ensure_apt wrk
-ensure_runner_images
-if want kernel; then
-	# The baseline: Debian's jupyter_client on the host (Debian's
-	# python3, not another one on PATH), its kernel in an image FROM the
-	# Python runner (tests/bench/jupyter/Dockerfile).
-	ensure_apt python3-jupyter-client
-	msg "building the Jupyter kernel baseline image $JUPYTER_IMAGE"
-	docker build -q -t "$JUPYTER_IMAGE" "$ROOT/tests/bench/jupyter" >/dev/null ||
-		die "building $JUPYTER_IMAGE failed (docker build tests/bench/jupyter)"
-	# FROM the runner inherits sandbox.runner=true; the Dockerfile
-	# overrides it, or every daemon on this engine would list a second
-	# Python.
-	[ "$(docker image inspect -f '{{index .Config.Labels "sandbox.runner"}}' "$JUPYTER_IMAGE")" = false ] ||
-		die "$JUPYTER_IMAGE is labelled sandbox.runner=true: daemons would take it for a runner"
-	! docker images -q --filter label=sandbox.runner=true --no-trunc | grep -qx "$(docker image inspect -f '{{.Id}}' "$JUPYTER_IMAGE")" ||
-		die "$JUPYTER_IMAGE is among the images the daemon discovers (label sandbox.runner=true)"
+if [ "$SETUP" -eq 1 ]; then
+	msg "installing what is missing"
+	ensure_build_deps
+	ensure_docker
+	ensure_node_modules "$NODE_DIR"
+	want http && ensure_apt wrk
+	ensure_runner_images
+	if want kernel; then
+		# The baseline: Debian's jupyter_client on the host (Debian's
+		# python3, not another one on PATH), its kernel in an image FROM the
+		# Python runner (tests/bench/jupyter/Dockerfile).
+		ensure_apt python3-jupyter-client
+		msg "building the Jupyter kernel baseline image $JUPYTER_IMAGE"
+		docker build -q -t "$JUPYTER_IMAGE" "$ROOT/tests/bench/jupyter" >/dev/null ||
+			die "building $JUPYTER_IMAGE failed (docker build tests/bench/jupyter)"
+		# FROM the runner inherits sandbox.runner=true; the Dockerfile
+		# overrides it, or every daemon on this engine would list a second
+		# Python.
+		[ "$(docker image inspect -f '{{index .Config.Labels "sandbox.runner"}}' "$JUPYTER_IMAGE")" = false ] ||
+			die "$JUPYTER_IMAGE is labelled sandbox.runner=true: daemons would take it for a runner"
+		! docker images -q --filter label=sandbox.runner=true --no-trunc | grep -qx "$(docker image inspect -f '{{.Id}}' "$JUPYTER_IMAGE")" ||
+			die "$JUPYTER_IMAGE is among the images the daemon discovers (label sandbox.runner=true)"
+	fi
+else
+	msg "--no-setup: using the runner images and node_modules as they are"
+	docker_answers || die "--no-setup: the Docker engine does not answer on $DOCKER_SOCK"
+	[ -d "$NODE_DIR/node_modules" ] || die "--no-setup: $NODE_DIR/node_modules is missing (run without --no-setup once)"
+	docker image inspect mcp-sandboxd/runner-python:latest >/dev/null 2>&1 ||
+		die "--no-setup: the runner images are not on the engine (run runners/build.sh, or the bench without --no-setup)"
+	! want kernel || docker image inspect "$JUPYTER_IMAGE" >/dev/null 2>&1 ||
+		die "--no-setup: the kernel section needs $JUPYTER_IMAGE (run the bench once without --no-setup)"
 fi
 msg "building (release) in ${BUILD#"$ROOT"/}"
 # As deploy/run.sh builds, but a warning -O3 alone raises must not stop a

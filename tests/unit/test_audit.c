@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "audit/audit.h"
@@ -199,8 +200,8 @@ static long long tamper(struct store *st, const char *sql)
 	return n;
 }
 
-static int record(struct audit *a, const char *tenant, const char *conv,
-                  const char *status, long long cpu_ms, long long now_ms)
+static void run_of(struct audit_run *out, const char *tenant, const char *conv,
+                   const char *status, long long cpu_ms)
 {
 	static const char *const pk[] = {"numpy==2.1.0"};
 	static const struct audit_file files[] = {{"out.png", 1234},
@@ -229,6 +230,15 @@ static int record(struct audit *a, const char *tenant, const char *conv,
 	    .n_files = 2,
 	};
 
+	*out = r;
+}
+
+static int record(struct audit *a, const char *tenant, const char *conv,
+                  const char *status, long long cpu_ms, long long now_ms)
+{
+	struct audit_run r;
+
+	run_of(&r, tenant, conv, status, cpu_ms);
 	return audit_record(a, &r, now_ms);
 }
 
@@ -520,6 +530,80 @@ out:
 	store_close(st);
 }
 
+/* A reader of the trail: waits for the entries prepared before it. */
+struct later_reader {
+	struct store *st;
+	int lines[2];
+	int rc;
+	volatile int done;
+};
+
+static void *later_read(void *arg)
+{
+	struct later_reader *rd = arg;
+	struct audit_filter f = {0};
+	long long last;
+
+	audit_wait_written(5000);
+	f.tenant = "erin";
+	rd->rc = audit_export(rd->st, &f, count_line, rd->lines, &last);
+	rd->done = 1;
+	return NULL;
+}
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+/* audit_prepare now, audit_write after the answer: readers wait for it. */
+static void test_later(void)
+{
+	struct store *st = open_store();
+	struct audit *a = NULL;
+	struct audit_pending *p = NULL;
+	struct later_reader rd = {.st = NULL};
+	struct audit_run r;
+	pthread_t th;
+	long long t;
+
+	if (!st || audit_create(st, false, &a) < 0) {
+		ok(false, "audit opens");
+		store_close(st);
+		return;
+	}
+	t = now_ms();
+	audit_wait_written(5000);
+	ok(now_ms() - t < 1000, "nothing prepared: no wait");
+	run_of(&r, "erin", "c9", "completed", 10);
+	is_int(audit_prepare(a, &r, 1764324000000LL, &p), 0, "prepared");
+	t = now_ms();
+	audit_wait_written(100);
+	ok(now_ms() - t >= 90, "a reader waits for it (up to its timeout)");
+	rd.st = st;
+	if (pthread_create(&th, NULL, later_read, &rd) != 0) {
+		ok(false, "reader thread");
+		(void)audit_write(p);
+		store_close(st);
+		audit_destroy(a);
+		return;
+	}
+	usleep(100 * 1000);
+	ok(!rd.done, "a reader is still waiting before the write");
+	is_int(audit_write(p), 0, "written after the answer");
+	pthread_join(th, NULL);
+	is_int(rd.rc, 0, "the reader's export");
+	ok(rd.done && rd.lines[1] == 1 && rd.lines[0] == 1,
+	   "the reader then saw the entry (%d lines, %d checked)", rd.lines[1],
+	   rd.lines[0]);
+	verify_is(st, 0, "the trail with a late entry");
+	audit_destroy(a);
+	store_close(st);
+}
+
 int main(void)
 {
 	const char *pg = getenv("MCPSD_TEST_PG_URL");
@@ -540,6 +624,7 @@ int main(void)
 	test_trail();
 	test_concurrent();
 	test_usage();
+	test_later();
 	if (!pg) {
 		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 		(void)!system(cmd);

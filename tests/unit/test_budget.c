@@ -100,6 +100,8 @@ static void test_budget(void)
 	is_int(rc, 0, "budget created");
 	if (rc < 0)
 		return;
+	ok(budget_limited(b), "a limit of 5 s is a limit");
+	ok(!budget_limited(NULL), "no budget is none");
 	rc = budget_check(b, "alice", t0, &bs);
 	is_int(rc, 0, "a new tenant may run");
 	ok(bs.used_ms == 0 && bs.limit_ms == 5000 && bs.runs == 0,
@@ -169,6 +171,8 @@ static void test_budget(void)
 		is_int(rc, 0, "is never refused");
 		is_int(bs.used_ms, 1000000000LL, "but is counted");
 		is_int(bs.limit_ms, 0, "limit 0 means none");
+		ok(!budget_limited(b),
+		   "so a run need not read the usage before it starts");
 	}
 	budget_destroy(b);
 	budget_destroy(NULL);

@@ -559,7 +559,8 @@ static void warm_charge_idle(struct warm *w)
 		log_debug("budget: charged %lld ms of idle CPU of warm box %s "
 		          "to tenant %.64s",
 		          c[i].ms, c[i].id, c[i].tenant);
-		if (budget_check(w->budget, c[i].tenant, now_s, &bs) != -EDQUOT)
+		if (!budget_limited(w->budget) ||
+		    budget_check(w->budget, c[i].tenant, now_s, &bs) != -EDQUOT)
 			continue;
 		pthread_mutex_lock(&w->lock);
 		b = warm_charged_take(w, &c[i]);

@@ -116,9 +116,15 @@ static void tools_audit_egress(const struct egress_facts *f,
 	r->egress_bytes = f->bytes_in + f->bytes_out;
 }
 
-void tools_audit_run(struct mcp_call *call, const char *tool, const char *conv,
-                     const struct runner_request *req,
-                     const struct runner_result *res, const cJSON *result)
+/*
+ * The entry of a run, recorded now (later NULL) or prepared for
+ * audit_write into *later.
+ */
+static void tools_audit_entry(struct mcp_call *call, const char *tool,
+                              const char *conv,
+                              const struct runner_request *req,
+                              const struct runner_result *res,
+                              const cJSON *result, struct audit_pending **later)
 {
 	const cJSON *sc =
 	    cJSON_GetObjectItemCaseSensitive(result, "structuredContent");
@@ -127,7 +133,10 @@ void tools_audit_run(struct mcp_call *call, const char *tool, const char *conv,
 	struct audit_file *files;
 	struct tools_audit_net net;
 	struct audit_run r;
+	int rc;
 
+	if (later)
+		*later = NULL;
 	if (!tools_audit)
 		return;
 	files = calloc(TOOLS_AUDIT_FILES_MAX, sizeof(*files));
@@ -158,9 +167,33 @@ void tools_audit_run(struct mcp_call *call, const char *tool, const char *conv,
 	r.n_files =
 	    files ? tools_audit_files(sc, files, TOOLS_AUDIT_FILES_MAX) : 0;
 	/* Logged there: the run's answer goes out either way. */
-	if (audit_record(tools_audit, &r, tools_audit_now_ms()) < 0)
+	if (later)
+		rc =
+		    audit_prepare(tools_audit, &r, tools_audit_now_ms(), later);
+	else
+		rc = audit_record(tools_audit, &r, tools_audit_now_ms());
+	if (rc < 0)
 		log_debug("audit: the run above is not recorded");
 	free(files);
+}
+
+void tools_audit_run(struct mcp_call *call, const char *tool, const char *conv,
+                     const struct runner_request *req,
+                     const struct runner_result *res, const cJSON *result)
+{
+	tools_audit_entry(call, tool, conv, req, res, result, NULL);
+}
+
+struct audit_pending *tools_audit_prepare(struct mcp_call *call,
+                                          const char *tool, const char *conv,
+                                          const struct runner_request *req,
+                                          const struct runner_result *res,
+                                          const cJSON *result)
+{
+	struct audit_pending *p = NULL;
+
+	tools_audit_entry(call, tool, conv, req, res, result, &p);
+	return p;
 }
 
 /* ---- the usage tool ------------------------------------------------------ */
@@ -234,6 +267,8 @@ static cJSON *tools_usage_call(void *data, struct mcp_call *call,
 	struct buf b;
 
 	(void)data;
+	/* The runs already answered are in it. */
+	audit_wait_written(AUDIT_WAIT_WRITTEN_MS);
 	conv = tools_usage_arg(args, "conversationId", &bad);
 	if (byc && !cJSON_IsBool(byc))
 		bad = "by_conversation";

@@ -38,4 +38,16 @@ void tools_audit_run(struct mcp_call *call, const char *tool, const char *conv,
                      const struct runner_request *req,
                      const struct runner_result *res, const cJSON *result);
 
+/*
+ * As tools_audit_run, for a run whose answer goes out first: the entry is
+ * built now and returned (NULL: none, e.g. no audit), to be written with
+ * audit_write() after the answer; readers of the trail and the usage wait
+ * for it meanwhile.
+ */
+struct audit_pending *tools_audit_prepare(struct mcp_call *call,
+                                          const char *tool, const char *conv,
+                                          const struct runner_request *req,
+                                          const struct runner_result *res,
+                                          const cJSON *result);
+
 #endif

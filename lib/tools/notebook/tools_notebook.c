@@ -148,9 +148,47 @@ static void tools_notebook_mention(cJSON *result, const char *url)
 	buf_finish(&b);
 }
 
+struct tools_notebook_later {
+	struct workspace *ws; /* borrowed: open and locked until done */
+	int dfd;              /* the private directory */
+	cJSON *rec;           /* the cell's record */
+	int n;                /* its number */
+	char *conv;
+};
+
+void tools_notebook_publish_later(struct tools_notebook_later *l)
+{
+	if (!l)
+		return;
+	(void)tools_notebook_publish(l->ws, l->dfd, l->rec, l->n, l->conv);
+	cJSON_Delete(l->rec);
+	close(l->dfd);
+	free(l->conv);
+	free(l);
+}
+
+/* Keeps what the rewrite needs for later; NULL when out of memory. */
+static struct tools_notebook_later *tools_notebook_keep(struct workspace *ws,
+                                                        int dfd, cJSON *rec,
+                                                        int n, const char *conv)
+{
+	struct tools_notebook_later *l = calloc(1, sizeof(*l));
+
+	if (!l || !(l->conv = strdup(conv))) {
+		free(l);
+		return NULL;
+	}
+	l->ws = ws;
+	l->dfd = dfd;
+	l->rec = rec;
+	l->n = n;
+	return l;
+}
+
 char *tools_notebook_record(struct workspace *ws, const char *conv,
                             const struct runner_request *req,
-                            const struct runner_result *res, cJSON *result)
+                            const struct runner_result *res, cJSON *result,
+                            struct tools_notebook_later **later)
 {
 	const cJSON *files = cJSON_GetObjectItemCaseSensitive(
 	    cJSON_GetObjectItemCaseSensitive(result, "structuredContent"),
@@ -159,6 +197,8 @@ char *tools_notebook_record(struct workspace *ws, const char *conv,
 	int dfd, n;
 	char *url = NULL;
 
+	if (later)
+		*later = NULL;
 	if (res->status == RUNNER_BUSY || res->status == RUNNER_RATE_LIMITED ||
 	    res->status == RUNNER_ERROR || res->install_failed)
 		return NULL;
@@ -180,11 +220,19 @@ char *tools_notebook_record(struct workspace *ws, const char *conv,
 		log_warnx("workspace %.12s: the run was not recorded in the "
 		          "notebook: %s",
 		          workspace_name(ws), strerror(-n));
-	if (n > 0 && tools_notebook_publish(ws, dfd, rec, n, conv) == 0)
+	if (n > 0 && later &&
+	    (*later = tools_notebook_keep(ws, dfd, rec, n, conv))) {
+		/* Rendered and written after the answer; dfd and rec kept. */
+		url =
+		    workspace_file_url(workspace_mgr_of(ws), ws, NOTEBOOK_FILE);
+		rec = NULL;
+		dfd = -1;
+	} else if (n > 0 && tools_notebook_publish(ws, dfd, rec, n, conv) == 0)
 		url =
 		    workspace_file_url(workspace_mgr_of(ws), ws, NOTEBOOK_FILE);
 	cJSON_Delete(rec);
-	close(dfd);
+	if (dfd >= 0)
+		close(dfd);
 	if (url && n == 1)
 		tools_notebook_mention(result, url);
 	return url;
