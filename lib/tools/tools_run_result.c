@@ -753,7 +753,8 @@ static int tools_run_state_note(struct buf *b, const struct runner_session *s,
 		rc = buf_printf(b,
 		                "NOTE: the %s state was rewound to what "
 		                "it was right after run %.0f",
-		                lang, cJSON_IsNumber(run) ? run->valuedouble : 0);
+		                lang,
+		                cJSON_IsNumber(run) ? run->valuedouble : 0);
 	else
 		rc = buf_printf(
 		    b,
