@@ -88,7 +88,7 @@ for (const [name, env] of CONFIGS) {
       if (env.SANDBOX_WARM === 'true') {
         // The state semantics of a warm session.
         assert.match(desc, /warm session per language/);
-        assert.match(desc, /Python(, R and TypeScript/JavaScript| and R)? keeps? variables, imports and loaded data between calls/);
+        assert.match(desc, /Python(, R and TypeScript\/JavaScript| and R)? keeps? variables, imports and loaded data between calls/);
         assert.match(desc, /session\.state says new, continued,? (restored \(saved state back\) )?or restarted/);
         assert.match(desc, /one-off, without the session's state/);
         assert.deepEqual(p.session.enum, ['continue', 'new']);
