@@ -5,7 +5,11 @@
 // message and a traceback, a data frame kept across calls of the warm
 // session (kernel.R, named by the image's sandbox.kernel label), the last
 // value shown as the console prints it, a ggplot figure returned as a PNG
-// image, warnings, and check_code (parse() without running).
+// image, warnings, and check_code (parse() without running). Durable R
+// sessions (SANDBOX_STATE): a data frame, a function and the attached
+// packages come back after the box is removed, connections are named as
+// not saved, rewind_to, fork_from, session "new" and quit() dropping the
+// save, and the size cap.
 //
 // The R image must be installed: tests/run.sh builds every runner image, so
 // a missing image is a failure here, not a skip.
@@ -252,6 +256,29 @@ describe('durable R sessions', () => {
     assert.deepEqual(f.sc.value, { 'text/plain': '[1] 60  1  1' }, describeRun(f));
     const back = await r(d.client, src, 'names(df)');
     assert.deepEqual(back.sc.value, { 'text/plain': '[1] "a"' }, 'the source goes its own way');
+  });
+
+  test('quit() and session "new" drop the saved R state: nothing comes back', { timeout: T }, async () => {
+    const c = conv('r-drop');
+    expectStatus(await r(d.client, c, 'old_v <- 1'), 'completed');
+    await sleep(1000);
+    const fresh = await r(d.client, c, 'c(exists("old_v"), { new_v <- 1; 1 })', { session: 'new' });
+    expectSession(fresh, 'restarted', 'requested');
+    assert.deepEqual(fresh.sc.value, { 'text/plain': '[1] 0 1' });
+    await sleep(1000);
+    await removeBox();
+    const back = await until(async () => {
+      const x = await r(d.client, c, 'c(exists("old_v"), exists("new_v"))');
+      return x.sc?.status === 'completed' && x;
+    }, 60_000 * SLOW);
+    expectRestored(back, undefined, 1);
+    assert.deepEqual(back.sc.value, { 'text/plain': '[1] FALSE  TRUE' }, 'only what came after session "new"');
+    await sleep(1000);
+    const q = await r(d.client, c, 'quit(status = 0)');
+    assert.equal(q.sc.session.lost_reason, 'exit', JSON.stringify(q.sc.session));
+    const after = await r(d.client, c, 'exists("new_v")');
+    assert.notEqual(after.sc.session.state, 'restored', JSON.stringify(after.sc.session));
+    assert.deepEqual(after.sc.value, { 'text/plain': '[1] FALSE' });
   });
 
   test('a state over SANDBOX_STATE_MAX_MB is not saved and says so; the earlier save stays', { timeout: T }, async () => {
