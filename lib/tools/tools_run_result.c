@@ -741,10 +741,12 @@ static int tools_run_state_note(struct buf *b, const struct runner_session *s,
 	const cJSON *imp = cJSON_GetObjectItemCaseSensitive(r, "imports");
 	const cJSON *e;
 	bool rewind = strcmp(s->state, "rewound") == 0;
-	const char *lang = tools_run_state_lang(language);
-	const char *again = strcmp(language, "r") == 0
-	                        ? " Packages attached again: "
-	                        : " Imports re-run: ";
+	/* Saved state comes from kernel.R (R) or kernel.py (Python, and the
+	 * runners built from its image under another name). */
+	bool r_lang = strcmp(language, "r") == 0;
+	const char *lang = r_lang ? "R" : "Python";
+	const char *again =
+	    r_lang ? " Packages attached again: " : " Imports re-run: ";
 	int rc, n = 0;
 
 	if (!rewind && strcmp(s->state, "restored") != 0)

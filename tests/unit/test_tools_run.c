@@ -214,6 +214,12 @@ int main(void)
 	           62) == 0,
 	   "R rewound: the note names R");
 	cJSON_Delete(res);
+	res = restored_for("pydurable", "restored", "image_updated", &cfg);
+	ok(strncmp(text(res),
+	           "NOTE: the Python state of this conversation was restored",
+	           56) == 0,
+	   "a runner built from the Python image: the Python state");
+	cJSON_Delete(res);
 	res = restored_for("python", "restored", "evicted", &cfg);
 	ok(strncmp(text(res),
 	           "NOTE: the Python state of this conversation was restored",
