@@ -9,7 +9,8 @@
 # agent: E (run a file) and C (the workspace is ready: change to it), both
 # TLV records (tag byte, 4-byte length, value). To the agent: R once ready
 # (TLV: w = a warning), X with each call's result (JSON, id and status
-# first), A after C (TLV: c = the directory, r = an error).
+# first, and "state", the durable state's report), A after C (TLV: c = the
+# directory, r = an error).
 #
 # Code runs like R's top level: the file is parsed whole (a syntax error runs
 # nothing), then evaluated expression by expression in the global
@@ -21,7 +22,9 @@
 # Plots drawn without a device of the code's own go to PNG files, reported
 # as figure-<id>-<n>.png in the call's directory. SIGINT interrupts a running
 # call and is ignored between calls; quit() ends the process (the agent then
-# starts a new kernel and reports the exit).
+# starts a new kernel and reports the exit). When the E frame names a
+# state directory (s), the global environment is saved there after each
+# call, when idle, and loaded back by a new kernel (see "durable state").
 #
 # Only base R (and the default packages) is used here. Nothing is kept in
 # the global environment but what the code makes: the kernel's own state
@@ -48,9 +51,12 @@ local({
   k$fout <- file("/proc/self/fd/4", open = "wb", raw = TRUE)
 
   # n bytes; the end of input (three empty reads in a row: one may be a
-  # read cut short by a signal) ends the kernel.
+  # read cut short by a signal) ends the kernel. The bytes the idle wait
+  # before a save took (k$stash) come first.
+  k$stash <- raw(0)
   k$read_exact <- function(n) {
-    buf <- raw(0)
+    buf <- k$stash[seq_len(min(n, length(k$stash)))]
+    k$stash <- k$stash[-seq_len(length(buf))]
     empty <- 0
     while (length(buf) < n) {
       more <- readBin(k$fin, "raw", n - length(buf))
@@ -160,6 +166,25 @@ local({
 
   k$json_strs <- function(v) {
     paste0("[", paste(vapply(v, k$json_str, ""), collapse = ","), "]")
+  }
+
+  # Any value of the state reports as JSON: NULL is null, a list with
+  # names an object, one without an array, a length-one vector a scalar.
+  k$json <- function(x) {
+    if (is.null(x)) return("null")
+    if (is.list(x)) {
+      items <- vapply(x, k$json, "", USE.NAMES = FALSE)
+      if (is.null(names(x))) return(paste0("[", paste(items, collapse = ","), "]"))
+      return(paste0("{", paste0(vapply(names(x), k$json_str, "", USE.NAMES = FALSE),
+                                ":", items, collapse = ","), "}"))
+    }
+    if (length(x) != 1 || is.na(x)) return("null")
+    if (is.logical(x)) return(if (x) "true" else "false")
+    if (is.numeric(x)) {
+      if (!is.finite(x)) return("null")
+      return(if (x == round(x) && abs(x) < 1e15) sprintf("%.0f", x) else sprintf("%.15g", x))
+    }
+    k$json_str(as.character(x))
   }
 
   # ---- errors and warnings ------------------------------------------------
@@ -286,6 +311,432 @@ local({
     unlink(k$fig_dir, recursive = TRUE)
     k$fig_dir <- NULL
     names
+  }
+
+  # ---- durable state -------------------------------------------------------
+  #
+  # After every call the kernel saves the global environment (the E frame's
+  # s record names the directory, /data/.mcp/state/r in the conversation's
+  # workspace: the state counts against its quota and expires with it) once
+  # the result is sent and no frame has come for STATE_IDLE_S, so neither
+  # the call nor one that follows at once waits for it. A new kernel loads
+  # the newest save before its first call when the E frame asks (L
+  # "latest"), or the save of an earlier run (L = its number: a rewind),
+  # after attaching again the packages that were attached. Each save is a
+  # file run-<n>.state written aside and renamed, so a crash never leaves
+  # half of one; the newest K (the E frame's K) are kept. What holds a live
+  # handle of C code (a connection, a database connection, any external
+  # pointer, an environment or function holding one) and active bindings
+  # are left out and named. A save is code-bearing data written by the
+  # conversation's own code: only this kernel, in the conversation's own
+  # box, ever reads it (the daemon never does).
+  #
+  # Layout: STATE_MAGIC, then two objects as serialize() writes them
+  # (version 3, native byte order, uncompressed: fast): the metadata (run,
+  # time, R version, attached packages, what was left out), then the named
+  # list of the saved objects, whole, so two names that share an
+  # environment still share it after a restore.
+
+  k$STATE_MAGIC <- "MCPSD-STATE-R 1\n"
+  k$STATE_REPORT_NAMES <- 50 # names listed in a report; the rest are counted
+  k$STATE_NAME_MAX <- 120 # bytes of a name in a report
+  k$STATE_IDLE_S <- 0.1 # a save waits for this long without a new frame
+  k$dur <- new.env(parent = emptyenv())
+  k$dur$dir <- NULL # the state directory (E's s), NULL: saving is off
+  k$dur$cap <- 0 # most bytes a save may take (E's z)
+  k$dur$keep <- 1 # saves kept (E's K)
+  k$dur$seq <- NULL # the newest run saved or restored; NULL: not looked
+  k$dur$report <- NULL # the last save's report, for the next X
+  k$dur$restore <- NULL # this call's restore or rewind, for its X
+  k$dur$pending <- FALSE # the last call's state is not saved yet
+  k$dur$kept <- NULL # the runs saved in dir (NULL: look again)
+  k$base_search <- character(0) # search() when the kernel started
+  k$fpoll <- NULL # descriptor 3 again, not blocking: the idle wait
+
+  k$cond <- function(class, msg) {
+    structure(class = c(class, "error", "condition"),
+              list(message = msg, call = NULL))
+  }
+
+  k$state_error <- function(msg) stop(k$cond("StateError", msg))
+
+  # The run numbers saved in d, oldest first.
+  k$state_runs <- function(d) {
+    files <- tryCatch(list.files(d, pattern = "^run-[0-9]{1,15}[.]state$"),
+                      error = function(e) character(0))
+    sort(as.numeric(sub("^run-([0-9]+)[.]state$", "\\1", files)))
+  }
+
+  k$state_path <- function(d, run) file.path(d, sprintf("run-%.0f.state", run))
+
+  k$runs_text <- function(runs) {
+    if (length(runs) == 0) "none" else paste(sprintf("%.0f", runs), collapse = ", ")
+  }
+
+  k$note <- function(items, name, why) {
+    if (length(items) < k$STATE_REPORT_NAMES) {
+      items[[length(items) + 1]] <- list(name = k$cap(name, k$STATE_NAME_MAX),
+                                         why = k$cap(why, 300))
+    }
+    items
+  }
+
+  # serialize()'s hook for reference objects: an external pointer or a
+  # weak reference would come back as a dead handle, so it stops the save.
+  k$no_handles <- function(x) {
+    if (typeof(x) %in% c("externalptr", "weakref")) {
+      stop(k$cond("mcpsd_handle", "a live handle"))
+    }
+    NULL
+  }
+
+  # Why value cannot be saved, in words, or NULL when it can: serialised
+  # into /dev/null, so it costs time but no memory.
+  k$why_unsaved <- function(value) {
+    sink <- file("/dev/null", open = "wb")
+    on.exit(close(sink))
+    err <- tryCatch({
+      serialize(value, sink, xdr = FALSE, refhook = k$no_handles)
+      NULL
+    }, mcpsd_handle = function(e) "", error = function(e) conditionMessage(e))
+    if (is.null(err)) return(NULL)
+    if (nzchar(err)) {
+      return(sprintf("a %s that cannot be serialised (%s)", class(value)[1], k$cap(err, 200)))
+    }
+    if (inherits(value, "connection")) return("a connection (open it again)")
+    if (inherits(value, "DBIConnection")) return("a database connection (connect again)")
+    if (is.environment(value)) {
+      return("an environment holding a connection or another live handle of C code")
+    }
+    if (is.function(value)) {
+      return("a function whose environment holds a connection or another live handle of C code")
+    }
+    sprintf("a %s holding a live handle of C code (an external pointer)", class(value)[1])
+  }
+
+  # The packages attached since the kernel started, the newest first.
+  k$attached <- function() {
+    s <- search()
+    sub("^package:", "", s[startsWith(s, "package:") & !(s %in% k$base_search)])
+  }
+
+  # The global environment's objects, and what is left out before trying.
+  # A data.table's self-reference (an external pointer data.table makes
+  # again) is dropped from the copy that is saved.
+  k$state_objects <- function() {
+    env <- .GlobalEnv
+    data <- list()
+    unsaved <- list()
+    more <- 0
+    for (name in ls(env, all.names = TRUE, sorted = TRUE)) {
+      why <- NULL
+      value <- NULL
+      if (bindingIsActive(name, env)) {
+        why <- "an active binding (makeActiveBinding)"
+      } else {
+        value <- tryCatch(get(name, envir = env, inherits = FALSE), error = function(e) {
+          why <<- paste("it could not be read:", conditionMessage(e))
+          NULL
+        })
+      }
+      if (!is.null(why)) {
+        if (length(unsaved) < k$STATE_REPORT_NAMES) unsaved <- k$note(unsaved, name, why)
+        else more <- more + 1
+        next
+      }
+      if (inherits(value, "data.table")) attr(value, ".internal.selfref") <- NULL
+      data[name] <- list(value)
+    }
+    list(data = data, unsaved = unsaved, more = more)
+  }
+
+  # Writes a state file; its size. mcpsd_handle when an object holds a
+  # live handle, mcpsd_write when the file system did not take it all.
+  k$state_write <- function(path, meta, data) {
+    con <- file(path, open = "wb")
+    closed <- FALSE
+    on.exit(if (!closed) try(close(con), silent = TRUE))
+    # (A handler's own stop() would be caught by the tryCatch's other
+    # handlers: the condition comes out as the value and is raised after.)
+    failed <- tryCatch({
+      writeBin(charToRaw(k$STATE_MAGIC), con)
+      serialize(meta, con, xdr = FALSE)
+      serialize(data, con, xdr = FALSE, refhook = k$no_handles)
+      NULL
+    }, mcpsd_handle = function(e) e,
+    error = function(e) k$cond("mcpsd_write", conditionMessage(e)))
+    if (!is.null(failed)) stop(failed)
+    n <- seek(con)
+    close(con)
+    closed <- TRUE
+    if (!isTRUE(file.size(path) == n)) {
+      stop(k$cond("mcpsd_write", "the file system did not take all of it"))
+    }
+    n
+  }
+
+  # Saves the global environment as run's state in d; returns the report.
+  k$save <- function(d, run) {
+    obj <- k$state_objects()
+    cap <- k$dur$cap
+    # An estimate first (object.size counts strings generously): a state
+    # clearly over the cap is not written at all.
+    est <- sum(vapply(obj$data, function(v) as.numeric(utils::object.size(v)), 0))
+    if (cap > 0 && est > 2 * cap) stop(k$cond("mcpsd_big", "over the cap"))
+    dir.create(d, recursive = TRUE, showWarnings = FALSE)
+    tmp <- file.path(d, sprintf(".run-%.0f.tmp-%d", run, Sys.getpid()))
+    on.exit(unlink(tmp))
+    meta <- function() {
+      list(v = 1, run = run, saved_at = as.numeric(Sys.time()),
+           r = paste(R.version$major, R.version$minor, sep = "."),
+           packages = k$attached(), unsaved = obj$unsaved, unsaved_more = obj$more)
+    }
+    size <- tryCatch(k$state_write(tmp, meta(), obj$data), mcpsd_handle = function(e) NULL)
+    if (is.null(size)) {
+      # Which objects hold a handle: each alone, then the rest again.
+      for (name in names(obj$data)) {
+        why <- k$why_unsaved(obj$data[[name]])
+        if (is.null(why)) next
+        if (length(obj$unsaved) < k$STATE_REPORT_NAMES) {
+          obj$unsaved <- k$note(obj$unsaved, name, why)
+        } else {
+          obj$more <- obj$more + 1
+        }
+        obj$data[name] <- NULL
+      }
+      size <- k$state_write(tmp, meta(), obj$data)
+    }
+    if (cap > 0 && size > cap) stop(k$cond("mcpsd_big", "over the cap"))
+    if (!file.rename(tmp, k$state_path(d, run))) {
+      stop(k$cond("mcpsd_write", "it could not be renamed into place"))
+    }
+    list(run = run, bytes = size, names = length(obj$data),
+         not_saved = obj$unsaved, not_saved_more = obj$more)
+  }
+
+  k$drop_runs <- function(d, runs) {
+    for (old in runs) unlink(k$state_path(d, old))
+  }
+
+  # Saves the state of the call that just ended (after its X).
+  k$autosave <- function() {
+    d <- k$dur$dir
+    if (is.null(d)) return(invisible())
+    t0 <- proc.time()[["elapsed"]]
+    if (is.null(k$dur$seq)) {
+      runs <- k$state_runs(d)
+      k$dur$seq <- if (length(runs)) max(runs) else 0
+    }
+    run <- k$dur$seq + 1
+    report <- list(run = run, ok = FALSE, bytes = NULL, ms = 0,
+                   not_saved = list(), error = NULL)
+    dropped <- NULL
+    attempt <- function() tryCatch(k$save(d, run), error = function(e) e,
+                                   interrupt = function(e) e)
+    res <- attempt()
+    if (inherits(res, "mcpsd_write")) {
+      # The workspace may be full: the older saves make room for this one
+      # (the newest stays), then one more try.
+      runs <- k$state_runs(d)
+      if (length(runs) >= 2) {
+        dropped <- runs[-length(runs)]
+        k$drop_runs(d, dropped)
+        res <- attempt()
+      }
+    }
+    if (inherits(res, "mcpsd_big")) {
+      report$error <- sprintf(paste0(
+        "the state is larger than its cap of %.0f MB (SANDBOX_STATE_MAX_MB, ",
+        "at most half the workspace quota): not saved; remove large objects ",
+        "(rm(name)) to have it saved again"), floor(k$dur$cap / 1048576))
+    } else if (inherits(res, "mcpsd_write")) {
+      report$error <- sprintf(paste0(
+        "the state could not be written (%s): not saved; if the workspace ",
+        "is full, delete files"), k$cap(conditionMessage(res), 200))
+    } else if (inherits(res, "interrupt")) {
+      report$error <- "the save was interrupted: not saved"
+    } else if (inherits(res, "condition")) {
+      report$error <- k$cap(paste0(class(res)[1], ": ", conditionMessage(res)), 400)
+    } else {
+      report[names(res)] <- res
+      report$ok <- TRUE
+      k$dur$seq <- run
+      runs <- k$state_runs(d)
+      drop <- max(0, length(runs) - k$dur$keep)
+      k$drop_runs(d, runs[seq_len(drop)])
+      k$dur$kept <- runs[setdiff(seq_along(runs), seq_len(drop))]
+    }
+    if (!is.null(dropped)) report$dropped_older <- as.list(dropped)
+    report$ms <- round((proc.time()[["elapsed"]] - t0) * 1000)
+    k$dur$report <- report
+  }
+
+  # Saves the last call's state once no frame has come for STATE_IDLE_S: a
+  # call that follows at once runs first, and the state after it is saved
+  # instead. R cannot wait on a descriptor with a timeout, so a second,
+  # non-blocking reader of descriptor 3 looks every 20 ms; a byte it takes
+  # is kept for the frame reader.
+  k$autosave_when_idle <- function() {
+    if (!isTRUE(k$dur$pending)) return(invisible())
+    if (!is.null(k$fpoll)) {
+      deadline <- proc.time()[["elapsed"]] + k$STATE_IDLE_S
+      repeat {
+        got <- tryCatch(readBin(k$fpoll, "raw", 1), error = function(e) raw(0),
+                        interrupt = function(e) raw(0))
+        if (length(got) > 0) {
+          k$stash <- c(k$stash, got)
+          return(invisible())
+        }
+        if (proc.time()[["elapsed"]] >= deadline) break
+        tryCatch(Sys.sleep(0.02), interrupt = function(e) NULL)
+      }
+    }
+    k$dur$pending <- FALSE
+    tryCatch(k$autosave(), error = function(e) NULL, interrupt = function(e) NULL)
+  }
+
+  k$fresh_env <- function() {
+    rm(list = ls(.GlobalEnv, all.names = TRUE), envir = .GlobalEnv)
+  }
+
+  # Loads a state file into the global environment (after attaching its
+  # packages again); returns the report.
+  k$load <- function(path) {
+    t0 <- proc.time()[["elapsed"]]
+    con <- file(path, open = "rb")
+    on.exit(close(con))
+    magic <- readBin(con, "raw", nchar(k$STATE_MAGIC, "bytes"))
+    if (!identical(magic, charToRaw(k$STATE_MAGIC))) stop("not a state file")
+    meta <- unserialize(con)
+    if (!is.list(meta) || !is.numeric(meta$run)) stop("damaged state file")
+    not_restored <- list()
+    for (u in meta$unsaved) {
+      if (is.list(u)) {
+        not_restored <- k$note(not_restored, as.character(u$name)[1],
+                               paste("not saved:", as.character(u$why)[1]))
+      }
+    }
+    attached <- character(0)
+    for (p in rev(as.character(meta$packages))) {
+      err <- tryCatch({
+        suppressWarnings(suppressPackageStartupMessages(
+          library(p, character.only = TRUE)))
+        NULL
+      }, error = function(e) conditionMessage(e))
+      if (is.null(err)) {
+        attached <- c(attached, p)
+      } else {
+        not_restored <- k$note(not_restored, p,
+                               paste0("library(", p, ") failed: ", k$cap(err, 200)))
+      }
+    }
+    data <- unserialize(con)
+    if (!is.list(data) || (length(data) > 0 && is.null(names(data)))) {
+      stop("damaged state file")
+    }
+    for (i in seq_along(data)) {
+      v <- data[[i]]
+      if (inherits(v, "data.table") && requireNamespace("data.table", quietly = TRUE)) {
+        v <- tryCatch(data.table::setalloccol(v), error = function(e) v)
+      }
+      assign(names(data)[i], v, envir = .GlobalEnv)
+    }
+    list(run = meta$run, saved_at = meta$saved_at,
+         ms = round((proc.time()[["elapsed"]] - t0) * 1000),
+         names = length(data), imports = as.list(rev(attached)),
+         not_restored = not_restored)
+  }
+
+  # E's L: "latest" loads the newest save there is (nothing to load is no
+  # error), a number the save of that run (a rewind: a StateError when it
+  # cannot be done, and the code is not run).
+  k$restore <- function(fields) {
+    what <- k$field(fields, "L")
+    d <- k$dur$dir
+    if (is.null(what) || is.null(d)) return(invisible())
+    runs <- k$state_runs(d)
+    k$dur$kept <- runs
+    latest <- what == "latest"
+    if (latest) {
+      if (length(runs) == 0) {
+        k$dur$seq <- 0
+        return(invisible())
+      }
+      candidates <- rev(runs)
+    } else {
+      if (!grepl("^[0-9]{1,15}$", what)) k$state_error("rewind takes a run number")
+      want <- as.numeric(what)
+      if (!(want %in% runs)) {
+        k$state_error(sprintf("there is no saved state of run %.0f; the saved runs are %s",
+                              want, k$runs_text(runs)))
+      }
+      candidates <- want
+    }
+    errors <- character(0)
+    for (run in candidates) {
+      k$fresh_env()
+      rep <- tryCatch(k$load(k$state_path(d, run)), error = function(e) {
+        errors <<- c(errors, sprintf("run %.0f: %s", run, k$cap(conditionMessage(e), 200)))
+        NULL
+      })
+      if (!is.null(rep)) {
+        rep$kind <- if (latest) "restore" else "rewind"
+        if (length(errors)) rep$skipped <- as.list(utils::head(errors, 5))
+        k$dur$restore <- rep
+        k$dur$seq <- max(runs)
+        return(invisible())
+      }
+    }
+    k$fresh_env()
+    k$dur$seq <- max(runs)
+    msg <- paste0("the saved state could not be loaded (",
+                  paste(utils::head(errors, 3), collapse = "; "), ")")
+    if (!latest) k$state_error(msg)
+    k$dur$restore <- list(kind = "restore", error = msg)
+  }
+
+  # The E frame's state records: s (directory), z (cap in bytes), K (saves
+  # kept). Without s nothing is saved or loaded.
+  k$state_fields <- function(fields) {
+    d <- k$field(fields, "s")
+    if (!identical(d, k$dur$dir)) {
+      k$dur$seq <- NULL
+      k$dur$kept <- NULL
+    }
+    k$dur$dir <- d
+    z <- k$field(fields, "z")
+    if (!is.null(z) && grepl("^[0-9]{1,18}$", z)) k$dur$cap <- as.numeric(z)
+    keep <- k$field(fields, "K")
+    if (!is.null(keep) && grepl("^[0-9]{1,9}$", keep)) k$dur$keep <- max(1, as.numeric(keep))
+  }
+
+  # X's "state": the last save's report (after the previous call), this
+  # call's restore or rewind, the number this call's state will be saved
+  # under and the runs saved so far; NULL when saving is off.
+  k$state_report <- function() {
+    if (is.null(k$dur$dir)) return(NULL)
+    if (is.null(k$dur$kept)) k$dur$kept <- k$state_runs(k$dur$dir)
+    runs <- k$dur$kept
+    if (is.null(k$dur$seq)) k$dur$seq <- if (length(runs)) max(runs) else 0
+    out <- list(saved = k$dur$report, restored = k$dur$restore,
+                run = k$dur$seq + 1, kept = as.list(utils::tail(runs, 64)))
+    k$dur$report <- NULL
+    k$dur$restore <- NULL
+    out
+  }
+
+  # The state report with its name lists cut (for a frame that must shrink).
+  k$state_small <- function(st) {
+    if (!is.list(st)) return(NULL)
+    for (key in c("saved", "restored")) {
+      r <- st[[key]]
+      if (!is.list(r)) next
+      for (l in c("not_saved", "not_restored", "imports", "skipped")) {
+        if (!is.null(r[[l]])) r[[l]] <- utils::head(r[[l]], 3)
+      }
+      st[[key]] <- r
+    }
+    st
   }
 
   # ---- one call -----------------------------------------------------------
@@ -449,7 +900,7 @@ local({
       ",\"value\":", value, ",\"error\":", error,
       ",\"figures\":", if (length(r$figures)) k$json_strs(r$figures) else "[]",
       ",\"exit_code\":null,\"background\":{\"threads\":0,\"dropped_bytes\":0}",
-      ",\"state\":null}"
+      ",\"state\":", k$json(r$state), "}"
     )
   }
 
@@ -466,39 +917,42 @@ local({
     cwd <- k$field(fields, "c")
     k$fig_dir <- file.path(tempdir(), paste0("figures-", id))
     dir.create(k$fig_dir, showWarnings = FALSE, recursive = TRUE)
-    rewind <- k$field(fields, "L")
+    k$state_fields(fields)
     if (!is.null(cwd)) try(setwd(cwd), silent = TRUE)
     cwd <- getwd()
-    if (!is.null(rewind) && rewind != "latest") {
-      # Nothing is saved for R, so there is nothing to go back to.
-      e <- simpleCondition(paste0(
-        "R sessions are not saved between runs, so there is no run ", rewind,
-        " to go back to; start over with session \"new\" and run the setup again"))
-      class(e) <- c("StateError", "error", "condition")
-      result <- k$set_error(result, e, "error", list())
-    } else {
-      result <- tryCatch({
-        k$packages()
-        k$inputs(filename)
-        k$run(filename, result, id, cwd)
-      }, error = function(e) k$set_error(result, e, "error", list()),
-      interrupt = function(e) {
-        cond <- simpleCondition("the call was interrupted")
-        class(cond) <- c("interrupt", "condition")
-        k$set_error(result, cond, "interrupted", list())
-      })
-    }
+    result <- tryCatch({
+      k$packages()
+      k$restore(fields)
+      k$inputs(filename)
+      k$run(filename, result, id, cwd)
+    }, StateError = function(e) {
+      # The code is not run: the state it expects is not there.
+      msg <- conditionMessage(e)
+      cat("StateError: ", msg, "\n", file = stderr(), sep = "")
+      result$status <- "error"
+      result$error <- list(ename = "StateError", evalue = k$cap(msg, k$EVALUE_MAX),
+                           traceback = k$cap(paste0("StateError: ", msg, "\n"), k$TRACEBACK_MAX))
+      result
+    }, error = function(e) k$set_error(result, e, "error", list()),
+    interrupt = function(e) {
+      cond <- simpleCondition("the call was interrupted")
+      class(cond) <- c("interrupt", "condition")
+      k$set_error(result, cond, "interrupted", list())
+    })
     result$figures <- tryCatch(k$save_figures(id, cwd), error = function(e) character(0))
     k$undo_env(saved)
     try(setwd(k$home), silent = TRUE)
     k$flush_all()
+    result$state <- k$state_report()
     payload <- charToRaw(k$encode(result))
     if (length(payload) + 1 > k$FRAME_OUT_MAX) {
       result$value <- NULL
-      result$error$traceback <- k$cap(result$error$traceback, 8192)
+      if (!is.null(result$error)) result$error$traceback <- k$cap(result$error$traceback, 8192)
+      result$state <- k$state_small(result$state)
       payload <- charToRaw(k$encode(result))
     }
     k$send("X", payload)
+    k$dur$pending <- !is.null(k$dur$dir)
   }
 
   k$claim <- function(payload) {
@@ -518,6 +972,9 @@ local({
 
   k$main <- function() {
     options(device = k$device, warn = 0, keep.source = TRUE)
+    k$base_search <- search()
+    k$fpoll <- tryCatch(fifo("/proc/self/fd/3", open = "rb", blocking = FALSE),
+                        error = function(e) NULL)
     args <- commandArgs(trailingOnly = TRUE)
     ready <- raw(0)
     if (length(args) >= 1 && args[1] == "--preload") {
@@ -527,6 +984,7 @@ local({
     repeat {
       # An interrupt that comes between calls (just after one ended) is
       # taken here and ignored, not by the next call.
+      tryCatch(k$autosave_when_idle(), interrupt = function(e) NULL)
       frame <- tryCatch(k$recv(), interrupt = function(e) NULL)
       if (is.null(frame)) next
       tryCatch(Sys.sleep(0), interrupt = function(e) NULL)

@@ -373,8 +373,8 @@ void tools_run_describe(struct runner *runner, char **description,
 	p = cJSON_GetObjectItemCaseSensitive(props, "rewind_to");
 	cJSON_AddStringToObject(p, "description",
 	                        cfg->warm && cfg->state_save
-	                            ? "Python: first go back to the state "
-	                              "after this run"
+	                            ? "Python, R: first go back to the "
+	                              "state after this run"
 	                            : "Off on this server");
 	p = cJSON_GetObjectItemCaseSensitive(props, "fork_from");
 	cJSON_AddStringToObject(p, "description",
@@ -709,13 +709,25 @@ static void tools_run_state_json(cJSON *sc, const cJSON *st)
 		cJSON_AddItemToObject(o, "autosave", cJSON_Duplicate(v, true));
 }
 
+/* The language's name in a sentence ("the TypeScript state"). */
+static const char *tools_run_state_lang(const char *language)
+{
+	if (strcmp(language, "python") == 0 || !language[0])
+		return "Python";
+	if (strcmp(language, "typescript") == 0)
+		return "TypeScript";
+	if (strcmp(language, "r") == 0)
+		return "R";
+	return language;
+}
+
 /*
  * The first line of the text when the state was restored or rewound: when
  * it was saved, how long loading took, what did not come back and which
- * imports were run again.
+ * imports were run again (for R: the packages attached again).
  */
 static int tools_run_state_note(struct buf *b, const struct runner_session *s,
-                                const cJSON *st)
+                                const cJSON *st, const char *language)
 {
 	const cJSON *r = cJSON_GetObjectItemCaseSensitive(st, "restored");
 	const char *at = cJSON_GetStringValue(
@@ -726,20 +738,28 @@ static int tools_run_state_note(struct buf *b, const struct runner_session *s,
 	const cJSON *imp = cJSON_GetObjectItemCaseSensitive(r, "imports");
 	const cJSON *e;
 	bool rewind = strcmp(s->state, "rewound") == 0;
+	/* Saved state comes from kernel.R (R) or kernel.py (Python, and the
+	 * runners built from its image under another name). */
+	bool r_lang = strcmp(language, "r") == 0;
+	const char *lang = r_lang ? "R" : "Python";
+	const char *again =
+	    r_lang ? " Packages attached again: " : " Imports re-run: ";
 	int rc, n = 0;
 
 	if (!rewind && strcmp(s->state, "restored") != 0)
 		return 0;
 	if (rewind)
 		rc = buf_printf(b,
-		                "NOTE: the Python state was rewound to what "
+		                "NOTE: the %s state was rewound to what "
 		                "it was right after run %.0f",
+		                lang,
 		                cJSON_IsNumber(run) ? run->valuedouble : 0);
 	else
 		rc = buf_printf(
 		    b,
-		    "NOTE: the Python state of this conversation was restored "
+		    "NOTE: the %s state of this conversation was restored "
 		    "(%s) from its save after run %.0f",
+		    lang,
 		    s->reason[0] ? tools_run_why(s->reason)
 		                 : "its session had ended",
 		    cJSON_IsNumber(run) ? run->valuedouble : 0);
@@ -759,7 +779,7 @@ static int tools_run_state_note(struct buf *b, const struct runner_session *s,
 	cJSON_ArrayForEach (e, imp) {
 		if (rc < 0)
 			break;
-		rc = buf_printf(b, "%s%s", n++ ? ", " : " Imports re-run: ",
+		rc = buf_printf(b, "%s%s", n++ ? ", " : again,
 		                cJSON_GetStringValue(e));
 	}
 	if (rc == 0 && n)
@@ -803,16 +823,6 @@ static int tools_run_state_line(struct buf *b, const cJSON *st)
 			                "session ends");
 	}
 	return rc;
-}
-
-/* The language's name in a sentence ("the TypeScript state"). */
-static const char *tools_run_state_lang(const char *language)
-{
-	if (strcmp(language, "python") == 0 || !language[0])
-		return "Python";
-	if (strcmp(language, "typescript") == 0)
-		return "TypeScript";
-	return language;
 }
 
 /*
@@ -1047,7 +1057,8 @@ cJSON *tools_run_result(const struct runner_result *res,
 
 	r = tools_run_session_note(&text, &res->session, res->language);
 	if (r == 0 && !not_run)
-		r = tools_run_state_note(&text, &res->session, st);
+		r = tools_run_state_note(&text, &res->session, st,
+		                         res->language);
 	if (r == 0)
 		r = buf_printf(&text, "status: %s",
 		               runner_status_name(res->status));

@@ -5,7 +5,11 @@
 // message and a traceback, a data frame kept across calls of the warm
 // session (kernel.R, named by the image's sandbox.kernel label), the last
 // value shown as the console prints it, a ggplot figure returned as a PNG
-// image, warnings, and check_code (parse() without running).
+// image, warnings, and check_code (parse() without running). Durable R
+// sessions (SANDBOX_STATE): a data frame, a function and the attached
+// packages come back after the box is removed, connections are named as
+// not saved, rewind_to, fork_from, session "new" and quit() dropping the
+// save, and the size cap.
 //
 // The R image must be installed: tests/run.sh builds every runner image, so
 // a missing image is a failure here, not a skip.
@@ -13,7 +17,8 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { describeRun } from './lib/sandbox.mjs';
 import { callTool, dockerApi } from './lib/sandbox.mjs';
-import { SLOW, conv, expectSession, expectStatus, run, startWarm, stopWarm } from './lib/warm.mjs';
+import { sleep } from './lib/daemon.mjs';
+import { SLOW, boxesOf, conv, expectSession, expectStatus, run, startWarm, stopWarm, until } from './lib/warm.mjs';
 
 const T = 240_000 * SLOW; // per test: generous, the machine is shared
 const PNG_MAGIC = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
@@ -144,5 +149,158 @@ describe('R runner', () => {
     const bad = await callTool(d.client, 'check_code', { conversationId: c1, language: 'r', code: 'x <- function( {\n' });
     assert.equal(bad.sc.ok, false, JSON.stringify(bad.sc));
     assert.match(JSON.stringify(bad.sc), /unexpected/);
+  });
+});
+
+// Durable R sessions (docs/sessions.md, issues 21 and 23): kernel.R saves
+// the global environment after each run, when idle, and a new box loads
+// it back with its packages attached again.
+describe('durable R sessions', () => {
+  let d;
+  const STATE = { SANDBOX_STATE: 'true', SANDBOX_STATE_KEEP: '4', SANDBOX_STATE_MAX_MB: '1' };
+
+  before(async () => {
+    d = await startWarm({ name: 'r-durable', env: STATE });
+  });
+  after(() => stopWarm(d));
+
+  /** Asserts r restored the state saved after run `run`, for why. */
+  function expectRestored(res, why, runNo) {
+    expectStatus(res, 'completed');
+    expectSession(res, 'restored', why);
+    const rs = res.sc.session.restored;
+    assert.equal(rs.kind, 'restore', JSON.stringify(rs));
+    if (runNo !== undefined) assert.equal(rs.run, runNo, JSON.stringify(rs));
+    assert.ok(Date.parse(rs.saved_at) <= Date.now() + 1000, rs.saved_at);
+    assert.match(res.text, /^(conversationId: .*\n)?NOTE: the R state of this conversation was restored/, res.text.slice(0, 400));
+    return rs;
+  }
+
+  /** Removes the daemon's R boxes (the conversation's among them: the
+   * tests run one at a time) the way a crash or an operator would. */
+  async function removeBox() {
+    const boxes = (await boxesOf(d)).filter((b) => b.Labels?.['sandbox.language'] === 'r');
+    assert.ok(boxes.length >= 1, 'the conversation has a box');
+    for (const b of boxes) {
+      const rm = await dockerApi('DELETE', `/containers/${b.Id}?force=true`);
+      assert.ok(rm.status < 300, `removed: ${rm.status}`);
+    }
+  }
+
+  test('a data frame, a function and the attached packages survive the box being removed; a connection is named', { timeout: T }, async () => {
+    const c = conv('r-dur');
+    const r1 = await r(
+      d.client,
+      c,
+      'library(dplyr)\nsales <- data.frame(region = c("north", "south", "north"), amount = c(10, 32, 5))\n' +
+        'twice <- function(v) 2 * v\ncon <- file("/tmp/log.txt", "w")\nholder <- new.env()\nholder$con <- con\ncat("set\\n")',
+    );
+    expectStatus(r1, 'completed');
+    expectSession(r1, 'new');
+    assert.equal(r1.sc.session.run_number, 1, JSON.stringify(r1.sc.session));
+    await sleep(1000); // a model's next step: the state is saved meanwhile
+    const r2 = await r(d.client, c, 'nrow(sales)');
+    const sv = r2.sc.session.autosave;
+    assert.ok(sv?.ok, `the first run's state was saved: ${JSON.stringify(sv)}`);
+    assert.equal(sv.run, 1);
+    const skipped = Object.fromEntries(sv.not_saved.map((n) => [n.name, n.why]));
+    assert.deepEqual(Object.keys(skipped).sort(), ['con', 'holder'], JSON.stringify(sv));
+    assert.match(skipped.con, /^a connection/);
+    assert.match(skipped.holder, /environment holding a connection/);
+    assert.match(r2.text, /state: saved after run 1 without con \(a connection/);
+    await sleep(1000);
+
+    await removeBox();
+    const r3 = await until(async () => {
+      const x = await r(d.client, c, 'totals <- sales |> group_by(region) |> summarise(total = twice(sum(amount)))\nas.data.frame(totals)');
+      return x.sc?.status === 'completed' && x;
+    }, 60_000 * SLOW);
+    assert.ok(r3, 'a run after the box was removed completes');
+    const rs = expectRestored(r3, undefined, 2);
+    assert.match(r3.sc.value['text/plain'], /region total\n1\s+north\s+30\n2\s+south\s+64/, describeRun(r3));
+    assert.deepEqual(rs.imports, ['dplyr'], JSON.stringify(rs));
+    assert.deepEqual(rs.not_restored.map((n) => n.name).sort(), ['con', 'holder'], JSON.stringify(rs));
+    assert.match(r3.text, /Not restored: .*con \(not saved: a connection/);
+    assert.match(r3.text, /Packages attached again: dplyr\./);
+    expectSession(await r(d.client, c, 'exists("con")'), 'continued');
+  });
+
+  test('rewind_to returns an R conversation to the state after an earlier run', { timeout: T }, async () => {
+    const c = conv('r-rewind');
+    for (const code of ['rows <- c(1, 2, 3)', 'rows <- c(rows, 4)', 'rows <- integer(0) # a destructive step', 'note <- "after"']) {
+      expectStatus(await r(d.client, c, code), 'completed');
+      await sleep(500);
+    }
+    const last = await r(d.client, c, 'rows');
+    assert.deepEqual(last.sc.session.saved_runs, [1, 2, 3, 4], JSON.stringify(last.sc.session));
+    const rw = await r(d.client, c, 'c(length(rows), exists("note"))', { rewind_to: 2 });
+    expectStatus(rw, 'completed');
+    expectSession(rw, 'rewound');
+    assert.deepEqual(rw.sc.value, { 'text/plain': '[1] 4 0' }, describeRun(rw));
+    assert.equal(rw.sc.session.restored.kind, 'rewind');
+    assert.equal(rw.sc.session.restored.run, 2);
+    assert.match(rw.text, /^NOTE: the R state was rewound to what it was right after run 2/);
+    await sleep(500);
+    const bad = await r(d.client, c, 'cat("ran\\n")', { rewind_to: 1 });
+    expectStatus(bad, 'failed');
+    assert.equal(bad.sc.stdout, '', 'the code does not run');
+    assert.match(bad.sc.stderr, /StateError: there is no saved state of run 1; the saved runs are 2, 3, 4, 5/);
+  });
+
+  test('fork_from copies an R conversation: files and state', { timeout: T }, async () => {
+    const src = conv('r-fork-src');
+    expectStatus(await r(d.client, src, 'library(tibble)\ndf <- tibble(a = 1:3)\nwriteLines("n", "/data/notes.txt")'), 'completed');
+    await sleep(1000);
+    const f = await r(d.client, undefined, 'df$b <- df$a * 10\nc(sum(df$b), readLines("/data/notes.txt") == "n", is_tibble(df))', { fork_from: src });
+    expectRestored(f, 'forked', 1);
+    assert.deepEqual(f.sc.value, { 'text/plain': '[1] 60  1  1' }, describeRun(f));
+    const back = await r(d.client, src, 'names(df)');
+    assert.deepEqual(back.sc.value, { 'text/plain': '[1] "a"' }, 'the source goes its own way');
+  });
+
+  test('quit() and session "new" drop the saved R state: nothing comes back', { timeout: T }, async () => {
+    const c = conv('r-drop');
+    expectStatus(await r(d.client, c, 'old_v <- 1'), 'completed');
+    await sleep(1000);
+    const fresh = await r(d.client, c, 'c(exists("old_v"), { new_v <- 1; 1 })', { session: 'new' });
+    expectSession(fresh, 'restarted', 'requested');
+    assert.deepEqual(fresh.sc.value, { 'text/plain': '[1] 0 1' });
+    await sleep(1000);
+    await removeBox();
+    const back = await until(async () => {
+      const x = await r(d.client, c, 'c(exists("old_v"), exists("new_v"))');
+      return x.sc?.status === 'completed' && x;
+    }, 60_000 * SLOW);
+    expectRestored(back, undefined, 1);
+    assert.deepEqual(back.sc.value, { 'text/plain': '[1] FALSE  TRUE' }, 'only what came after session "new"');
+    await sleep(1000);
+    const q = await r(d.client, c, 'quit(status = 0)');
+    assert.equal(q.sc.session.lost_reason, 'exit', JSON.stringify(q.sc.session));
+    const after = await r(d.client, c, 'exists("new_v")');
+    assert.notEqual(after.sc.session.state, 'restored', JSON.stringify(after.sc.session));
+    assert.deepEqual(after.sc.value, { 'text/plain': '[1] FALSE' });
+  });
+
+  test('a state over SANDBOX_STATE_MAX_MB is not saved and says so; the earlier save stays', { timeout: T }, async () => {
+    const c = conv('r-cap');
+    expectStatus(await r(d.client, c, 'small <- 1'), 'completed');
+    await sleep(1000);
+    expectStatus(await r(d.client, c, 'big <- runif(400000) # 3.2 MB'), 'completed');
+    await sleep(1000);
+    const told = await r(d.client, c, 'rm(big)\nsmall <- 2');
+    const sv = told.sc.session.autosave;
+    assert.equal(sv.ok, false, JSON.stringify(sv));
+    assert.match(sv.error, /larger than its cap of 1 MB \(SANDBOX_STATE_MAX_MB, at most half the workspace quota\)/);
+    assert.match(told.text, /state: NOT saved after run 2: the state is larger than its cap/);
+    assert.deepEqual(told.sc.session.saved_runs, [1], JSON.stringify(told.sc.session));
+    await sleep(1000);
+    await removeBox();
+    const back = await until(async () => {
+      const x = await r(d.client, c, 'c(exists("big"), small)');
+      return x.sc?.status === 'completed' && x;
+    }, 60_000 * SLOW);
+    // The number a failed save had goes to the next save that lands.
+    expectRestored(back, undefined, 2);
+    assert.deepEqual(back.sc.value, { 'text/plain': '[1] 0 2' });
   });
 });

@@ -37,6 +37,33 @@ static cJSON *result_for(enum runner_status st, int exit_code,
 	return tools_run_result(&r, cfg);
 }
 
+/*
+ * A warm run whose state was restored (kind "restore") or rewound, in
+ * language, with the kernel's checked state report.
+ */
+static cJSON *restored_for(const char *language, const char *state,
+                           const char *reason, const struct config *cfg)
+{
+	static char report[] =
+	    "{\"run\":4,\"kept\":[1,2,3],\"restored\":{\"kind\":\"restore\","
+	    "\"run\":3,\"saved_at\":\"2026-11-28T23:47:52Z\",\"ms\":180,"
+	    "\"names\":2,\"imports\":[\"dplyr\",\"tidyr\"],\"not_restored\":"
+	    "[{\"name\":\"con\",\"why\":\"not saved: a connection\"}]}}";
+	struct runner_result r;
+
+	memset(&r, 0, sizeof(r));
+	r.status = RUNNER_COMPLETED;
+	r.out.text = out_text;
+	r.err.text = err_text;
+	r.session.warm = true;
+	r.session.stateful = true;
+	snprintf(r.session.state, sizeof(r.session.state), "%s", state);
+	snprintf(r.session.reason, sizeof(r.session.reason), "%s", reason);
+	snprintf(r.language, sizeof(r.language), "%s", language);
+	r.state_json = report;
+	return tools_run_result(&r, cfg);
+}
+
 static const cJSON *sc(const cJSON *res, const char *k)
 {
 	return cJSON_GetObjectItemCaseSensitive(
@@ -169,6 +196,38 @@ int main(void)
 	                           "cancelled") == 0,
 	   "cancelled");
 	cJSON_Delete(res);
+	res = restored_for("r", "restored", "idle_expired", &cfg);
+	ok(strncmp(text(res),
+	           "NOTE: the R state of this conversation was restored",
+	           51) == 0 &&
+	       strstr(text(res), "from its save after run 3 of "
+	                         "2026-11-28T23:47:52Z, loaded in 180 ms.") &&
+	       strstr(text(res),
+	              "Not restored: con (not saved: a connection).") &&
+	       strstr(text(res), "Packages attached again: dplyr, tidyr.\n"),
+	   "R restored: the note names R and the packages attached again");
+	cJSON_Delete(res);
+	res = restored_for("r", "rewound", "", &cfg);
+	ok(strncmp(text(res),
+	           "NOTE: the R state was rewound to what it was right after "
+	           "run 3",
+	           62) == 0,
+	   "R rewound: the note names R");
+	cJSON_Delete(res);
+	res = restored_for("pydurable", "restored", "image_updated", &cfg);
+	ok(strncmp(text(res),
+	           "NOTE: the Python state of this conversation was restored",
+	           56) == 0,
+	   "a runner built from the Python image: the Python state");
+	cJSON_Delete(res);
+	res = restored_for("python", "restored", "evicted", &cfg);
+	ok(strncmp(text(res),
+	           "NOTE: the Python state of this conversation was restored",
+	           56) == 0 &&
+	       strstr(text(res), "Imports re-run: dplyr, tidyr.\n"),
+	   "Python restored: imports re-run");
+	cJSON_Delete(res);
+
 	cJSON_Delete(schema);
 	return tap_done();
 }
