@@ -80,7 +80,7 @@ describe('the warm channel socket', () => {
     d = await startWarm({
       name: 'warm-channel',
       pool: true,
-      env: { SANDBOX_POOL_LANGUAGES: 'python,bash', SANDBOX_POOL_PRELOAD: 'json' },
+      env: { SANDBOX_WARM_CHANNEL: 'socket', SANDBOX_POOL_LANGUAGES: 'python,bash', SANDBOX_POOL_PRELOAD: 'json' },
     });
     await waitPool(d, 2);
   });
@@ -165,7 +165,7 @@ describe('the daemon in a PID namespace of its own (as in a container)', () => {
     d = await startWarm({
       name: 'warm-channel-pidns',
       bin: path.join(path.dirname(new URL(import.meta.url).pathname), 'lib', 'pidns.sh'),
-      env: { MCPSD_REAL_BIN: path.resolve(BIN) },
+      env: { MCPSD_REAL_BIN: path.resolve(BIN), SANDBOX_WARM_CHANNEL: 'socket' },
     });
     // unshare does not pass signals on: stopWarm's SIGTERM goes to the
     // daemon, its child, and unshare exits with the daemon's status.
@@ -197,5 +197,5 @@ test('SANDBOX_WARM_CHANNEL takes socket or attach: another value stops the start
     timeout: 20_000,
   });
   assert.notEqual(p.status, 0);
-  assert.match(p.stderr + p.stdout, /SANDBOX_WARM_CHANNEL must be 'socket' \(the default\) or 'attach', not 'pipe'/);
+  assert.match(p.stderr + p.stdout, /SANDBOX_WARM_CHANNEL must be 'attach' \(the default\) or 'socket', not 'pipe'/);
 });

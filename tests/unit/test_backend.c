@@ -382,12 +382,12 @@ static void test_channel(void)
 	                          "0123456789abcdef0123456789abcdef";
 	char err[1024], text[512];
 
-	is_int(check(err, sizeof(err), "SANDBOX_WARM_CHANNEL", "attach", NULL),
-	       0, "SANDBOX_WARM_CHANNEL=attach");
+	is_int(check(err, sizeof(err), "SANDBOX_WARM_CHANNEL", "socket", NULL),
+	       0, "SANDBOX_WARM_CHANNEL=socket");
 	ok(check(err, sizeof(err), "SANDBOX_WARM_CHANNEL", "tcp", NULL) ==
 	           -EINVAL &&
-	       strstr(err, "SANDBOX_WARM_CHANNEL must be 'socket' (the "
-	                   "default) or 'attach', not 'tcp'"),
+	       strstr(err, "SANDBOX_WARM_CHANNEL must be 'attach' (the "
+	                   "default) or 'socket', not 'tcp'"),
 	   "another channel is refused: %s", err);
 	snprintf(text, sizeof(text), "12:memory:/docker/%s\n1:cpu:/docker/%s\n",
 	         cid, cid);

@@ -918,8 +918,8 @@ static int dk_configure(const struct config *cfg, bool chosen, char *err,
 	    strcmp(mode, "attach") != 0) {
 		snprintf(
 		    err, errlen,
-		    "SANDBOX_WARM_CHANNEL must be 'socket' (the default) or "
-		    "'attach', not '%.40s'",
+		    "SANDBOX_WARM_CHANNEL must be 'attach' (the default) or "
+		    "'socket', not '%.40s'",
 		    mode);
 		return -EINVAL;
 	}
