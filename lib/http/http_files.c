@@ -188,6 +188,7 @@ void http_health_handle(void *data, struct http_request *rq)
 	cJSON_AddNumberToObject(h, "sessions", st.sessions);
 	cJSON_AddNumberToObject(h, "streams_open", st.streams_open);
 	cJSON_AddNumberToObject(h, "calls_running", st.calls_running);
+	cJSON_AddNumberToObject(h, "calls_finishing", st.calls_finishing);
 	cJSON_AddNumberToObject(h, "calls_total", (double)st.calls_total);
 	for (size_t i = 0; i < hs->n_health; i++)
 		ok &= hs->health[i].fn(hs->health[i].data, h);

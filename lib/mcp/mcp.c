@@ -925,7 +925,10 @@ void mcp_server_stats(struct mcp_server *srv, struct mcp_stats *out)
 		for (struct stream *st = s->streams; st; st = st->next)
 			out->streams_open += st->readers;
 	}
-	out->calls_running = srv->calls_running;
+	/* Calls still to be answered; the answered ones finishing their
+	 * after-work (a shutdown still waits for them) apart. */
+	out->calls_running = srv->calls_running - srv->calls_finishing;
+	out->calls_finishing = srv->calls_finishing;
 	out->calls_total = srv->calls_total;
 	mcp_unlock(srv);
 }

@@ -213,7 +213,8 @@ void mcp_server_close_sessions(struct mcp_server *srv);
 struct mcp_stats {
 	unsigned sessions;
 	unsigned streams_open;
-	unsigned calls_running;
+	unsigned calls_running;   /* not answered yet */
+	unsigned calls_finishing; /* answered, their after-work running */
 	unsigned long long calls_total;
 };
 void mcp_server_stats(struct mcp_server *srv, struct mcp_stats *out);

@@ -281,7 +281,8 @@ struct mcp_server {
 	const char *param_prop[MAX_HEADER_PARAMS];
 	const char *param_header[MAX_HEADER_PARAMS];
 	size_t n_params;
-	unsigned calls_running;
+	unsigned calls_running;   /* counted until their after-work ends */
+	unsigned calls_finishing; /* of those, answered (mcp_call_after) */
 	unsigned long long calls_total;
 	/* Queued for mcp_unlock(); empty whenever the lock is free. */
 	struct mcp_call *later_hooks;

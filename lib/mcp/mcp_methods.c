@@ -190,9 +190,15 @@ static void *tool_thread(void *arg)
 		                             "the tool failed internally; the "
 		                             "server log has details"));
 	/* c is freed: what the tool left for after its answer. */
-	if (after)
+	if (after) {
+		mcp_lock(srv);
+		srv->calls_finishing++;
+		mcp_unlock(srv);
 		after(after_arg);
+	}
 	mcp_lock(srv);
+	if (after)
+		srv->calls_finishing--;
 	srv->calls_running--;
 	pthread_cond_broadcast(&srv->drain_cond);
 	mcp_unlock(srv);
