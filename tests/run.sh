@@ -488,7 +488,7 @@ layer_sanitize() {
 layer_valgrind() {
 	[ -n "${BUILD_BROKEN:-}" ] && { record valgrind 0 1; return; }
 	ensure_apt valgrind
-	local out okc failc names skip=(workspace files packages warm backend notebook) s
+	local out okc failc names skip=(workspace files packages packages_cran warm backend notebook) s
 	local -a drop=()
 	# Valgrind 3.19 does not emulate openat2(2), which every workspace
 	# and file access goes through (the package cache's lookups too), and

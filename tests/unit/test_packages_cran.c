@@ -346,8 +346,8 @@ static void test_setting(void)
 	    "https://a.example, https://b.example",
 	    "https://a.example/<x>",
 	    "ftp://a.example",
-	    "https://1,https://2,https://3,https://4,https://5,https://6,"
-	    "https://7,https://8,https://9"};
+	    ("https://1,https://2,https://3,https://4,https://5,https://6,"
+	     "https://7,https://8,https://9")};
 	struct config c;
 	char err[1024];
 

@@ -131,7 +131,7 @@ static void tools_audit_entry(struct mcp_call *call, const char *tool,
 	const cJSON *used = cJSON_GetObjectItemCaseSensitive(
 	    cJSON_GetObjectItemCaseSensitive(sc, "workspace"), "bytesUsed");
 	struct audit_file *files;
-	struct tools_audit_net net;
+	struct tools_audit_net net = {0};
 	struct audit_run r;
 	int rc;
 

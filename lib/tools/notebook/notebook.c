@@ -456,9 +456,9 @@ static int notebook_cells_all(const cJSON *records, struct notebook_kernel *k,
 	size_t i = 0;
 
 	memset(k, 0, sizeof(*k));
-	cJSON_ArrayForEach (rec, records)
+	for (rec = records ? records->child : NULL; rec; rec = rec->next)
 		notebook_kernel_add(k, notebook_str(rec, "language"));
-	cJSON_ArrayForEach (rec, records)
+	for (rec = records ? records->child : NULL; rec; rec = rec->next)
 		if (notebook_cell_append(cells, rec, i++, k->python) < 0)
 			return -ENOMEM;
 	return 0;
