@@ -17,14 +17,14 @@
 // at once; the metrics count it all; nothing is left on the engine.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { mountsBelow, sleep, umountBelow } from './lib/daemon.mjs';
 import { startPg, skipReason as pgSkip } from './lib/pg.mjs';
 import { removeContainersOf, startSandboxDaemon, waitNoContainers } from './lib/sandbox.mjs';
-import { SLOW, conv, expectSession, expectStatus, py } from './lib/warm.mjs';
+import { SLOW, conv, expectSession, expectStatus, py, waitSaved } from './lib/warm.mjs';
 
 const pg = startPg();
 const SKIP = !pg && pgSkip;
@@ -51,29 +51,6 @@ function replica(name, root, store, instance) {
       SANDBOX_STATE: 'true',
     },
   });
-}
-
-/**
- * Waits until the workspace under root holding file marker has the save of
- * run n (its Python state after that run), at most ms.
- */
-async function waitSaved(root, marker, n, ms = 15_000) {
-  const want = path.join('.mcp', 'state', 'python', `run-${n}.state`);
-  const find = (dir, depth) => {
-    let ents = [];
-    try {
-      ents = readdirSync(dir, { withFileTypes: true });
-    } catch {
-      return false;
-    }
-    if (ents.some((e) => e.name === marker) && existsSync(path.join(dir, want))) return true;
-    return depth < 4 && ents.some((e) => e.isDirectory() && !e.name.startsWith('.') && find(path.join(dir, e.name), depth + 1));
-  };
-  const end = Date.now() + ms;
-  while (!find(root, 0)) {
-    if (Date.now() > end) throw new Error(`no save of run ${n} next to ${marker} under ${root} within ${ms} ms`);
-    await sleep(100);
-  }
 }
 
 /** The value of a metric series in d's /metrics (0 when absent). */

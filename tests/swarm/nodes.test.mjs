@@ -25,13 +25,14 @@
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { createWriteStream, existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
+import { createWriteStream, existsSync, mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { connectHttp, freePort, sleep, umountBelow } from '../integration/lib/daemon.mjs';
 import { connectModern } from '../integration/lib/modern.mjs';
 import { startPg, skipReason as pgSkip } from '../integration/lib/pg.mjs';
 import { dockerApi, startSandboxDaemon } from '../integration/lib/sandbox.mjs';
+import { waitSaved } from '../integration/lib/warm.mjs';
 
 const LAB = process.env.MCPSD_LAB_DIR ?? '/var/tmp/mcpsd-swarm-lab';
 const LOG_DIR = process.env.MCPSD_LOG_DIR ?? 'build/test-logs';
@@ -138,29 +139,6 @@ async function metric(d, series) {
   const text = await (await fetch(`${d.base}/metrics`)).text();
   const line = text.split('\n').find((l) => l.startsWith(`${series} `));
   return line ? Number(line.slice(series.length + 1)) : 0;
-}
-
-/**
- * Waits until the workspace under root holding file marker has the save of
- * run n (its Python state after that run), at most ms.
- */
-async function waitSaved(root, marker, n, ms = 15_000) {
-  const want = path.join('.mcp', 'state', 'python', `run-${n}.state`);
-  const find = (dir, depth) => {
-    let ents = [];
-    try {
-      ents = readdirSync(dir, { withFileTypes: true });
-    } catch {
-      return false;
-    }
-    if (ents.some((e) => e.name === marker) && existsSync(path.join(dir, want))) return true;
-    return depth < 4 && ents.some((e) => e.isDirectory() && !e.name.startsWith('.') && find(path.join(dir, e.name), depth + 1));
-  };
-  const end = Date.now() + ms;
-  while (!find(root, 0)) {
-    if (Date.now() > end) throw new Error(`no save of run ${n} next to ${marker} under ${root} within ${ms} ms`);
-    await sleep(100);
-  }
 }
 
 const HOST = 'import socket\nprint(socket.gethostname())';

@@ -6,7 +6,8 @@
 // a teardown that checks nothing is left behind.
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { rmSync } from 'node:fs';
+import { existsSync, readdirSync, rmSync } from 'node:fs';
+import path from 'node:path';
 import { sleep } from './daemon.mjs';
 import { umountBelow, mountsBelow } from './faults.mjs';
 import { callTool, containersOf, describeRun, removeContainersOf, runCode, startSandboxDaemon, waitNoContainers } from './sandbox.mjs';
@@ -201,4 +202,27 @@ export function testRunner(lang, from) {
       for (const id of [tag, ...ids]) spawnSync('docker', ['image', 'rm', '-f', id], { stdio: 'ignore' });
     },
   };
+}
+
+/**
+ * Waits until the workspace under root holding file marker has the save of
+ * run n (its Python state after that run), at most ms.
+ */
+export async function waitSaved(root, marker, n, ms = 15_000) {
+  const want = path.join('.mcp', 'state', 'python', `run-${n}.state`);
+  const find = (dir, depth) => {
+    let ents = [];
+    try {
+      ents = readdirSync(dir, { withFileTypes: true });
+    } catch {
+      return false;
+    }
+    if (ents.some((e) => e.name === marker) && existsSync(path.join(dir, want))) return true;
+    return depth < 4 && ents.some((e) => e.isDirectory() && !e.name.startsWith('.') && find(path.join(dir, e.name), depth + 1));
+  };
+  const end = Date.now() + ms;
+  while (!find(root, 0)) {
+    if (Date.now() > end) throw new Error(`no save of run ${n} next to ${marker} under ${root} within ${ms} ms`);
+    await sleep(100);
+  }
 }
