@@ -18,7 +18,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { closeSync, openSync, readFileSync, rmSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, openSync, rmSync, unlinkSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { connectHttp, sleep } from './lib/daemon.mjs';
 import { DockerProxy, ImagesProxy, faultsDir, mountTmpfs, mountsBelow, umountBelow } from './lib/faults.mjs';
@@ -107,8 +107,7 @@ describe('the Docker engine stopped, hung and restarted', () => {
     assert.match(r.sc.message, /problem on the server/);
     assert.ok(r.ms < 2000, `answered in ${r.ms} ms`);
     // The operator sees the cause too, at warn (issue 19).
-    const log = readFileSync(d.logPath, 'utf8');
-    assert.match(log, /WARN.*failed on the server's side: .*Docker engine not reachable/, 'a warn line with the cause');
+    await d.waitLog(/WARN.*failed on the server's side: .*Docker engine not reachable/, 5000, 'a warn line with the cause');
     const { h, ms } = await quickHealth(d);
     assert.ok(ms < 1000, `/healthz in ${ms} ms`);
     assert.equal(h.docker.reachable, false);

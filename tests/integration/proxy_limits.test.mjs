@@ -174,8 +174,7 @@ describe('a daemon without trusted proxies (the default)', () => {
     assert.match(refused.text, /Too many open approval requests/);
     assert.ok(Number(refused.retry) >= 1 && Number(refused.retry) <= 901, `Retry-After ${refused.retry}`);
     assert.deepEqual(count(many), { 200: 17 * 64 }, 'each of those sources is under its bound');
-    const log = readFileSync(d.logPath, 'utf8');
-    assert.match(log, /refused an authorization request from 127\.0\.0\.31: 64 consent pages from it are waiting/);
+    await d.waitLog(/refused an authorization request from 127\.0\.0\.31: 64 consent pages from it are waiting/);
     // Another source is not affected by 127.0.0.31's bound.
     assert.equal((await openPage(d, client, cb.url, { from: '127.0.0.32' })).status, 200);
   });

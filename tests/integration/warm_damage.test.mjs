@@ -168,7 +168,7 @@ describe('boxes damaged on the host', () => {
     assert.equal(r.sc.stdout, 'fine\n');
     expectSession(r, 'new');
     assert.equal(await running(d, b.Id), false, 'the damaged box is gone');
-    assert.match(logOf(d), /WARN.*damaged: its code directory .* was removed/);
+    await d.waitLog(/WARN.*damaged: its code directory .* was removed/);
   });
 
   test('a session whose code directory was removed runs the code in a fresh box', { timeout: T }, async () => {
@@ -226,7 +226,7 @@ describe('boxes damaged on the host', () => {
     expectStatus(r, 'completed');
     assert.equal(r.sc.stdout, '42\n');
     expectSession(r, 'new');
-    assert.match(logOf(d), /installed the sandbox agent/);
+    await d.waitLog(/installed the sandbox agent/);
   });
 
   test('housekeeping replaces a damaged idle pool box by itself', { timeout: T }, async () => {

@@ -3,7 +3,7 @@
 // with fresh secrets and a private SANDBOX_ROOT. Connects real SDK clients.
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { createWriteStream, mkdtempSync, rmSync } from 'node:fs';
+import { createWriteStream, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -114,6 +114,23 @@ export async function startDaemon(opts = {}) {
       return r.json();
     },
     /**
+     * The log once it matches re, waiting up to ms: the daemon's output
+     * reaches logPath through this process's pipe, after the HTTP answer
+     * that followed it may have. Fails with the log's tail.
+     */
+    async waitLog(re, ms = 5000, what = `a log line matching ${re}`) {
+      const end = Date.now() + ms;
+      for (;;) {
+        const text = readFileSync(logPath, 'utf8');
+        if (re.test(text)) return text;
+        if (Date.now() > end) {
+          const tail = text.split('\n').slice(-20).join('\n');
+          throw new Error(`${what}: not in ${logPath} after ${ms} ms; its tail:\n${tail}`);
+        }
+        await sleep(50);
+      }
+    },
+    /**
      * Stops the daemon and returns how it exited. A clean SIGTERM drain
      * exits 0; under the sanitizers a leak or an error makes it non-zero.
      */
@@ -133,7 +150,6 @@ export async function startDaemon(opts = {}) {
     async stopClean() {
       const ex = await d.stop('SIGTERM');
       if (ex.code !== 0) {
-        const { readFileSync } = await import('node:fs');
         const tail = readFileSync(logPath, 'utf8').split('\n').slice(-40).join('\n');
         throw new Error(`daemon exited ${JSON.stringify(ex)}; log tail:\n${tail}`);
       }
