@@ -8,7 +8,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import { spawnSync } from 'node:child_process';
 import { BIN, startDaemon } from './lib/daemon.mjs';
@@ -314,7 +313,7 @@ describe('/metrics with a public PUBLIC_BASE_URL', () => {
       const r = await req(`${d.base}/metrics`, { from: '127.0.0.1' });
       assert.equal(r.status, 403, 'behind a tunnel every request is a loopback one');
       assert.match(r.text, /needs METRICS_TOKEN.*PUBLIC_BASE_URL/);
-      assert.match(readFileSync(d.logPath, 'utf8'), /\/metrics is closed: PUBLIC_BASE_URL https:\/\/sandbox\.example\.com is not loopback/);
+      await d.waitLog(/\/metrics is closed: PUBLIC_BASE_URL https:\/\/sandbox\.example\.com is not loopback/);
     } finally {
       await d.stopClean();
     }
