@@ -584,7 +584,10 @@ def try_unix(p):
         return errno.errorcode.get(e.errno, str(e))
     finally:
         s.close()
-out['unix_connect'] = {p: try_unix(p) for p in ['/var/run/docker.sock', '\0/containerd-shim', '\0docker']}
+out['unix_connect'] = {p: try_unix(p) for p in ['/var/run/docker.sock', '\0/containerd-shim', '\0docker'] + out['unix']}
+# With SANDBOX_WARM_CHANNEL=socket: the channel's directory, empty once the
+# agent's one connection was taken (the daemon unlinks its listener).
+out['channel_dir'] = sorted(os.listdir('/run/mcpsd')) if os.path.isdir('/run/mcpsd') else None
 print(json.dumps(out))
 `;
     const r = await run({ conversationId: 'misc', language: 'python', code, stdin: JSON.stringify(targets), timeout_seconds: 30 });
@@ -599,7 +602,17 @@ print(json.dumps(out))
       else assert.match(v, /^(ENETUNREACH|EHOSTUNREACH|EADDRNOTAVAIL|TIMEOUT)$/, `${t}: ${v}`);
     }
     assert.deepEqual(out.ifaces, ['lo'], 'no interface but loopback');
-    assert.deepEqual(out.unix, [], 'no unix socket of the host is visible');
+    // Over the socket channel (a warm box's agent connected out to the
+    // daemon, docker_channel.h), the box's network namespace holds the far
+    // end of that one connection, named as the daemon bound its listener
+    // (/proc/self/fd/N/channel, through its directory's descriptor): no
+    // path in the box, nothing to connect to (checked below). Any other
+    // socket is a leak.
+    if (out.channel_dir === null) assert.deepEqual(out.unix, [], 'no unix socket of the host is visible');
+    else {
+      assert.deepEqual(out.channel_dir, [], 'the channel directory is empty once the agent connected');
+      assert.ok(out.unix.length <= 1 && out.unix.every((u) => /^\/proc\/self\/fd\/\d+\/channel$/.test(u)), `only the channel's own far end: ${JSON.stringify(out.unix)}`);
+    }
     assert.deepEqual(Object.values(out.sockets), [false, false, false, false, false], JSON.stringify(out.sockets));
     for (const [p, v] of Object.entries(out.unix_connect)) assert.notEqual(v, 'CONNECTED', p);
     assert.equal(hits, 0, 'no connection reached a listener on the host');
@@ -921,9 +934,12 @@ time.sleep(3)
       assert.equal(c.Config.User, '64321:64321', what);
       const mounts = c.Mounts.map((m) => m.Source);
       assert.ok(!mounts.some((s) => /docker\.sock|^\/var\/run|^\/run/.test(s)), JSON.stringify(mounts));
-      // Warm boxes also have the agent, read-only.
-      assert.deepEqual(c.Mounts.map((m) => m.Destination).sort(), warm ? ['/data', '/opt/mcp-sandboxd', '/sandbox'] : ['/data', '/sandbox'], what);
-      for (const ro of warm ? ['/sandbox', '/opt/mcp-sandboxd'] : ['/sandbox'])
+      // Warm boxes also have the agent, read-only, and over the socket
+      // channel (the agent started with --channel) its directory, read-only.
+      const chan = warm && c.Args.includes('--channel') ? ['/run/mcpsd'] : [];
+      const want = warm ? ['/data', '/opt/mcp-sandboxd', ...chan, '/sandbox'] : ['/data', '/sandbox'];
+      assert.deepEqual(c.Mounts.map((m) => m.Destination).sort(), want.sort(), what);
+      for (const ro of warm ? ['/sandbox', '/opt/mcp-sandboxd', ...chan] : ['/sandbox'])
         assert.equal(c.Mounts.find((m) => m.Destination === ro).RW, false, `${ro} is read-only in ${what}`);
       assert.equal(hc.RestartPolicy.Name === '' || hc.RestartPolicy.Name === 'no', true, what);
       assert.equal(hc.LogConfig.Type, 'none', what);
