@@ -65,6 +65,46 @@ const ROOT = path.join(LAB, 'shared', 'nodes');
 const LEASE_S = 2;
 const inst = (n) => `lab-node-${n}-${process.pid}`;
 
+// Per node: the package index its installer boxes reach (labIndex).
+const indexes = {};
+const PKG_NET = 'mcpsd-lab-pkg';
+
+/**
+ * A package index for node n: a bridge network of n's engine (the lab's
+ * engines have no default bridge and no route out), and lab_index.mjs
+ * serving on its gateway from inside n's network namespace.
+ * Returns { url, proc, requests }.
+ */
+async function labIndex(n) {
+  const k = Number(n.slice(1));
+  const gw = `10.78.${k}.1`;
+  await dockerApi('DELETE', `/networks/${PKG_NET}`, { socketPath: sock(n) }).catch(() => {});
+  const made = await dockerApi('POST', '/networks/create', {
+    socketPath: sock(n),
+    body: { Name: PKG_NET, Driver: 'bridge', IPAM: { Config: [{ Subnet: `10.78.${k}.0/24`, Gateway: gw }] } },
+  });
+  assert.equal(made.status, 201, `a bridge network on ${n}: ${JSON.stringify(made.json)}`);
+  const proc = spawn('nsenter', [`--net=/run/netns/mcpsdlab-${n}`, process.execPath, 'tests/swarm/lab_index.mjs', gw], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const requests = [];
+  const url = await new Promise((resolve, reject) => {
+    let buf = '';
+    proc.once('exit', (code) => reject(new Error(`the index of ${n} exited (${code})`)));
+    proc.stdout.on('data', (chunk) => {
+      buf += chunk;
+      let nl;
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        if (line.startsWith('{')) resolve(JSON.parse(line).url);
+        else if (line.startsWith('GET ')) requests.push(line.slice(4));
+      }
+    });
+  });
+  return { url, proc, requests };
+}
+
 /** The daemon of node n, on port (kept across a restart). */
 function nodeDaemon(n, port, storeUrl, lbPort, tag = '') {
   return startSandboxDaemon({
@@ -86,6 +126,8 @@ function nodeDaemon(n, port, storeUrl, lbPort, tag = '') {
       SANDBOX_POOL_SIZE: '1',
       SANDBOX_STATE: 'true',
       DOCKER_TIMEOUT_SECONDS: '10',
+      SANDBOX_PACKAGES_NETWORK: PKG_NET,
+      SANDBOX_PACKAGES_PIP_INDEX: indexes[n].url,
     },
   });
 }
@@ -167,6 +209,7 @@ describe('warm sessions on every node', { skip: SKIP, timeout: 900_000 }, () => 
     pg.psql('CREATE DATABASE nodes OWNER mcpsd');
     storeUrl = pg.url('nodes');
     lbPort = await freePort();
+    for (const n of NODES) indexes[n] = await labIndex(n);
     for (const n of NODES) {
       ports[n] = await freePort();
       d[n] = await nodeDaemon(n, ports[n], storeUrl, lbPort);
@@ -181,6 +224,10 @@ describe('warm sessions on every node', { skip: SKIP, timeout: 900_000 }, () => 
       for (const b of await boxesOn(n, inst(n)).catch(() => [])) {
         await dockerApi('DELETE', `/containers/${b.id}?force=1`, { socketPath: sock(n) }).catch(() => {});
       }
+    }
+    for (const n of NODES) {
+      indexes[n]?.proc.kill('SIGTERM');
+      await dockerApi('DELETE', `/networks/${PKG_NET}`, { socketPath: sock(n) }).catch(() => {});
     }
     umountBelow(ROOT);
     rmSync(ROOT, { recursive: true, force: true, maxRetries: 3 });
@@ -199,6 +246,27 @@ describe('warm sessions on every node', { skip: SKIP, timeout: 900_000 }, () => 
     const r = await py(c, `pool-${process.pid}`, `import pandas\n${HOST}`);
     assert.equal(r.sc.session.state, 'new');
     assert.equal(r.sc.session.from_pool, true, JSON.stringify(r.sc.session));
+    await c.close();
+  });
+
+  test('packages on a worker: installed from the index its node reaches, into a session that keeps its state', async () => {
+    const c = await connectModern(lb);
+    const conv = `pkg-${process.pid}`;
+    const call = (code, extra = {}) =>
+      c.callTool({ name: 'run_code', arguments: { conversationId: conv, language: 'python', code, ...extra } }, undefined, { timeout: 180_000 });
+    let r = await call(`n = 1\n${HOST}`);
+    assert.equal(r.structuredContent?.status, 'completed', JSON.stringify(r).slice(0, 800));
+    const node = await ranOn({ sc: r.structuredContent });
+    r = await call(`import mcpsd_lab_demo\nn += mcpsd_lab_demo.VALUE\nprint(n)\n${HOST}`, { packages: ['mcpsd-lab-demo'] });
+    const text = (r.content ?? []).map((x) => x.text ?? '').join('\n');
+    assert.equal(r.structuredContent?.status, 'completed', text.slice(0, 1200));
+    const sc = r.structuredContent;
+    assert.equal(sc.stdout.split('\n')[0], '43', 'the package imported into the live session, its variable kept');
+    assert.equal(sc.session.state, 'continued', JSON.stringify(sc.session));
+    assert.equal(await ranOn({ sc }), node, 'on the conversation\'s node');
+    assert.deepEqual(sc.packages?.installed, ['mcpsd-lab-demo'], JSON.stringify(sc.packages));
+    // The wheel came from that node's own index, through its installer box.
+    assert.ok(indexes[node].requests.some((u) => u.startsWith('/files/mcpsd_lab_demo-1.0')), `${node}'s index served the wheel: ${JSON.stringify(indexes[node].requests)}`);
     await c.close();
   });
 

@@ -74,9 +74,11 @@ export function describeRun(r) {
 }
 
 /** One request to the Docker Engine API over its unix socket. */
-export function dockerApi(method, path, { socketPath = DOCKER_SOCK, timeoutMs = 10_000 } = {}) {
+export function dockerApi(method, path, { socketPath = DOCKER_SOCK, timeoutMs = 10_000, body } = {}) {
+  const data = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
+  const headers = { Host: 'docker', ...(data ? { 'Content-Type': 'application/json', 'Content-Length': data.length } : {}) };
   return new Promise((resolve, reject) => {
-    const req = http.request({ socketPath, path, method, headers: { Host: 'docker' } }, (res) => {
+    const req = http.request({ socketPath, path, method, headers }, (res) => {
       const chunks = [];
       res.on('data', (c) => chunks.push(c));
       res.on('end', () => {
@@ -92,7 +94,7 @@ export function dockerApi(method, path, { socketPath = DOCKER_SOCK, timeoutMs = 
     });
     req.setTimeout(timeoutMs, () => req.destroy(new Error(`docker ${method} ${path}: timeout`)));
     req.on('error', reject);
-    req.end();
+    req.end(data);
   });
 }
 
