@@ -243,6 +243,12 @@ static const struct setting settings[] = {
      "the Unix epoch"},
     {"SANDBOX_REAP_INTERVAL_SECONDS", SET_UINT, "30", OFF(reap_interval_s), 1,
      3600, "30", "How often leftover containers are looked for"},
+    {"SANDBOX_REAP_GRACE_SECONDS", SET_UINT, "60", OFF(reap_grace_s), 5, 86400,
+     "60",
+     "How long past its deadline label another daemon's leftover container "
+     "or Swarm service is kept before any daemon removes it (room for the "
+     "hosts' clocks to differ; a daemon's own earlier boot's are removed at "
+     "once)"},
     {"SANDBOX_RUNS_SWEEP_SECONDS", SET_UINT, "0", OFF(runs_sweep_s), 0,
      31536000, "720",
      "Code directories under SANDBOX_ROOT/runs that no run or warm box "

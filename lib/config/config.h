@@ -100,6 +100,7 @@ struct config {
 	unsigned max_concurrent;
 	unsigned queue_length;
 	unsigned reap_interval_s;
+	unsigned reap_grace_s;
 	unsigned runs_sweep_s; /* 0: derived from the timeouts */
 
 	/* per-tenant limits */

@@ -495,8 +495,9 @@ describe('swarm backend: a daemon killed with SIGKILL', { timeout: 300_000, skip
   // earlier boot. kb stays dead: its services (a short run, a short queue
   // timeout, so a deadline label about half a minute ahead) are reaped by
   // ka, a daemon of another name, once past that deadline and the reaper's
-  // grace of 60 s.
-  const base = { WORKSPACE_QUOTA_MODE: 'none' };
+  // grace (SANDBOX_REAP_GRACE_SECONDS, 60 s by default, scaled down here).
+  const GRACE_S = 10;
+  const base = { WORKSPACE_QUOTA_MODE: 'none', SANDBOX_REAP_GRACE_SECONDS: String(GRACE_S) };
   let ka, kb, ka2;
   let kbServices = [];
   after(async () => {
@@ -544,7 +545,7 @@ describe('swarm backend: a daemon killed with SIGKILL', { timeout: 300_000, skip
     const now = Date.now() / 1000;
     const still = await servicesOf('lab-kb');
     for (const s of kbServices) {
-      if (now < Number(s.labels['sandbox.deadline']) + 60) assert.ok(still.some((x) => x.id === s.id), `kb's ${s.id} is kept until its deadline`);
+      if (now < Number(s.labels['sandbox.deadline']) + GRACE_S) assert.ok(still.some((x) => x.id === s.id), `kb's ${s.id} is kept until its deadline`);
     }
     for (const c of ['kill-a1', 'kill-a2']) {
       const r = await bash(ka2.client, 'echo again', { conversationId: c });
@@ -558,8 +559,8 @@ describe('swarm backend: a daemon killed with SIGKILL', { timeout: 300_000, skip
     const ids = kbServices.map((s) => s.id);
     const deadline = Math.max(...kbServices.map((s) => Number(s.labels['sandbox.deadline'])));
     assert.ok(deadline > 0 && deadline - Date.now() / 1000 < 120, `a near deadline label: ${deadline}`);
-    // The reaper's grace (60 s) and interval (2 s), with room for a slow machine.
-    const budget = (deadline + 60 - Date.now() / 1000) * 1000 + 45_000;
+    // The reaper's grace and interval (2 s), with room for a slow machine.
+    const budget = (deadline + GRACE_S - Date.now() / 1000) * 1000 + 45_000;
     let left;
     const gone = await until(budget, async () => {
       left = { services: (await servicesOf('lab-kb')).map((s) => s.id), ...(await remainsOf(ids)) };
@@ -568,7 +569,7 @@ describe('swarm backend: a daemon killed with SIGKILL', { timeout: 300_000, skip
     assert.ok(gone, `kb's services, tasks and containers were reaped: ${JSON.stringify(left)}`);
     const at = Date.now() / 1000;
     t.diagnostic(`kb's services gone ${Math.round(at - deadline)} s after their deadline label`);
-    assert.ok(at >= deadline + 60, 'not before the deadline and the grace');
+    assert.ok(at >= deadline + GRACE_S, 'not before the deadline and the grace');
     for (const id of ids) await ka2.waitLog(new RegExp(`reaped leftover service ${id}`), 5000, `ka, of another instance name, reaped ${id}`);
     for (const c of ['kill-b1', 'kill-b2']) {
       const r = await bash(ka2.client, 'echo free', { conversationId: c });

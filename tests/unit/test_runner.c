@@ -399,13 +399,20 @@ static void test_reap(void)
 		cJSON *c = container(cases[i].managed, cases[i].owner,
 		                     cases[i].boot, cases[i].deadline);
 
-		ok(backend_docker_reap_wanted(
-		       c, "me", "b2",
-		       1000 + BACKEND_DOCKER_REAP_GRACE_S - 40) ==
-		       cases[i].want,
+		ok(backend_docker_reap_wanted(c, "me", "b2", 1000 + 60 - 40,
+		                              60) == cases[i].want,
 		   "reaper: %s", cases[i].name);
 		cJSON_Delete(c);
 	}
+	/* SANDBOX_REAP_GRACE_SECONDS: a shorter grace reaps sooner. */
+	cJSON *c = container("true", "other", "b1", "970");
+	ok(backend_docker_reap_wanted(c, "me", "b2", 1020, 5),
+	   "reaper: past deadline and a 5 s grace");
+	ok(!backend_docker_reap_wanted(c, "me", "b2", 1020, 50),
+	   "reaper: within a 50 s grace");
+	ok(!backend_docker_reap_wanted(c, "me", "b2", 1020, 86400),
+	   "reaper: within a day's grace");
+	cJSON_Delete(c);
 }
 
 int main(void)

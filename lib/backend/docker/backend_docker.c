@@ -738,7 +738,8 @@ static const char *dk_label(const cJSON *labels, const char *name)
 }
 
 bool backend_docker_reap_wanted(const cJSON *s, const char *owner,
-                                const char *boot, time_t now)
+                                const char *boot, time_t now,
+                                unsigned grace_s)
 {
 	const cJSON *labels = cJSON_GetObjectItemCaseSensitive(s, "Labels");
 	const char *managed = dk_label(labels, "sandbox.managed");
@@ -753,9 +754,8 @@ bool backend_docker_reap_wanted(const cJSON *s, const char *owner,
 	    (!b || !boot || strcmp(b, boot) != 0))
 		return true;
 	return dl &&
-	       num_i64(dl, 0, INT64_MAX - BACKEND_DOCKER_REAP_GRACE_S, &d) ==
-	           0 &&
-	       d + BACKEND_DOCKER_REAP_GRACE_S < (int64_t)now;
+	       num_i64(dl, 0, INT64_MAX - (int64_t)grace_s, &d) == 0 &&
+	       d + (int64_t)grace_s < (int64_t)now;
 }
 
 static int dk_reap(struct backend *base, char *err, size_t errlen)
@@ -775,7 +775,8 @@ static int dk_reap(struct backend *base, char *err, size_t errlen)
 		    cJSON_GetObjectItemCaseSensitive(s, "Id"));
 
 		if (!id || !backend_docker_reap_wanted(
-		               s, be->cfg->instance_name, be->boot, now))
+		               s, be->cfg->instance_name, be->boot, now,
+		               be->cfg->reap_grace_s))
 			continue;
 		rc = docker_container_remove(be->docker, id, msg, sizeof(msg));
 		if (rc == 0 || rc == -ENOENT) {

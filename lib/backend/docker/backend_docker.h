@@ -36,7 +36,6 @@
 #include "backend/docker/docker.h"
 #include "config/config.h"
 
-#define BACKEND_DOCKER_REAP_GRACE_S 60 /* past sandbox.deadline */
 
 /* The backend's table, for the registry (backend.c): "docker". */
 extern const struct backend_impl backend_docker_impl;
@@ -68,10 +67,11 @@ cJSON *backend_docker_create_body(const struct config *cfg,
 /*
  * The reaper's decision for one container summary of GET /containers/json:
  * true when it carries sandbox.managed=true and either belongs to owner
- * with a boot id other than boot, or its sandbox.deadline plus
- * BACKEND_DOCKER_REAP_GRACE_S is before now. Pure.
+ * with a boot id other than boot, or its sandbox.deadline plus grace_s
+ * (SANDBOX_REAP_GRACE_SECONDS) is before now. Pure.
  */
 bool backend_docker_reap_wanted(const cJSON *summary, const char *owner,
-                                const char *boot, time_t now);
+                                const char *boot, time_t now,
+                                unsigned grace_s);
 
 #endif

@@ -703,7 +703,8 @@ static int sw_reap(struct backend *base, char *err, size_t errlen)
 
 		/* The labels are the service's: the same rule as containers. */
 		if (!id || !backend_docker_reap_wanted(
-		               spec, be->cfg->instance_name, be->boot, now))
+		               spec, be->cfg->instance_name, be->boot, now,
+		               be->cfg->reap_grace_s))
 			continue;
 		rc = swarm_service_delete(be, id, msg, sizeof(msg));
 		if (rc == 0 || rc == -ENOENT) {
