@@ -738,8 +738,7 @@ static const char *dk_label(const cJSON *labels, const char *name)
 }
 
 bool backend_docker_reap_wanted(const cJSON *s, const char *owner,
-                                const char *boot, time_t now,
-                                unsigned grace_s)
+                                const char *boot, time_t now, unsigned grace_s)
 {
 	const cJSON *labels = cJSON_GetObjectItemCaseSensitive(s, "Labels");
 	const char *managed = dk_label(labels, "sandbox.managed");
@@ -753,8 +752,7 @@ bool backend_docker_reap_wanted(const cJSON *s, const char *owner,
 	if (o && owner && strcmp(o, owner) == 0 &&
 	    (!b || !boot || strcmp(b, boot) != 0))
 		return true;
-	return dl &&
-	       num_i64(dl, 0, INT64_MAX - (int64_t)grace_s, &d) == 0 &&
+	return dl && num_i64(dl, 0, INT64_MAX - (int64_t)grace_s, &d) == 0 &&
 	       d + (int64_t)grace_s < (int64_t)now;
 }
 

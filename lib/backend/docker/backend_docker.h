@@ -36,7 +36,6 @@
 #include "backend/docker/docker.h"
 #include "config/config.h"
 
-
 /* The backend's table, for the registry (backend.c): "docker". */
 extern const struct backend_impl backend_docker_impl;
 
@@ -71,7 +70,6 @@ cJSON *backend_docker_create_body(const struct config *cfg,
  * (SANDBOX_REAP_GRACE_SECONDS) is before now. Pure.
  */
 bool backend_docker_reap_wanted(const cJSON *summary, const char *owner,
-                                const char *boot, time_t now,
-                                unsigned grace_s);
+                                const char *boot, time_t now, unsigned grace_s);
 
 #endif
