@@ -481,6 +481,18 @@ static int runner_run_checked(struct runner *r,
 	if (res->status == RUNNER_CANCELLED &&
 	    runner_cancel_for_quota(req->cancel))
 		res->status = RUNNER_QUOTA_EXCEEDED;
+	if (res->status == RUNNER_CANCELLED &&
+	    runner_cancel_for_lease(req->cancel)) {
+		res->status = RUNNER_ERROR;
+		snprintf(res->message, sizeof(res->message),
+		         "this server lost touch with the store the servers "
+		         "share, so it could no longer hold this conversation "
+		         "(MCP_CONVERSATION_LEASE_SECONDS=%u) and stopped the "
+		         "run before another server could take the "
+		         "conversation over; the work since the last "
+		         "completed run may be lost: call again",
+		         r->cfg->conversation_lease_s);
+	}
 	runner_charge(r, req, res, mono_ms() - t_slot);
 	runner_count(r, req, res);
 	log_info("run %s lang=%s status=%s exit=%d duration=%lldms "

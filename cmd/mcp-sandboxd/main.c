@@ -185,6 +185,11 @@ static int daemon_leases(struct daemon *d)
 	lease_set_holder(d->lease, runner_lease_holds, runner_lease_hand_off,
 	                 d->runner);
 	lease_set_stats(d->lease, d->stats);
+	if (lease_set_fence(d->lease, runner_cancel_lease) < 0) {
+		log_errorx("cannot start the conversation leases' fence "
+		           "thread");
+		return -1;
+	}
 	tools_run_set_lease(d->lease);
 	if (lease_renew(d->lease, lease_now_ms()) < 0)
 		log_warnx("renewing this replica's conversation leases failed; "

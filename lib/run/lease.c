@@ -20,6 +20,7 @@
 
 #include "util/cron.h"
 #include "util/log.h"
+#include "util/mono.h"
 #include "util/stats.h"
 
 /* A replica waiting for a conversation asks again well within this. */
@@ -30,7 +31,10 @@
 struct lease_run {
 	char name[LEASE_NAME_MAX];
 	unsigned n;
-	bool settling; /* lease_job is handing it over or releasing it */
+	bool settling;       /* lease_job is handing it over or releasing it */
+	long long confirmed; /* mono ms: lease_acquire's statement began */
+	void *watch;         /* lease_watch's handle, or NULL */
+	bool fired;          /* the fence fired it */
 	struct lease_run *next;
 };
 
@@ -46,7 +50,14 @@ struct lease {
 	void *arg;
 	struct lease_stats stats;
 	/* lease_set_stats's, or NULL (stats_add accepts NULL) */
-	struct stats_metric *m_handovers, *m_restores, *m_waits;
+	struct stats_metric *m_handovers, *m_restores, *m_waits, *m_fenced;
+	/* Fencing (lease_set_fence): the last renewal the store confirmed
+	 * (mono ms when its statement began), the thread and its stop. */
+	long long renewed;
+	lease_fire_fn fire;
+	pthread_t fencer;
+	bool fencer_on, stopping;
+	pthread_cond_t wake;
 };
 
 long long lease_now_ms(void)
@@ -74,6 +85,7 @@ int lease_create(struct store *st, const char *owner, long long lease_ms,
 	l->lease_ms = lease_ms;
 	pthread_mutex_init(&l->lock, NULL);
 	pthread_cond_init(&l->settled, NULL);
+	pthread_cond_init(&l->wake, NULL);
 	*out = l;
 	return 0;
 }
@@ -84,11 +96,18 @@ void lease_destroy(struct lease *l)
 
 	if (!l)
 		return;
+	pthread_mutex_lock(&l->lock);
+	l->stopping = true;
+	pthread_cond_broadcast(&l->wake);
+	pthread_mutex_unlock(&l->lock);
+	if (l->fencer_on)
+		pthread_join(l->fencer, NULL);
 	while ((r = l->runs)) {
 		l->runs = r->next;
 		free(r);
 	}
 	pthread_cond_destroy(&l->settled);
+	pthread_cond_destroy(&l->wake);
 	pthread_mutex_destroy(&l->lock);
 	free(l);
 }
@@ -147,6 +166,102 @@ void lease_done(struct lease *l, const char *name)
 			break;
 		}
 	pthread_mutex_unlock(&l->lock);
+}
+
+/* ---- fencing ------------------------------------------------------------ */
+
+void lease_watch(struct lease *l, const char *name, void *handle)
+{
+	struct lease_run *r;
+
+	pthread_mutex_lock(&l->lock);
+	r = lease_run_find(l, name);
+	if (r && !r->watch) {
+		r->watch = handle;
+		r->fired = false;
+	}
+	pthread_mutex_unlock(&l->lock);
+}
+
+void lease_unwatch(struct lease *l, const char *name, void *handle)
+{
+	struct lease_run *r;
+
+	pthread_mutex_lock(&l->lock);
+	r = lease_run_find(l, name);
+	if (r && r->watch == handle)
+		r->watch = NULL;
+	pthread_mutex_unlock(&l->lock);
+}
+
+/* One look at the runs in progress. l->lock held. */
+static void lease_fence_scan(struct lease *l, long long now)
+{
+	for (struct lease_run *r = l->runs; r; r = r->next) {
+		long long seen =
+		    r->confirmed > l->renewed ? r->confirmed : l->renewed;
+
+		if (!r->watch || r->fired ||
+		    now - seen < LEASE_FENCE_MS(l->lease_ms))
+			continue;
+		r->fired = true;
+		l->stats.fenced++;
+		stats_add(l->m_fenced, NULL, 1);
+		log_warnx("conversation %.12s: the store has not confirmed "
+		          "this replica's lease for %lld ms (of %lld): its "
+		          "run is stopped before another replica may take "
+		          "the conversation over",
+		          r->name, now - seen, l->lease_ms);
+		l->fire(r->watch);
+	}
+}
+
+static void *lease_fencer(void *arg)
+{
+	struct lease *l = arg;
+	long long step = l->lease_ms / 12 > 20 ? l->lease_ms / 12 : 20;
+
+	pthread_mutex_lock(&l->lock);
+	while (!l->stopping) {
+		struct timespec dl;
+
+		lease_fence_scan(l, mono_ms());
+		clock_gettime(CLOCK_MONOTONIC, &dl);
+		dl.tv_sec += step / 1000;
+		dl.tv_nsec += (step % 1000) * 1000000L;
+		if (dl.tv_nsec >= 1000000000L) {
+			dl.tv_sec++;
+			dl.tv_nsec -= 1000000000L;
+		}
+		(void)pthread_cond_timedwait(&l->wake, &l->lock, &dl);
+	}
+	pthread_mutex_unlock(&l->lock);
+	return NULL;
+}
+
+int lease_set_fence(struct lease *l, lease_fire_fn fire)
+{
+	pthread_condattr_t ca;
+	int e;
+
+	if (!fire)
+		return -EINVAL;
+	pthread_mutex_lock(&l->lock);
+	if (l->fencer_on) {
+		pthread_mutex_unlock(&l->lock);
+		return 0;
+	}
+	/* The thread waits on the monotonic clock: the lease's own. */
+	pthread_cond_destroy(&l->wake);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&l->wake, &ca);
+	pthread_condattr_destroy(&ca);
+	l->fire = fire;
+	e = pthread_create(&l->fencer, NULL, lease_fencer, l);
+	l->fencer_on = e == 0;
+	pthread_mutex_unlock(&l->lock);
+	return -e;
 }
 
 /* ---- the table ---------------------------------------------------------- */
@@ -251,6 +366,7 @@ int lease_acquire(struct lease *l, const char *name, long long now_ms,
                   struct lease_grant *g)
 {
 	struct store_tx *tx;
+	long long t0;
 	int r;
 
 	memset(g, 0, sizeof(*g));
@@ -261,6 +377,7 @@ int lease_acquire(struct lease *l, const char *name, long long now_ms,
 	pthread_mutex_unlock(&l->lock);
 	if (r < 0)
 		return r;
+	t0 = mono_ms();
 	r = store_begin(l->st, true, &tx);
 	if (r == 0) {
 		r = lease_decide(l, tx, name, now_ms, g);
@@ -274,6 +391,10 @@ int lease_acquire(struct lease *l, const char *name, long long now_ms,
 	}
 	pthread_mutex_lock(&l->lock);
 	if (r == 0) {
+		struct lease_run *run = lease_run_find(l, name);
+
+		if (run && run->confirmed < t0)
+			run->confirmed = t0;
 		l->stats.acquired += g->moved || g->epoch == 1;
 		l->stats.moved_in += g->moved;
 		l->stats.lost_in += g->moved && g->lost;
@@ -317,12 +438,14 @@ int lease_renew(struct lease *l, long long now_ms)
 {
 	static const char q[] = "UPDATE lease_conversations SET expires_ms = ? "
 	                        "WHERE owner = ? AND expires_ms > 0";
-	long long n = 0;
+	long long n = 0, t0 = mono_ms();
 	int r = lease_exec(l, q, now_ms + l->lease_ms, NULL, &n);
 
 	if (r == 0) {
 		pthread_mutex_lock(&l->lock);
 		l->stats.held = n > 0 ? (unsigned)n : 0;
+		if (l->renewed < t0)
+			l->renewed = t0;
 		pthread_mutex_unlock(&l->lock);
 	}
 	return r;
@@ -511,5 +634,10 @@ void lease_set_stats(struct lease *l, struct stats *s)
 	                           "Runs that waited for another replica to "
 	                           "hand their conversation over",
 	                           NULL);
+	l->m_fenced = stats_counter(
+	    s, "mcpsd_conversation_fenced_total",
+	    "Runs this replica stopped because the shared store had not "
+	    "confirmed their conversation's lease in time (cut off from it)",
+	    NULL);
 	pthread_mutex_unlock(&l->lock);
 }

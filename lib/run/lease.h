@@ -16,7 +16,10 @@
  * replica checks its lease before every run (lease_acquire): one that lost
  * it never runs, and one that gets a lease back from another replica
  * first drops whatever it kept locally of the conversation, which is older
- * than what the other replica saved.
+ * than what the other replica saved. A run already going when its replica
+ * is cut off from the store is stopped by the replica itself (fencing,
+ * lease_set_fence): once two thirds of a lease have passed since the
+ * store last confirmed it, before any other replica may take it over.
  *
  * The module owns the table lease_conversations (LEASE_MIGRATION_1).
  * Times are each replica's wall clock: keep the replicas' clocks in step
@@ -104,6 +107,26 @@ __attribute__((warn_unused_result)) int lease_acquire(struct lease *l,
 void lease_done(struct lease *l, const char *name);
 
 /*
+ * Fencing: a thread of the lease's own (no store call in it, so a store
+ * that hangs cannot hold it up) looks every twelfth of a lease at the runs
+ * in progress; a run whose lease the store has not confirmed (taken by
+ * lease_acquire, renewed by lease_renew) for LEASE_FENCE_MS(lease_ms) gets
+ * fire(handle) once, with the handle lease_watch gave it: the run must
+ * stop, since once the lease runs out another replica may take the
+ * conversation over. The first call starts the thread; lease_destroy
+ * stops it. fire runs with the lease's mutex held: set a flag, no more.
+ * 0 or -errno (the thread could not start).
+ */
+#define LEASE_FENCE_MS(lease_ms) ((lease_ms)*2 / 3)
+typedef void (*lease_fire_fn)(void *handle);
+__attribute__((warn_unused_result)) int lease_set_fence(struct lease *l,
+                                                        lease_fire_fn fire);
+/* Gives the run of name that lease_acquire counted its handle (a run's
+ * cancel); lease_unwatch takes it back before the handle is freed. */
+void lease_watch(struct lease *l, const char *name, void *handle);
+void lease_unwatch(struct lease *l, const char *name, void *handle);
+
+/*
  * What the replica keeps of a conversation, asked by lease_job: 0 nothing
  * (the lease goes), 1 an idle warm session, 2 a busy one.
  */
@@ -146,6 +169,7 @@ struct lease_stats {
 	unsigned long long moved_in;  /* taken from another replica */
 	unsigned long long lost_in;   /* of those, after its lease expired */
 	unsigned long long waits;     /* runs that waited for another owner */
+	unsigned long long fenced;    /* runs stopped: lease not confirmed */
 	unsigned held;                /* at the last renewal */
 };
 void lease_stats(struct lease *l, struct lease_stats *out);
@@ -157,8 +181,10 @@ void lease_stats(struct lease *l, struct lease_stats *out);
  * replica that asked; taken from one that handed over),
  * mcpsd_conversation_restores_total{after="handover"|"server_lost"}
  * (conversations taken from another replica, whose next run loads the
- * saved state here) and mcpsd_conversation_waits_total (runs that found
- * another replica holding their conversation and waited).
+ * saved state here), mcpsd_conversation_waits_total (runs that found
+ * another replica holding their conversation and waited) and
+ * mcpsd_conversation_fenced_total (runs this replica stopped because the
+ * store had not confirmed their lease in time: it was cut off).
  */
 struct stats;
 void lease_set_stats(struct lease *l, struct stats *s);

@@ -24,6 +24,7 @@ struct runner_cancel {
 	int fd;
 	atomic_bool flag;
 	atomic_bool quota; /* by the quota watch, not the caller */
+	atomic_bool lease; /* by the lease's fence, not the caller */
 };
 
 const char *runner_status_name(enum runner_status s)
@@ -71,6 +72,7 @@ int runner_cancel_create(struct runner_cancel **out)
 	}
 	atomic_init(&c->flag, false);
 	atomic_init(&c->quota, false);
+	atomic_init(&c->lease, false);
 	*out = c;
 	return 0;
 }
@@ -105,6 +107,20 @@ void runner_cancel_quota(struct runner_cancel *c)
 bool runner_cancel_for_quota(const struct runner_cancel *c)
 {
 	return c && atomic_load(&c->quota);
+}
+
+void runner_cancel_lease(void *cancel)
+{
+	struct runner_cancel *c = cancel;
+
+	if (c)
+		atomic_store(&c->lease, true);
+	runner_cancel_trigger(c);
+}
+
+bool runner_cancel_for_lease(const struct runner_cancel *c)
+{
+	return c && atomic_load(&c->lease);
 }
 
 bool runner_cancel_requested(const struct runner_cancel *c)

@@ -262,6 +262,13 @@ void runner_cancel_trigger(void *cancel);
  */
 void runner_cancel_quota(struct runner_cancel *c);
 bool runner_cancel_for_quota(const struct runner_cancel *c);
+/*
+ * Cancels because this replica may have lost the conversation's lease
+ * (lease.h's fence; the handle is the cancel): the run stops as on a
+ * cancel and ends RUNNER_ERROR, saying why. NULL-safe; a lease_fire_fn.
+ */
+void runner_cancel_lease(void *cancel);
+bool runner_cancel_for_lease(const struct runner_cancel *c);
 bool runner_cancel_requested(const struct runner_cancel *c);
 /* A descriptor that becomes readable on cancellation; -1 for NULL. */
 int runner_cancel_fd(const struct runner_cancel *c);

@@ -727,6 +727,7 @@ static cJSON *tools_run_code_call(void *data, struct mcp_call *call,
 	cJSON *result = NULL;
 	time_t started;
 	bool leased = false;
+	char watched[LEASE_NAME_MAX] = ""; /* the lease's fence has cancel */
 	int rc;
 
 	memset(&res, 0, sizeof(res));
@@ -780,6 +781,11 @@ static cJSON *tools_run_code_call(void *data, struct mcp_call *call,
 	base_url = tools_run_base_url(ctx->wm, ws);
 	if (runner_cancel_create(&cancel) < 0)
 		goto out;
+	if (leased) {
+		/* Cut off from the store, this replica stops the run itself. */
+		snprintf(watched, sizeof(watched), "%s", workspace_name(ws));
+		lease_watch(ctx->lease, watched, cancel);
+	}
 	out_fd = tools_run_tmpfile(cfg);
 	err_fd = tools_run_tmpfile(cfg);
 
@@ -846,6 +852,8 @@ out:
 		close(err_fd);
 	workspace_snapshot_destroy(snap);
 	runner_result_finish(&res);
+	if (watched[0])
+		lease_unwatch(ctx->lease, watched, cancel);
 	runner_cancel_destroy(cancel);
 	free(base_url);
 	free(notebook_url);

@@ -14,7 +14,9 @@
 // most the lease; the killed replica, started again under its name,
 // removes the boxes of its earlier boot; a replica stopped with SIGTERM (a
 // drained node) hands its conversations over, so the other one takes them
-// at once; the metrics count it all; nothing is left on the engine.
+// at once; a replica cut off from the store mid-run stops that run itself
+// (fencing) before its lease runs out, and the other replica restores the
+// conversation; the metrics count it all; nothing is left on the engine.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -22,9 +24,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { mountsBelow, sleep, umountBelow } from './lib/daemon.mjs';
-import { startPg, skipReason as pgSkip } from './lib/pg.mjs';
+import { DockerProxy } from './lib/faults.mjs';
+import { PG_PASSWORD, startPg, skipReason as pgSkip } from './lib/pg.mjs';
 import { removeContainersOf, startSandboxDaemon, waitNoContainers } from './lib/sandbox.mjs';
-import { SLOW, conv, expectSession, expectStatus, py, waitSaved } from './lib/warm.mjs';
+import { SLOW, conv, expectSession, expectStatus, py, startRun, waitSaved } from './lib/warm.mjs';
 
 const pg = startPg();
 const SKIP = !pg && pgSkip;
@@ -64,7 +67,7 @@ describe('warm sessions across replicas', { skip: SKIP, timeout: T }, () => {
   let root;
   let r1;
   let r2;
-  const inst = { r1: `wrep-r1-${process.pid}`, r2: `wrep-r2-${process.pid}` };
+  const inst = { r1: `wrep-r1-${process.pid}`, r2: `wrep-r2-${process.pid}`, r3: `wrep-r3-${process.pid}` };
 
   before(async () => {
     root = mkdtempSync(path.join(os.tmpdir(), 'mcpsd-wrep-'));
@@ -149,6 +152,64 @@ describe('warm sessions across replicas', { skip: SKIP, timeout: T }, () => {
     r = await py(r1.client, c, "y['k'].append(4)\nprint(len(y['k']))");
     expectSession(r, 'restored', 'moved');
     assert.equal(r.sc.stdout, '4\n');
+  });
+
+  test('a replica cut off from the store stops its run before another may take the conversation', async () => {
+    // r3 reaches PostgreSQL through a proxy of its unix socket that the
+    // test cuts: the store is gone for r3 alone, as in a partition.
+    const pgDir = decodeURIComponent(pg.url('warm_replicas').match(/[?&]host=([^&]+)/)[1]);
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'mcpsd-pgcut-'));
+    const px = new DockerProxy(path.join(dir, '.s.PGSQL.5432'), path.join(pgDir, '.s.PGSQL.5432'));
+    await px.start();
+    let r3;
+    try {
+      r3 = await replica('r3', root, `postgresql://mcpsd:${PG_PASSWORD}@/warm_replicas?host=${dir}&port=5432`, inst.r3);
+      const c = conv('cut');
+      let r = await py(r3.client, c, "n = 5\nopen('/data/cut.txt', 'w').write('kept')\nprint(n)");
+      expectStatus(r, 'completed');
+      await waitSaved(root, 'cut.txt', r.sc.session.run_number);
+      // A run that would go on for a minute, beating into /data.
+      const long = startRun(
+        r3.client,
+        c,
+        'python',
+        "import time\nprint('started', flush=True)\nwhile True:\n    open('/data/beat.txt', 'a').write('.')\n    time.sleep(0.1)",
+        { timeout_seconds: 60 },
+      );
+      await long.started;
+      await sleep(500);
+      await px.stop();
+      const t0 = Date.now();
+      r = await long.done;
+      const ms = Date.now() - t0;
+      expectStatus(r, 'error');
+      assert.match(r.sc.message, /lost touch with the store the servers share.*stopped the run before another server could take the conversation over/);
+      // Two thirds of the lease, then the interrupt's grace at most.
+      assert.ok(ms < (LEASE_S * 1000 + 2000 + 5000) * SLOW, `stopped ${ms} ms after the store went away`);
+      assert.ok((await metric(r3, 'mcpsd_conversation_fenced_total')) >= 1, 'r3 counted the fenced run');
+      await r3.waitLog(/WARN .*the store has not confirmed this replica's lease/);
+      // r1 takes the conversation once r3's lease ran out: the last save.
+      r = await py(r1.client, c, "import os\nprint(n, open('/data/cut.txt').read(), os.path.getsize('/data/beat.txt') > 0)");
+      expectStatus(r, 'completed');
+      expectSession(r, 'restored', 'server_lost');
+      assert.equal(r.sc.stdout, '5 kept True\n');
+      // Nothing of r3's run beats any more.
+      const size = 'import os\nprint(os.path.getsize("/data/beat.txt"))';
+      const a = await py(r1.client, c, size);
+      await sleep(1000);
+      const b = await py(r1.client, c, size);
+      assert.equal(b.sc.stdout, a.sc.stdout, 'the cut-off run wrote nothing after r1 took over');
+      // The store back, r3 stops cleanly and leaves no box.
+      await px.start();
+      await r3.client.close().catch(() => {});
+      assert.deepEqual(await r3.stop('SIGTERM'), { code: 0, sig: null }, `clean stop; log ${r3.logPath}`);
+      assert.deepEqual(await waitNoContainers(inst.r3, { timeoutMs: 15_000 * SLOW }), [], 'r3 left no box');
+    } finally {
+      await px.start().catch(() => {});
+      if (r3 && !r3.exited) await r3.stop('SIGKILL');
+      await px.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   test('a replica that stops (a drained node) hands its conversations over first', async () => {

@@ -9,9 +9,11 @@
  * conversation back from another is told it moved; an owner that stops
  * renewing loses the lease once it expires (moved and lost); renewal keeps
  * it; a conversation the owner no longer holds is released by the job;
- * release_all releases everything; the counters count.
+ * release_all releases everything; the counters count; the fence fires a
+ * run whose lease the store stopped confirming, once, and no other.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +44,82 @@ static int fake_hand_off(void *arg, const char *name)
 	hand_offs++;
 	held_state = 0;
 	return 0;
+}
+
+/* The fence's fire: counts per handle (an int). */
+static _Atomic int fired_n;
+static void *fired_last;
+
+static void fake_fire(void *handle)
+{
+	fired_last = handle;
+	fired_n++;
+}
+
+/* Sleeps ms, renewing r's leases every 40 ms when renew. */
+static void wait_ms(struct lease *r, int ms, bool renew)
+{
+	for (int t = 0; t < ms; t += 40) {
+		if (renew && lease_renew(r, lease_now_ms()) < 0)
+			ok(false, "renew");
+		usleep(40 * 1000);
+	}
+}
+
+/*
+ * Fencing: a run whose lease the store has not confirmed for two thirds
+ * of a lease is fired once; renewals keep it from firing; a run not
+ * watched (or unwatched) never is.
+ */
+static void test_fence(struct store *st)
+{
+	struct lease *f = NULL;
+	struct lease_grant g;
+	int handle = 7, other = 8;
+	long long t0, waited;
+
+	ok(lease_create(st, "fence", 1500, &f) == 0,
+	   "a replica with 1.5 s leases (fence at 1 s)");
+	ok(lease_set_fence(f, fake_fire) == 0, "its fence thread starts");
+	ok(lease_set_fence(f, fake_fire) == 0, "a second call is harmless");
+	ok(lease_acquire(f, "fenced", lease_now_ms(), &g) == 0,
+	   "a run takes its lease");
+	lease_watch(f, "fenced", &handle);
+	lease_watch(f, "fenced", &other); /* the first handle stays */
+	wait_ms(f, 1600, true);
+	ok(fired_n == 0, "renewed every 40 ms: never fired over 1.6 s (%d)",
+	   fired_n);
+	/* The fence counts from when the last renewal began: not before. */
+	t0 = lease_now_ms();
+	if (lease_renew(f, t0) < 0)
+		ok(false, "renew");
+	while (fired_n == 0 && lease_now_ms() - t0 < 10000)
+		usleep(10 * 1000);
+	waited = lease_now_ms() - t0;
+	ok(fired_n == 1 && fired_last == &handle,
+	   "no renewal: fired once, with the run's handle (%d)", fired_n);
+	ok(waited >= 1000, "not before two thirds of the lease (%lld ms)",
+	   waited);
+	wait_ms(f, 500, false);
+	ok(fired_n == 1, "fired only once (%d)", fired_n);
+	lease_unwatch(f, "fenced", &handle);
+	lease_done(f, "fenced");
+
+	ok(lease_acquire(f, "quiet", lease_now_ms(), &g) == 0,
+	   "another run takes its lease");
+	lease_watch(f, "quiet", &handle);
+	lease_unwatch(f, "quiet", &other); /* not its handle: kept */
+	lease_unwatch(f, "quiet", &handle);
+	wait_ms(f, 1300, false);
+	ok(fired_n == 1, "an unwatched run is never fired (%d)", fired_n);
+	lease_done(f, "quiet");
+	{
+		struct lease_stats s;
+
+		lease_stats(f, &s);
+		ok(s.fenced == 1, "fenced counted once (%llu)", s.fenced);
+	}
+	lease_destroy(f); /* joins the thread */
 }
 
 static struct store *open_store(void)
@@ -168,6 +246,7 @@ int main(void)
 		ok(lease_acquire(a, big, 1, &g) == -EINVAL,
 		   "a name too long is refused");
 	}
+	test_fence(st);
 	lease_destroy(a);
 	lease_destroy(b);
 	store_close(st);
