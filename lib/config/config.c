@@ -271,15 +271,14 @@ static const struct setting settings[] = {
      "7200",
      "Every warm session (and pool box) ends after this long, used or not "
      "(state lost; at least 10)"},
-    {"SANDBOX_WARM_CHANNEL", SET_STR, "attach", OFF(warm_channel), 0, 0,
-     "attach",
-     "How the daemon talks to a warm box's agent: 'attach' (the "
-     "container's attach stream through the engine) or 'socket' (opt-in "
-     "for now: a unix socket the agent connects to once, through a "
-     "private read-only mount: no Docker engine on the way, so calls are "
-     "not slowed by a busy engine and survive its restart with "
-     "live-restore; the security suite still finds the socket's mount "
-     "in a box, see docs/performance.md)"},
+    {"SANDBOX_WARM_CHANNEL", SET_STR, "auto", OFF(warm_channel), 0, 0, "auto",
+     "How the daemon talks to a warm box's agent: 'socket' (a unix socket "
+     "the agent connects to once, through a private read-only mount: no "
+     "Docker engine on the way, so calls are not slowed by a busy engine "
+     "and survive its restart with live-restore), 'attach' (the "
+     "container's attach stream through the engine) or 'auto' (socket "
+     "unless the engine remaps user ids, is rootless or is Docker "
+     "Desktop's)"},
     {"SANDBOX_WARM_MAX", SET_UINT, "32", OFF(warm_max), 0, 100000, "32",
      "Warm boxes (sessions and pool) on this host at once; idle ones are "
      "evicted least recently used first, with fair shares: a tenant "

@@ -114,7 +114,7 @@ struct config {
 	bool warm;
 	unsigned warm_idle_s;
 	unsigned warm_max_s;
-	char *warm_channel; /* "socket" or "attach" */
+	char *warm_channel; /* "auto", "socket" or "attach" */
 	unsigned warm_max;
 	unsigned warm_memory_mb;
 	unsigned pool_size;

@@ -190,12 +190,34 @@ describe('the daemon in a PID namespace of its own (as in a container)', () => {
   });
 });
 
-test('SANDBOX_WARM_CHANNEL takes socket or attach: another value stops the start with why', () => {
+describe('SANDBOX_WARM_CHANNEL=auto, the default: the socket on a local engine', () => {
+  let d;
+
+  before(async () => {
+    d = await startWarm({ name: 'warm-auto', env: { SANDBOX_WARM_CHANNEL: 'auto' } });
+  });
+  after(() => stopWarm(d));
+
+  test("the engine's /info decides once, and the box's agent connects over its socket", { timeout: T }, async () => {
+    const c = conv('auto');
+    expectStatus(await py(d.client, c, 'x = 1'), 'completed');
+    const r = await py(d.client, c, "import os\nprint(x + 1, os.listdir('/run/mcpsd'))");
+    expectStatus(r, 'completed');
+    expectSession(r, 'continued');
+    assert.equal(r.sc.stdout, "2 []\n");
+    const [b] = await boxesOf(d);
+    assert.ok(await channelMount(b.Id), 'over the channel socket');
+    const text = await d.waitLog(/SANDBOX_WARM_CHANNEL=auto: a local engine without user id remapping/);
+    assert.equal(text.match(/SANDBOX_WARM_CHANNEL=auto:/g).length, 1, 'decided once');
+  });
+});
+
+test('SANDBOX_WARM_CHANNEL takes auto, socket or attach: another value stops the start with why', () => {
   const p = spawnSync(BIN, ['--env-file', '/dev/null'], {
     env: { PATH: process.env.PATH, MCP_AUTH: 'none', SANDBOX_WARM_CHANNEL: 'pipe', MCP_HTTP_ADDR: '127.0.0.1:1' },
     encoding: 'utf8',
     timeout: 20_000,
   });
   assert.notEqual(p.status, 0);
-  assert.match(p.stderr + p.stdout, /SANDBOX_WARM_CHANNEL must be 'attach' \(the default\) or 'socket', not 'pipe'/);
+  assert.match(p.stderr + p.stdout, /SANDBOX_WARM_CHANNEL must be 'auto' \(the default\), 'socket' or 'attach', not 'pipe'/);
 });

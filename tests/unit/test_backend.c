@@ -386,8 +386,8 @@ static void test_channel(void)
 	       0, "SANDBOX_WARM_CHANNEL=socket");
 	ok(check(err, sizeof(err), "SANDBOX_WARM_CHANNEL", "tcp", NULL) ==
 	           -EINVAL &&
-	       strstr(err, "SANDBOX_WARM_CHANNEL must be 'attach' (the "
-	                   "default) or 'socket', not 'tcp'"),
+	       strstr(err, "SANDBOX_WARM_CHANNEL must be 'auto' (the "
+	                   "default), 'socket' or 'attach', not 'tcp'"),
 	   "another channel is refused: %s", err);
 	snprintf(text, sizeof(text), "12:memory:/docker/%s\n1:cpu:/docker/%s\n",
 	         cid, cid);
@@ -411,6 +411,45 @@ static void test_channel(void)
 	   "a short id matches nothing");
 }
 
+/* SANDBOX_WARM_CHANNEL=auto by the engine's /info, and the setting. */
+static void test_channel_auto(void)
+{
+	static const struct {
+		const char *info;
+		bool socket;
+		const char *why;
+	} cases[] = {
+	    {"{\"SecurityOptions\":[\"name=apparmor\",\"name=seccomp,profile="
+	     "default\",\"name=cgroupns\"],\"OperatingSystem\":\"Debian "
+	     "GNU/Linux 13 (trixie)\"}",
+	     true, "a local engine"},
+	    {"{\"SecurityOptions\":[\"name=seccomp,profile=default\",\"name="
+	     "userns\"]}",
+	     false, "remaps user ids"},
+	    {"{\"SecurityOptions\":[\"name=rootless\"]}", false, "rootless"},
+	    {"{\"SecurityOptions\":[\"name=usernsx\"],\"OperatingSystem\":"
+	     "\"Docker Desktop\"}",
+	     false, "Docker Desktop"},
+	    {"{\"SecurityOptions\":\"name=userns\"}", true, "a local engine"},
+	    {"{}", true, "a local engine"},
+	};
+	char err[1024], why[256];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+		cJSON *info = cJSON_Parse(cases[i].info);
+
+		ok(info &&
+		       docker_channel_auto(info, why, sizeof(why)) ==
+		           cases[i].socket &&
+		       strstr(why, cases[i].why),
+		   "auto: %s -> %s (%s)", cases[i].info,
+		   cases[i].socket ? "socket" : "attach", why);
+		cJSON_Delete(info);
+	}
+	is_int(check(err, sizeof(err), "SANDBOX_WARM_CHANNEL", "auto", NULL), 0,
+	       "SANDBOX_WARM_CHANNEL=auto");
+}
+
 int main(void)
 {
 	setenv("MCP_AUTH", "none", 1);
@@ -426,5 +465,6 @@ int main(void)
 	test_constraint_next();
 	test_handover();
 	test_channel();
+	test_channel_auto();
 	return tap_done();
 }

@@ -55,6 +55,10 @@ struct dk_backend {
 	char boot[17];
 	struct docker_handover handover;
 	struct docker_channel_dir chan; /* SANDBOX_WARM_CHANNEL=socket */
+	/* SANDBOX_WARM_CHANNEL=auto: decided at the first warm box, for good
+	 * (the agent's command line and the box's mounts must agree). */
+	pthread_mutex_t chan_lock;
+	bool chan_decided, chan_socket;
 
 	pthread_mutex_t rm_lock;
 	pthread_cond_t rm_cond;
@@ -900,11 +904,49 @@ static int dk_box_leave(struct box *base, const struct box_egress *e, char *err,
 	                                 errlen);
 }
 
+/* SANDBOX_WARM_CHANNEL=auto's decision, from the engine's /info. */
+static void dk_chan_decide(struct dk_backend *be)
+{
+	cJSON *info = NULL;
+	char err[256], why[256];
+
+	if (docker_engine_info(be->docker, &info, err, sizeof(err)) < 0) {
+		be->chan_socket = false;
+		snprintf(why, sizeof(why), "the engine's /info failed: %.200s",
+		         err);
+	} else {
+		be->chan_socket = docker_channel_auto(info, why, sizeof(why));
+		cJSON_Delete(info);
+	}
+	be->chan_decided = true;
+	if (be->chan_socket)
+		log_info("warm boxes talk to their agent over a unix socket "
+		         "of their own, not through the engine "
+		         "(SANDBOX_WARM_CHANNEL=auto: %s)",
+		         why);
+	else
+		log_info("warm boxes talk to their agent through the engine's "
+		         "attach stream (SANDBOX_WARM_CHANNEL=auto: %s; set "
+		         "socket to insist)",
+		         why);
+}
+
 static const char *dk_channel_path(struct backend *base)
 {
-	const char *mode = dk_of(base)->cfg->warm_channel;
+	struct dk_backend *be = dk_of(base);
+	const char *mode = be->cfg->warm_channel;
+	bool socket;
 
-	return mode && strcmp(mode, "socket") == 0 ? DOCKER_CHANNEL_PATH : NULL;
+	if (!mode || strcmp(mode, "attach") == 0)
+		return NULL;
+	if (strcmp(mode, "socket") == 0)
+		return DOCKER_CHANNEL_PATH;
+	pthread_mutex_lock(&be->chan_lock);
+	if (!be->chan_decided)
+		dk_chan_decide(be);
+	socket = be->chan_socket;
+	pthread_mutex_unlock(&be->chan_lock);
+	return socket ? DOCKER_CHANNEL_PATH : NULL;
 }
 
 static int dk_configure(const struct config *cfg, bool chosen, char *err,
@@ -914,12 +956,11 @@ static int dk_configure(const struct config *cfg, bool chosen, char *err,
 
 	(void)chosen;
 	if (mode && strcmp(mode, "socket") != 0 &&
-	    strcmp(mode, "attach") != 0) {
-		snprintf(
-		    err, errlen,
-		    "SANDBOX_WARM_CHANNEL must be 'attach' (the default) or "
-		    "'socket', not '%.40s'",
-		    mode);
+	    strcmp(mode, "attach") != 0 && strcmp(mode, "auto") != 0) {
+		snprintf(err, errlen,
+		         "SANDBOX_WARM_CHANNEL must be 'auto' (the default), "
+		         "'socket' or 'attach', not '%.40s'",
+		         mode);
 		return -EINVAL;
 	}
 	return 0;
@@ -952,6 +993,7 @@ static void dk_destroy(struct backend *base)
 	pthread_cond_destroy(&be->rm_cond);
 	pthread_mutex_destroy(&be->rm_lock);
 	pthread_mutex_destroy(&be->cg_lock);
+	pthread_mutex_destroy(&be->chan_lock);
 	free(be);
 }
 
@@ -1007,6 +1049,7 @@ int backend_docker_create(const struct config *cfg, const char *boot,
 	snprintf(be->boot, sizeof(be->boot), "%s", boot);
 	pthread_mutex_init(&be->rm_lock, NULL);
 	pthread_mutex_init(&be->cg_lock, NULL);
+	pthread_mutex_init(&be->chan_lock, NULL);
 	mono_cond_init(&be->rm_cond);
 	rc = seccomp_security_opt(&be->seccomp_opt);
 	if (rc < 0) {

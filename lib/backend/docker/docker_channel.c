@@ -17,6 +17,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "util/log.h"
 
 #define CHAN_CHUNK (64 * 1024)
@@ -464,3 +466,36 @@ static const struct box_stream_impl chan_stream_impl = {
     .close_write = chan_close_write,
     .close = chan_close,
 };
+
+bool docker_channel_auto(const cJSON *info, char *why, size_t whylen)
+{
+	const cJSON *opts =
+	    cJSON_GetObjectItemCaseSensitive(info, "SecurityOptions");
+	const char *os = cJSON_GetStringValue(
+	    cJSON_GetObjectItemCaseSensitive(info, "OperatingSystem"));
+	const cJSON *o;
+
+	cJSON_ArrayForEach (o, opts) {
+		const char *v = cJSON_GetStringValue(o);
+
+		if (v && (strcmp(v, "name=userns") == 0 ||
+		          strncmp(v, "name=userns,", 12) == 0)) {
+			snprintf(why, whylen,
+			         "the engine remaps user ids "
+			         "(userns-remap)");
+			return false;
+		}
+		if (v && (strcmp(v, "name=rootless") == 0 ||
+		          strncmp(v, "name=rootless,", 14) == 0)) {
+			snprintf(why, whylen, "the engine is rootless");
+			return false;
+		}
+	}
+	if (os && strstr(os, "Docker Desktop")) {
+		snprintf(why, whylen,
+		         "the engine is Docker Desktop's, in a VM");
+		return false;
+	}
+	snprintf(why, whylen, "a local engine without user id remapping");
+	return true;
+}

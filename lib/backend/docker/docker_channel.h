@@ -94,4 +94,15 @@ docker_channel_stream(struct docker_channel_slot *slot, const char *cid,
  */
 bool docker_channel_cgroup_names(const char *text, size_t n, const char *cid);
 
+/*
+ * SANDBOX_WARM_CHANNEL=auto: whether an engine, by its GET /info, can
+ * carry the socket channel: not with a user namespace remap or rootless
+ * (SecurityOptions "name=userns", "name=rootless": the agent's uid is not
+ * the sandbox user's here), nor Docker Desktop (OperatingSystem: the
+ * engine runs in a VM whose bind mounts of this host's directories do not
+ * carry unix sockets). Says why in why either way. Pure.
+ */
+struct cJSON;
+bool docker_channel_auto(const struct cJSON *info, char *why, size_t whylen);
+
 #endif

@@ -71,8 +71,9 @@ export async function startDaemon(opts = {}) {
     // test) reaches the daemon too; the tests' own engine calls follow it
     // (sandbox.mjs DOCKER_SOCK).
     ...(process.env.DOCKER_HOST ? { DOCKER_HOST: process.env.DOCKER_HOST } : {}),
-    // The warm channel under test (SANDBOX_WARM_CHANNEL=socket tests/run.sh
-    // runs every suite over the socket); a test's own env still wins.
+    // The warm channel under test (the default auto picks the socket here;
+    // SANDBOX_WARM_CHANNEL=attach tests/run.sh runs every suite over the
+    // attach stream); a test's own env still wins.
     ...(process.env.SANDBOX_WARM_CHANNEL ? { SANDBOX_WARM_CHANNEL: process.env.SANDBOX_WARM_CHANNEL } : {}),
     // Under the sanitizer layer, findings must reach the daemon's exit code.
     ...(process.env.ASAN_OPTIONS ? { ASAN_OPTIONS: process.env.ASAN_OPTIONS } : {}),
