@@ -193,9 +193,19 @@ function startLoad(n) {
 /** Waits until no pool box is starting (the pool is full); the warm counters. */
 async function poolSettled(d, ms = 120_000) {
   const end = Date.now() + ms;
+  let last = '';
+  let since = Date.now();
   for (;;) {
     const w = (await health(d)).warm ?? {};
-    if (!w.pool_enabled || (w.pool > 0 && !w.pool_starting)) return w;
+    if (!w.pool_enabled) return w;
+    // The pool fills a language a tick: settled once nothing starts and
+    // the count held still for 3 s (between two starts none is starting).
+    const now = `${w.pool}/${w.pool_starting}`;
+    if (now !== last) {
+      last = now;
+      since = Date.now();
+    }
+    if (w.pool > 0 && !w.pool_starting && Date.now() - since >= 3000) return w;
     // Every warm box in use: the pool cannot refill until a session ends.
     if (w.sessions + w.pool >= w.max && !w.pool_starting) return w;
     if (Date.now() > end) return w;
@@ -434,8 +444,9 @@ async function sectionFirst(o) {
       for (let i = 0; i < runs; i++) {
         // A full pool before each first call, as after an idle moment:
         // a pooled language's box is back (bounded wait).
-        await poolSettled(d);
+        // (Its box exists once started, ready once nothing is starting.)
         for (let w = 0; pooled.has(lang) && w < 300 && !(await poolLanguages()).has(lang); w++) await sleep(200);
+        await poolSettled(d);
         await sleep(300);
         const c = await cli.run();
         if (c.ok && c.out === 'hello\n') base.push(c.ms);

@@ -542,12 +542,15 @@ fi
 if want first; then
 	# A fresh daemon: every first call opens a warm session that stays
 	# (idle for SANDBOX_WARM_IDLE_SECONDS), and a full set of warm boxes
-	# leaves no room for the pool to refill.
-	msg "daemon F (the default settings, no session yet)"
-	start_daemon F info
+	# (SANDBOX_WARM_MAX, 32) leaves no room for the pool to refill: with
+	# every language pooled, 3 first calls in each of ten languages would
+	# fill it, so the sessions the measure opens end after 20 s idle
+	# (the only setting changed; the bench waits for each language's box).
+	msg "daemon F (the default settings but SANDBOX_WARM_IDLE_SECONDS=20, no session yet)"
+	start_daemon F info SANDBOX_WARM_IDLE_SECONDS=20
 	msg "first: the first call in every language, $FIRST_RUNS each"
 	kernel_bench first --runs "$FIRST_RUNS" || FAILED=1
-	check_daemon F info
+	check_daemon F info SANDBOX_WARM_IDLE_SECONDS=20
 	stop_daemon
 fi
 if want rawwarm; then
