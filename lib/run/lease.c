@@ -85,7 +85,7 @@ int lease_create(struct store *st, const char *owner, long long lease_ms,
 	l->lease_ms = lease_ms;
 	pthread_mutex_init(&l->lock, NULL);
 	pthread_cond_init(&l->settled, NULL);
-	pthread_cond_init(&l->wake, NULL);
+	mono_cond_init(&l->wake); /* the fence waits on the lease's clock */
 	*out = l;
 	return 0;
 }
@@ -226,13 +226,7 @@ static void *lease_fencer(void *arg)
 		struct timespec dl;
 
 		lease_fence_scan(l, mono_ms());
-		clock_gettime(CLOCK_MONOTONIC, &dl);
-		dl.tv_sec += step / 1000;
-		dl.tv_nsec += (step % 1000) * 1000000L;
-		if (dl.tv_nsec >= 1000000000L) {
-			dl.tv_sec++;
-			dl.tv_nsec -= 1000000000L;
-		}
+		mono_deadline(&dl, step);
 		(void)pthread_cond_timedwait(&l->wake, &l->lock, &dl);
 	}
 	pthread_mutex_unlock(&l->lock);
@@ -241,7 +235,6 @@ static void *lease_fencer(void *arg)
 
 int lease_set_fence(struct lease *l, lease_fire_fn fire)
 {
-	pthread_condattr_t ca;
 	int e;
 
 	if (!fire)
@@ -251,12 +244,6 @@ int lease_set_fence(struct lease *l, lease_fire_fn fire)
 		pthread_mutex_unlock(&l->lock);
 		return 0;
 	}
-	/* The thread waits on the monotonic clock: the lease's own. */
-	pthread_cond_destroy(&l->wake);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&l->wake, &ca);
-	pthread_condattr_destroy(&ca);
 	l->fire = fire;
 	e = pthread_create(&l->fencer, NULL, lease_fencer, l);
 	l->fencer_on = e == 0;
