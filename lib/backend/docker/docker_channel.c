@@ -467,6 +467,14 @@ static const struct box_stream_impl chan_stream_impl = {
     .close = chan_close,
 };
 
+/* Whether v is the /info security option name, alone or with ",key=val". */
+static bool chan_secopt(const char *v, const char *name)
+{
+	size_t n = strlen(name);
+
+	return v && strncmp(v, name, n) == 0 && (v[n] == '\0' || v[n] == ',');
+}
+
 bool docker_channel_auto(const cJSON *info, char *why, size_t whylen)
 {
 	const cJSON *opts =
@@ -478,15 +486,13 @@ bool docker_channel_auto(const cJSON *info, char *why, size_t whylen)
 	cJSON_ArrayForEach (o, opts) {
 		const char *v = cJSON_GetStringValue(o);
 
-		if (v && (strcmp(v, "name=userns") == 0 ||
-		          strncmp(v, "name=userns,", 12) == 0)) {
+		if (chan_secopt(v, "name=userns")) {
 			snprintf(why, whylen,
 			         "the engine remaps user ids "
 			         "(userns-remap)");
 			return false;
 		}
-		if (v && (strcmp(v, "name=rootless") == 0 ||
-		          strncmp(v, "name=rootless,", 14) == 0)) {
+		if (chan_secopt(v, "name=rootless")) {
 			snprintf(why, whylen, "the engine is rootless");
 			return false;
 		}
