@@ -36,6 +36,7 @@
 #include "store/store.h"
 #include "tasks/tasks.h"
 #include "tools/audit/tools_audit.h"
+#include "tools/notebook/tools_notebook.h"
 #include "tools/tools_files.h"
 #include "tools/tools_run.h"
 #include "util/cron.h"
@@ -316,6 +317,9 @@ static int daemon_jobs(struct daemon *d)
 	             d->wm) < 0 ||
 	    cron_add(c, CRON_SLOW, "warm", 1000, runner_job_warm, d->runner) <
 	        0 ||
+	    cron_add(c, CRON_WRITES, "notebook",
+	             WORKSPACE_DEFER_JOB_MS(TOOLS_NOTEBOOK_REWRITE_MS),
+	             workspace_job_deferred, d->wm) < 0 ||
 	    (d->lease &&
 	     (cron_add(c, CRON_PROMPT, "lease-renewal",
 	               LEASE_RENEW_INTERVAL_MS(cfg->conversation_lease_s),
@@ -422,6 +426,8 @@ static void daemon_drain(struct daemon *d, int sig)
 	left = runner_drain(d->runner, 5000);
 	if (left)
 		log_warnx("%u run(s) still running at shutdown", left);
+	/* The notebooks' copies left for later, before anyone else's turn. */
+	workspace_mgr_flush_deferred(d->wm, 5000);
 	daemon_hand_over(d);
 	/*
 	 * Ending the sessions ends their event streams; their last events

@@ -653,9 +653,10 @@ static int tools_run_lease(struct tools_run_ctx *ctx, const char *name,
 
 /*
  * What a run leaves for after its answer, none of which the answer
- * depends on: the notebook's rewrite, with the conversation still locked
- * (workspace_settle makes whoever opens it meanwhile wait for the
- * rewrite); the conversation's release; then the audit entry and usage
+ * depends on: the notebook's rewrite (or, within a second of the last one,
+ * leaving it due: tools_notebook_publish_later), with the conversation still
+ * locked (workspace_settle makes whoever opens it meanwhile wait for it);
+ * the conversation's release; then the audit entry and usage
  * row (a durable transaction, shared with the runs that end meanwhile:
  * readers of the trail and the usage wait for it, audit_wait_written).
  */
@@ -663,7 +664,7 @@ struct tools_run_later {
 	struct tools_run_ctx *ctx;
 	struct workspace *ws;
 	bool leased;
-	struct tools_notebook_later *notebook;
+	bool notebook; /* the notebook's copy in /data to bring up to date */
 	struct audit_pending *audit;
 };
 
@@ -679,7 +680,8 @@ static void tools_run_after_answer(void *arg)
 {
 	struct tools_run_later *l = arg;
 
-	tools_notebook_publish_later(l->notebook);
+	if (l->notebook)
+		tools_notebook_publish_later(l->ws);
 	workspace_settle_end(l->ws);
 	/* The next run of the conversation need not wait for the fsync. */
 	tools_run_release(l->ctx, l->ws, l->leased);

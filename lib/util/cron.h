@@ -16,6 +16,9 @@
  *                discovery, reaper, runs (leftover code directories), warm
  *                (warm box expiry and the pool), workspaces (retention),
  *                tasks (expired task records), oauth (expired rows).
+ *   CRON_WRITES  deferred writes people wait to see, which must wait neither
+ *                on the engine nor behind a slow walk: notebook (the
+ *                notebooks' copies in /data, workspace_job_deferred).
  *
  * Each run of a job has a budget (redis's activeExpireCycle): a deadline it
  * is handed, budget_ms after it starts. A job that walks an unbounded set
@@ -53,6 +56,7 @@ struct stats;
 enum cron_lane {
 	CRON_PROMPT,
 	CRON_SLOW,
+	CRON_WRITES,
 	CRON_LANES,
 };
 

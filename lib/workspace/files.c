@@ -320,6 +320,8 @@ int files_http_get(void *data, const char *path, struct http_file *out,
 		         "later");
 		return 503;
 	}
+	/* A download sees what runs answered before it left for later. */
+	workspace_flush_deferred(ws);
 	fd = fstree_open_regular(workspace_dirfd(ws), rel, &st);
 	workspace_close(ws);
 	if (fd < 0) {

@@ -171,11 +171,13 @@ struct ws_entry *workspace_entry_get(struct workspace_mgr *m, const char *name)
 /* Frees an entry nobody needs. Called with the lock held. */
 void workspace_entry_maybe_free(struct workspace_mgr *m, struct ws_entry *e)
 {
-	if (e->refs || e->waiters || e->busy || e->mounted || e->locked)
+	if (e->refs || e->waiters || e->busy || e->mounted || e->locked ||
+	    workspace_defer_holds(m, e))
 		return;
 	for (struct ws_entry **pp = &m->entries; *pp; pp = &(*pp)->next) {
 		if (*pp == e) {
 			*pp = e->next;
+			free(e->defer_conv);
 			free(e);
 			return;
 		}

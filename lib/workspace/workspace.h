@@ -113,6 +113,55 @@ __attribute__((warn_unused_result)) int workspace_lock(struct workspace *ws,
 void workspace_settle_begin(struct workspace *ws);
 void workspace_settle_end(struct workspace *ws);
 
+/*
+ * Deferred writes: a file made from what runs leave (the notebook's copy in
+ * /data, rendered from its records) that readers want soon but that need
+ * not be rewritten after every one of many quick runs. fn(ws, conv, arg)
+ * makes it, called with ws open and locked (opened by conv, the
+ * conversation id of the run that deferred it), on whichever thread does
+ * the write. At most one write per interval_ms per workspace: a run's
+ * workspace_defer writes at once when the last write is at least that old
+ * (or there was none), and otherwise leaves it due interval_ms after the
+ * last one, for workspace_job_deferred or a reader's
+ * workspace_flush_deferred. interval_ms 0: every workspace_defer writes at
+ * once. Set once, before the first run.
+ */
+typedef void (*workspace_deferred_fn)(struct workspace *ws, const char *conv,
+                                      void *arg);
+void workspace_mgr_set_deferred(struct workspace_mgr *mgr, unsigned interval_ms,
+                                workspace_deferred_fn fn, void *arg);
+
+/*
+ * After a run, with ws locked and opened by its conversation id: writes
+ * now, or leaves the write due (above). Without a deferred write set, or
+ * out of memory, writes now too.
+ */
+void workspace_defer(struct workspace *ws);
+
+/*
+ * For a reader of what the deferred write makes (a download): does the
+ * write pending on ws, if one is and ws's lock can be had at once (ws not
+ * locked by the caller; a run that holds it defers or writes again after).
+ */
+void workspace_flush_deferred(struct workspace *ws);
+
+/*
+ * The housekeeping job (cron.h): does the deferred writes that are due,
+ * until deadline_ms has passed (one at least). A workspace whose lock a
+ * run holds is tried again an interval later; one that was deleted meanwhile
+ * is dropped.
+ */
+enum cron_next workspace_job_deferred(void *mgr, long long deadline_ms);
+/* How often the job looks: a quarter of the interval, at least 50 ms. */
+#define WORKSPACE_DEFER_JOB_MS(interval_ms)                                    \
+	((interval_ms) / 4 > 50 ? (interval_ms) / 4 : 50)
+
+/*
+ * At shutdown, once the runs have ended: every pending deferred write, due
+ * or not, each waiting up to wait_ms for its workspace's lock.
+ */
+void workspace_mgr_flush_deferred(struct workspace_mgr *mgr, unsigned wait_ms);
+
 /* The 64-hex name (borrowed, valid until workspace_close). */
 const char *workspace_name(const struct workspace *ws);
 

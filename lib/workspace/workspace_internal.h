@@ -6,7 +6,8 @@
  * names, entries, creating and mounting a workspace, and handles;
  * workspace_mgr.c owns the manager's lifetime (start-up: the root lock, the
  * quota mode probe, recovery; shutdown), the retention sweep and health;
- * workspace_io.c works through the public API only.
+ * workspace_io.c works through the public API only; workspace_defer.c owns
+ * the deferred writes.
  *
  * Locking: mgr->mu guards the entry list, every entry's fields and
  * mgr->count; slow work on an entry happens outside it with the entry
@@ -46,6 +47,15 @@ struct ws_entry {
 	 * copy in /data): a new handle waits for them (workspace_settle).
 	 */
 	unsigned settling;
+	/*
+	 * A deferred write (workspace_defer.c): when it is due (mono_ms, 0:
+	 * none pending; the entry is kept while one is), the conversation id
+	 * it is for, and when the last one was done (0: never).
+	 */
+	long long defer_due;
+	long long defer_last;
+	char *defer_conv;
+	unsigned defer_gen; /* the last pass over deferred writes that saw it */
 	unsigned sweep_gen;
 	long long idle_since; /* monotonic ms when refs last fell to 0 */
 };
@@ -89,6 +99,11 @@ struct workspace_mgr {
 	 */
 	struct ws_tenant *tenants;
 	size_t n_tenants, cap_tenants;
+	/* The deferred write (workspace_mgr_set_deferred); NULL: none. */
+	workspace_deferred_fn defer_fn;
+	void *defer_arg;
+	unsigned defer_interval_ms;
+	unsigned defer_gen; /* passes over the deferred writes */
 };
 
 struct workspace {
@@ -112,7 +127,10 @@ uint64_t workspace_image_bytes(const struct config *cfg);
  */
 struct ws_entry *workspace_entry_get(struct workspace_mgr *m, const char *name);
 
-/* Frees an entry nobody needs. Called with the lock held. */
+/*
+ * Frees an entry nobody needs (no handles, no waiters, nothing mounted,
+ * locked or deferred: workspace_defer_holds). Called with the lock held.
+ */
 void workspace_entry_maybe_free(struct workspace_mgr *m, struct ws_entry *e);
 
 /* The fingerprint of tenant (WS_TENANT_FP_LEN hex + NUL; "" on failure). */
@@ -164,6 +182,17 @@ bool workspace_image_exists(struct workspace_mgr *m, const char *name);
 /* The mount point (or directory) and the image path of name. */
 void workspace_paths(struct workspace_mgr *m, const char *name, char *dir,
                      size_t dirlen, char *img, size_t imglen);
+
+/* Drops the deferred write pending on e, if any. Called with the lock held. */
+void workspace_defer_drop(struct ws_entry *e);
+
+/*
+ * Whether e must be kept for its deferred write: one is pending, or the
+ * last was less than an interval ago (the next run's write waits for it);
+ * workspace_job_deferred frees it after. Called with the lock held.
+ */
+bool workspace_defer_holds(const struct workspace_mgr *m,
+                           const struct ws_entry *e);
 
 /*
  * Removes a workspace's directory and, when loop, unmounts and deletes its

@@ -149,6 +149,37 @@ describe('the conversation as a notebook', () => {
     assert.equal(ran.cells[3].stdout, 'typescript says 42\n', 'the TypeScript cell is skipped and keeps its output');
   });
 
+  test('quick runs: the copy in /data is rewritten at most once a second and catches up by itself', async () => {
+    // Runs that follow one another within a second leave the rewrite of
+    // .ipynb to the daemon's housekeeping (at most 1.25 s later) or to the
+    // first download, whichever comes first; the records are written at
+    // once. Bash runs take a few milliseconds each.
+    const conv = `nb-quick-${randomBytes(4).toString('hex')}`;
+    const cellsIn = async () => {
+      // cJSON prints one "cell_type" line per cell.
+      const r = await run(d.client, conv, 'bash', `grep -c '"cell_type"' /data/.mcp/notebook.ipynb`, {}, RUN);
+      assert.equal(r.sc.status, 'completed', r.text);
+      return Number(r.sc.stdout.trim());
+    };
+    let url;
+    for (let i = 1; i <= 6; i++) {
+      const r = await run(d.client, conv, 'bash', `echo quick ${i}`, {}, RUN);
+      assert.equal(r.sc.status, 'completed', r.text);
+      url ??= r.sc.notebook_url;
+    }
+    assert.ok(url, 'the first result links the notebook');
+    // The seventh run reads the copy as it is while it runs: it holds the
+    // six before it, or (rewritten less than a second ago) fewer.
+    const early = await cellsIn();
+    assert.ok(early >= 1 && early <= 6, `cells seen at once: ${early}`);
+    await new Promise((res) => setTimeout(res, 2000));
+    assert.equal(await cellsIn(), 7, 'two seconds later the copy holds every run before the reading one');
+    // And a download never waits for the housekeeping: the runs just
+    // before it are in what it gets.
+    for (let i = 0; i < 3; i++) await run(d.client, conv, 'bash', 'true', {}, RUN);
+    assert.equal(JSON.parse(await fetchText(url)).cells.length, 11, 'a download right after the runs has them all');
+  });
+
   test('the notebook is listed under .mcp; the frame kept for the viewer is not', async () => {
     const conv = `nb-list-${randomBytes(4).toString('hex')}`;
     const r = await py(d.client, conv, "import pandas as pd\npd.DataFrame({'a': [1, 2]})", {}, RUN);

@@ -396,15 +396,15 @@ static void test_render(void)
 	cJSON_Delete(recs);
 }
 
-/* Appends rec and publishes; 1 when the text equals a full render. */
-static int publish_matches(int fd, cJSON *rec, const char *conv)
+/* Publishes; 1 when the text equals a full render of the records. */
+static int published_matches(int fd, const char *conv)
 {
 	cJSON *recs = NULL;
 	char *text = NULL, *full;
 	size_t len = 0, flen = 0;
-	int n = notebook_append(fd, rec), same;
+	int same;
 
-	if (n < 1 || notebook_publish(fd, rec, n, conv, &text, &len) < 0 ||
+	if (notebook_publish(fd, conv, &text, &len) < 0 ||
 	    notebook_load(fd, &recs) < 0) {
 		free(text);
 		return 0;
@@ -415,6 +415,12 @@ static int publish_matches(int fd, cJSON *rec, const char *conv)
 	free(text);
 	cJSON_Delete(recs);
 	return same;
+}
+
+/* Appends rec and publishes; 1 when the text equals a full render. */
+static int publish_matches(int fd, cJSON *rec, const char *conv)
+{
+	return notebook_append(fd, rec) >= 1 && published_matches(fd, conv);
 }
 
 /*
@@ -454,6 +460,74 @@ static void test_publish(void)
 	ok(unlinkat(fd, NOTEBOOK_META, 0) == 0, "the account removed");
 	ok(publish_matches(fd, rec, "conv-p"), "rebuilt again");
 	cJSON_Delete(rec);
+	rm_dir(path, fd);
+}
+
+/*
+ * Runs that follow one another quickly publish once for several records:
+ * the cells of all of them are added to the kept ones (appended, not
+ * rewritten), past lines that are not records, and an account from before
+ * it knew the records' length is rebuilt; append counts from the account.
+ */
+static void test_publish_catch_up(void)
+{
+	char path[64];
+	int fd = tmpdir_fd(path, sizeof(path)), all = 1, wfd, n = 0;
+	cJSON *rec;
+	struct stat a, b;
+
+	ok(fd >= 0, "a scratch directory");
+	rec = simple("python", "print(1)", "1\n");
+	ok(publish_matches(fd, rec, "conv-c"), "a first cell, published");
+	ok(fstatat(fd, NOTEBOOK_CELLS, &a, 0) == 0, "the cells are kept");
+	for (int i = 0; i < 4; i++)
+		n = notebook_append(fd, rec);
+	is_int(n, 5, "four more appended: append counts from the account");
+	ok(published_matches(fd, "conv-c"), "one publish for the four");
+	ok(fstatat(fd, NOTEBOOK_CELLS, &b, 0) == 0 && b.st_size > a.st_size &&
+	       b.st_ino == a.st_ino,
+	   "their cells appended, not the file rewritten");
+
+	wfd = openat(fd, NOTEBOOK_RECORDS, O_WRONLY | O_APPEND);
+	ok(write(wfd, "[1]\n", 4) == 4, "a stray line among the records");
+	close(wfd);
+	is_int(notebook_append(fd, rec), 7,
+	       "it counts as a line when appending");
+	ok(published_matches(fd, "conv-c"), "and is left out of the cells");
+	for (int i = 0; i < 3; i++) {
+		cJSON *r2 = simple(i == 1 ? "bash" : "python", "echo 2", "2\n");
+
+		all &= notebook_append(fd, r2) >= 1;
+		cJSON_Delete(r2);
+	}
+	ok(all && published_matches(fd, "conv-c"),
+	   "the cells after it are numbered as a full render numbers them");
+
+	wfd = openat(fd, NOTEBOOK_RECORDS, O_WRONLY | O_APPEND);
+	ok(write(wfd, "{\"torn\":", 8) == 8, "a line cut short by a crash");
+	close(wfd);
+	ok(published_matches(fd, "conv-c"), "left out until it ends");
+
+	wfd = openat(fd, NOTEBOOK_META, O_WRONLY | O_TRUNC);
+	ok(write(wfd, "3 10 1 python\n", 14) == 14,
+	   "an account from a version without the records' length");
+	close(wfd);
+	ok(published_matches(fd, "conv-c"), "rebuilt from the records");
+	cJSON_Delete(rec);
+	rm_dir(path, fd);
+
+	/* The kernel turns Python after two Bash cells, both in one catch-up.
+	 */
+	fd = tmpdir_fd(path, sizeof(path));
+	rec = simple("bash", "echo 1", "1\n");
+	ok(publish_matches(fd, rec, "conv-k"), "a Bash cell");
+	all = notebook_append(fd, rec) == 2;
+	cJSON_Delete(rec);
+	rec = simple("python", "print(3)", "3\n");
+	all &= notebook_append(fd, rec) == 3;
+	cJSON_Delete(rec);
+	ok(all && published_matches(fd, "conv-k"),
+	   "then Bash and Python: every cell rendered for Python's kernel");
 	rm_dir(path, fd);
 }
 
@@ -532,6 +606,7 @@ int main(int argc, char **argv)
 	    {"records-caps", test_records_caps},
 	    {"render", test_render},
 	    {"publish", test_publish},
+	    {"publish-catch-up", test_publish_catch_up},
 	    {"diff", test_diff},
 	};
 

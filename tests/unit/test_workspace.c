@@ -156,6 +156,109 @@ static void *lock_thread(void *p)
 	return NULL;
 }
 
+/* What the deferred write was called with. */
+struct defer_log {
+	int calls;
+	int locked; /* calls that found the workspace locked by their handle */
+	char conv[64];
+};
+
+static void defer_fn(struct workspace *ws, const char *conv, void *arg)
+{
+	struct defer_log *l = arg;
+
+	l->calls++;
+	l->locked += workspace_lock(ws, 0) == -EDEADLK;
+	snprintf(l->conv, sizeof(l->conv), "%s", conv ? conv : "(null)");
+}
+
+/* Opens (t, conv), locks it and defers the write; the handle stays open. */
+static struct workspace *defer_run(struct workspace_mgr *m, const char *conv)
+{
+	struct workspace *ws = NULL;
+	char err[300];
+
+	if (workspace_open(m, "t", conv, true, &ws, err, sizeof(err)) < 0 ||
+	    workspace_lock(ws, 1000) < 0) {
+		workspace_close(ws);
+		return NULL;
+	}
+	workspace_defer(ws);
+	return ws;
+}
+
+/*
+ * Deferred writes: at most one per interval, the rest left due for the
+ * job, a download or the shutdown; never while a run holds the lock.
+ */
+static void test_deferred(void)
+{
+	struct config c;
+	struct workspace_mgr *m = NULL;
+	struct workspace *ws, *reader = NULL;
+	struct defer_log l = {0};
+	char err[600], name[65];
+
+	cfg_init(&c, mode_none, 0x44);
+	ok(workspace_mgr_create(&c, &m, err, sizeof(err)) == 0, "manager (%s)",
+	   err);
+	if (!m)
+		return;
+	workspace_mgr_set_deferred(m, 300, defer_fn, &l);
+	ws = defer_run(m, "conv-d");
+	ok(ws && l.calls == 1 && l.locked == 1 && strcmp(l.conv, "conv-d") == 0,
+	   "the first run writes at once, locked, for its conversation");
+	workspace_defer(ws);
+	workspace_defer(ws);
+	is_int(l.calls, 1, "two more runs within the interval: left due");
+	workspace_close(ws);
+	(void)workspace_job_deferred(m, mono_ms() + 1000);
+	is_int(l.calls, 1, "the job leaves it until it is due");
+	usleep(350 * 1000);
+	(void)workspace_job_deferred(m, mono_ms() + 1000);
+	ok(l.calls == 2 && l.locked == 2 && strcmp(l.conv, "conv-d") == 0,
+	   "once due, the job writes it (one write for both runs), locked");
+	(void)workspace_job_deferred(m, mono_ms() + 1000);
+	is_int(l.calls, 2, "and nothing is left");
+
+	/* A download first. */
+	workspace_close(defer_run(m, "conv-d"));
+	is_int(l.calls, 2, "a run right after the job's write: left due");
+	workspace_name_for(m, "t", "conv-d", name);
+	ok(workspace_open_by_name(m, name, &reader) == 0, "a reader opens it");
+	workspace_flush_deferred(reader);
+	ok(l.calls == 3 && l.locked == 3, "and has it written first");
+	workspace_flush_deferred(reader);
+	is_int(l.calls, 3, "once");
+	workspace_close(reader);
+
+	/* Never beside a run. */
+	ws = defer_run(m, "conv-d");
+	ok(ws && l.calls == 3, "a run leaves it due and keeps the lock");
+	usleep(350 * 1000);
+	(void)workspace_job_deferred(m, mono_ms() + 1000);
+	is_int(l.calls, 3, "past due, the job does not wait for the lock");
+	ok(workspace_open_by_name(m, name, &reader) == 0, "a reader");
+	workspace_flush_deferred(reader);
+	is_int(l.calls, 3, "nor does a download");
+	workspace_close(reader);
+	workspace_close(ws);
+	(void)workspace_job_deferred(m, mono_ms() + 1000);
+	is_int(l.calls, 3, "the job tries again an interval later");
+	workspace_mgr_flush_deferred(m, 1000);
+	ok(l.calls == 4 && l.locked == 4,
+	   "the shutdown's flush writes it, due or not");
+
+	/* Interval 0 (replicas sharing the root): every run writes. */
+	workspace_mgr_set_deferred(m, 0, defer_fn, &l);
+	ws = defer_run(m, "conv-e");
+	workspace_defer(ws);
+	workspace_close(ws);
+	ok(l.calls == 6 && strcmp(l.conv, "conv-e") == 0,
+	   "with interval 0 each run writes at once");
+	workspace_mgr_destroy(m);
+}
+
 /* Replicas share a root; a lone daemon does not share it with anyone. */
 static void test_replica_locks(void)
 {
@@ -1541,6 +1644,7 @@ int main(void)
 	test_tenant_rate();
 	test_disk_advice();
 	test_sweep_budget();
+	test_deferred();
 	/* Each test below starts from an empty SANDBOX_ROOT. */
 	{
 		char cmd[600];

@@ -18,6 +18,8 @@
 #include "util/buf.h"
 #include "workspace/files.h"
 
+static long notebook_count(int dirfd, int fd, size_t size);
+
 /* ---- records ----------------------------------------------------------- */
 
 static cJSON *notebook_stream(const char *name, const char *text)
@@ -174,7 +176,12 @@ fail:
 
 /* ---- the records file --------------------------------------------------- */
 
-int notebook_load(int dirfd, cJSON **records)
+/*
+ * The records in dirfd as an array, and in *used (optional) how many bytes
+ * of the file their lines take (whole lines: one cut short by a crash is
+ * left out, as are lines that are not objects).
+ */
+static int notebook_load_upto(int dirfd, cJSON **records, size_t *used)
 {
 	char *data = NULL, *p, *nl;
 	size_t len = 0;
@@ -182,6 +189,8 @@ int notebook_load(int dirfd, cJSON **records)
 	int r;
 
 	*records = NULL;
+	if (used)
+		*used = 0;
 	arr = cJSON_CreateArray();
 	if (!arr)
 		return -ENOMEM;
@@ -195,7 +204,6 @@ int notebook_load(int dirfd, cJSON **records)
 		cJSON_Delete(arr);
 		return r;
 	}
-	/* Lines the daemon wrote; one cut short by a crash is left out. */
 	for (p = data; p < data + len; p = nl + 1) {
 		cJSON *rec;
 
@@ -207,27 +215,32 @@ int notebook_load(int dirfd, cJSON **records)
 			cJSON_AddItemToArray(arr, rec);
 		else
 			cJSON_Delete(rec);
+		if (used)
+			*used = (size_t)(nl + 1 - data);
 	}
 	free(data);
 	*records = arr;
 	return 0;
 }
 
+int notebook_load(int dirfd, cJSON **records)
+{
+	return notebook_load_upto(dirfd, records, NULL);
+}
+
 int notebook_append(int dirfd, const cJSON *record)
 {
 	char *line = cJSON_PrintUnformatted(record);
-	size_t n = line ? strlen(line) : 0, cells = 0;
+	size_t n = line ? strlen(line) : 0;
 	struct stat st;
-	char *data = NULL;
-	size_t len = 0;
+	long cells;
 	ssize_t w;
 	int fd, r = 0;
 
 	if (!line)
 		return -ENOMEM;
 	fd = openat(dirfd, NOTEBOOK_RECORDS,
-	            O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
-	            0600);
+	            O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		r = -errno;
 		goto out;
@@ -240,10 +253,7 @@ int notebook_append(int dirfd, const cJSON *record)
 		r = -EFBIG;
 		goto out;
 	}
-	if (files_read(dirfd, NOTEBOOK_RECORDS, NOTEBOOK_MAX_BYTES, &data, &len,
-	               NULL) == 0)
-		for (size_t i = 0; i < len; i++)
-			cells += data[i] == '\n';
+	cells = notebook_count(dirfd, fd, (size_t)st.st_size);
 	if (cells >= NOTEBOOK_MAX_CELLS) {
 		r = -EFBIG;
 		goto out;
@@ -261,7 +271,6 @@ int notebook_append(int dirfd, const cJSON *record)
 out:
 	if (fd >= 0)
 		close(fd);
-	free(data);
 	cJSON_free(line);
 	return r;
 }
@@ -487,14 +496,18 @@ char *notebook_render(const cJSON *records, const char *conversation_id,
 
 /*
  * The cache's account, NOTEBOOK_META: "<cells> <bytes of NOTEBOOK_CELLS>
- * <python 0|1> <first language>\n". Both files are the daemon's, in the
- * private directory; a crash between their writes leaves counts that do
- * not match, and the next run rebuilds both from the records.
+ * <python 0|1> <first language> <bytes of NOTEBOOK_RECORDS>\n": the cells
+ * are those of the records in the first <bytes> of the records file (whole
+ * lines). Both files are the daemon's, in the private directory; a crash
+ * between their writes leaves counts that do not match, and the next
+ * rendering rebuilds both from the records (as it does an account written
+ * by a version without the last field).
  */
 struct notebook_meta {
 	long cells;
 	size_t bytes;
 	struct notebook_kernel k;
+	size_t records;
 };
 
 static bool notebook_meta_read(int dirfd, struct notebook_meta *m)
@@ -507,12 +520,49 @@ static bool notebook_meta_read(int dirfd, struct notebook_meta *m)
 	memset(m, 0, sizeof(*m));
 	if (files_read(dirfd, NOTEBOOK_META, 256, &data, &len, NULL) < 0)
 		return false;
-	ok = sscanf(data, "%ld %zu %d %31s", &m->cells, &m->bytes, &py,
-	            m->k.first) == 4 &&
+	ok = sscanf(data, "%ld %zu %d %31s %zu", &m->cells, &m->bytes, &py,
+	            m->k.first, &m->records) == 5 &&
 	     m->cells >= 0;
 	m->k.python = py == 1;
 	free(data);
 	return ok;
+}
+
+/*
+ * The cells recorded in the file open as fd (size bytes): the account's
+ * (notebook_meta_read) and the lines past what it covers, read from there
+ * on, when it can be trusted; else every line, read whole.
+ */
+static long notebook_count(int dirfd, int fd, size_t size)
+{
+	struct notebook_meta m;
+	char buf[65536];
+	char *data = NULL;
+	size_t len = 0;
+	long cells = 0;
+	ssize_t n;
+
+	if (notebook_meta_read(dirfd, &m) && m.records <= size) {
+		off_t off = (off_t)m.records;
+
+		cells = m.cells;
+		while ((n = pread(fd, buf, sizeof(buf), off)) > 0) {
+			for (const char *p = buf;
+			     (p = memchr(p, '\n', (size_t)(buf + n - p))); p++)
+				cells++;
+			off += n;
+		}
+		if (n == 0)
+			return cells;
+		cells = 0;
+	}
+	if (files_read(dirfd, NOTEBOOK_RECORDS, NOTEBOOK_MAX_BYTES, &data, &len,
+	               NULL) == 0)
+		for (const char *p = data;
+		     (p = memchr(p, '\n', (size_t)(data + len - p))); p++)
+			cells++;
+	free(data);
+	return cells;
 }
 
 /* Writes a whole file of the private directory (O_TRUNC, no links). */
@@ -536,10 +586,10 @@ static int notebook_put(int dirfd, const char *name, const char *data,
 
 static int notebook_meta_write(int dirfd, const struct notebook_meta *m)
 {
-	char line[96];
-	int n =
-	    snprintf(line, sizeof(line), "%ld %zu %d %s\n", m->cells, m->bytes,
-	             m->k.python ? 1 : 0, m->k.first[0] ? m->k.first : "-");
+	char line[128];
+	int n = snprintf(line, sizeof(line), "%ld %zu %d %s %zu\n", m->cells,
+	                 m->bytes, m->k.python ? 1 : 0,
+	                 m->k.first[0] ? m->k.first : "-", m->records);
 
 	if (n < 0 || (size_t)n >= sizeof(line))
 		return -EINVAL;
@@ -551,7 +601,7 @@ static int notebook_rebuild(int dirfd, struct notebook_meta *m,
                             struct buf *cells)
 {
 	cJSON *records = NULL;
-	int r = notebook_load(dirfd, &records);
+	int r = notebook_load_upto(dirfd, &records, &m->records);
 
 	if (r == 0)
 		r = notebook_cells_all(records, &m->k, cells);
@@ -566,51 +616,90 @@ static int notebook_rebuild(int dirfd, struct notebook_meta *m,
 }
 
 /*
- * Adds record, cell n, to the cache when the cache holds exactly the n - 1
- * cells before it and the kernel stays: 1 done, 0 when it must be rebuilt,
- * negative errno.
+ * The kept cells into cells, with a cell added for every record past those
+ * the account covers: 1 done, 0 when the cache must be rebuilt (it does not
+ * match its account, the records are shorter than it says, a Python cell
+ * turns the kernel), or a negative errno.
  */
-static int notebook_add(int dirfd, const cJSON *record, int n,
-                        struct notebook_meta *m, struct buf *cells)
+static int notebook_catch_up(int dirfd, struct notebook_meta *m,
+                             struct buf *cells)
 {
-	const char *lang = notebook_str(record, "language");
-	char *data = NULL;
-	size_t len = 0, before;
+	char *kept = NULL, *data = NULL;
+	const char *p, *nl, *end;
+	size_t klen = 0, len = 0, before, was;
 	int r;
 
-	if (!notebook_meta_read(dirfd, m) || m->cells != (long)n - 1 ||
-	    (n > 1 && strcmp(lang, "python") == 0 && !m->k.python))
+	if (!notebook_meta_read(dirfd, m))
 		return 0;
 	if (m->cells == 0)
 		memset(&m->k, 0, sizeof(m->k));
 	r = files_read(dirfd, NOTEBOOK_CELLS, 4 * (size_t)NOTEBOOK_MAX_BYTES,
-	               &data, &len, NULL);
+	               &kept, &klen, NULL);
 	if (r == -ENOENT && m->cells == 0)
 		r = 0;
-	if (r < 0 || len != m->bytes) {
+	if (r < 0 || klen != m->bytes) {
+		free(kept);
+		return r == -ENOMEM ? r : 0;
+	}
+	r = buf_append(cells, kept ? kept : "", klen);
+	free(kept);
+	if (r < 0)
+		return -ENOMEM;
+	r = files_read(dirfd, NOTEBOOK_RECORDS, NOTEBOOK_MAX_BYTES, &data, &len,
+	               NULL);
+	if (r == -ENOENT)
+		r = 0;
+	if (r < 0 || len < m->records ||
+	    (m->records && data[m->records - 1] != '\n')) {
 		free(data);
 		return r == -ENOMEM ? r : 0;
 	}
-	r = buf_append(cells, data ? data : "", len);
-	free(data);
-	if (r < 0)
-		return -ENOMEM;
-	notebook_kernel_add(&m->k, lang);
 	before = cells->len;
-	if (notebook_cell_append(cells, record, (size_t)n - 1, m->k.python) < 0)
-		return -ENOMEM;
+	was = m->records;
+	end = data + len;
+	for (p = data + m->records; p < end && r == 0; p = nl + 1) {
+		cJSON *rec;
+		const char *lang;
+
+		nl = memchr(p, '\n', (size_t)(end - p));
+		if (!nl)
+			break; /* cut short by a crash: left out, as by load */
+		rec = cJSON_ParseWithLength(p, (size_t)(nl - p));
+		m->records = (size_t)(nl + 1 - data);
+		if (!cJSON_IsObject(rec)) {
+			cJSON_Delete(rec);
+			continue;
+		}
+		lang = notebook_str(rec, "language");
+		if (m->cells > 0 && strcmp(lang, "python") == 0 &&
+		    !m->k.python) {
+			r = 1; /* the kernel turns Python: every cell changes */
+		} else {
+			notebook_kernel_add(&m->k, lang);
+			if (notebook_cell_append(cells, rec, (size_t)m->cells,
+			                         m->k.python) < 0)
+				r = -ENOMEM;
+			else
+				m->cells++;
+		}
+		cJSON_Delete(rec);
+	}
+	free(data);
+	if (r != 0)
+		return r < 0 ? r : 0;
+	if (m->records == was)
+		return 1;
 	r = notebook_put(dirfd, NOTEBOOK_CELLS, cells->data + before,
 	                 cells->len - before, O_APPEND);
 	if (r < 0)
 		return r;
-	m->cells = n;
 	m->bytes = cells->len;
 	r = notebook_meta_write(dirfd, m);
 	return r < 0 ? r : 1;
 }
 
-int notebook_publish(int dirfd, const cJSON *record, int n,
-                     const char *conversation_id, char **text, size_t *len)
+int notebook_publish(int dirfd, const char *conversation_id, char **text,
+                     size_t *len)
 {
 	struct notebook_meta m;
 	struct buf cells;
@@ -619,7 +708,7 @@ int notebook_publish(int dirfd, const cJSON *record, int n,
 	*text = NULL;
 	*len = 0;
 	buf_init(&cells, 0);
-	r = n >= 1 ? notebook_add(dirfd, record, n, &m, &cells) : 0;
+	r = notebook_catch_up(dirfd, &m, &cells);
 	if (r == 0) {
 		buf_reset(&cells);
 		memset(&m, 0, sizeof(m));

@@ -81,17 +81,17 @@ char *notebook_render(const cJSON *records, const char *conversation_id,
                       size_t *len);
 
 /*
- * The notebook's text (as notebook_render of every record gives it) after
- * record was appended as cell n (notebook_append's result), made from the
- * rendered cells the private directory dirfd keeps (NOTEBOOK_CELLS, with
- * NOTEBOOK_META): one cell is rendered per run, not all of them again.
- * When those files do not hold exactly the cells before n (none yet, a
- * crash between writes, the kernel turned Python), they are rebuilt from
- * the records. *text: caller frees with free. 0 or a negative errno.
+ * The notebook's text, as notebook_render of every record gives it, made
+ * from the rendered cells the private directory dirfd keeps (NOTEBOOK_CELLS,
+ * with NOTEBOOK_META): the records appended since the last call are
+ * rendered, one cell each, not all of them again. When those files do not
+ * hold the cells of the records they account for (none yet, a crash between
+ * writes, the kernel turned Python), they are rebuilt from the records.
+ * *text: caller frees with free. 0 or a negative errno.
  */
 __attribute__((warn_unused_result)) int
-notebook_publish(int dirfd, const cJSON *record, int n,
-                 const char *conversation_id, char **text, size_t *len);
+notebook_publish(int dirfd, const char *conversation_id, char **text,
+                 size_t *len);
 
 /*
  * What differs between a recorded cell and the record of its replay: an

@@ -102,13 +102,13 @@ static cJSON *tools_notebook_record_of(struct workspace *ws, const char *code,
 	return rec;
 }
 
-/* Writes the copy in /data with rec, cell n, in it. */
+/* Writes the copy in /data with every recorded cell in it. */
 static int tools_notebook_publish(struct workspace *ws, int dfd,
-                                  const cJSON *rec, int n, const char *conv)
+                                  const char *conv)
 {
 	size_t len = 0;
 	char *text = NULL, err[256];
-	int r = notebook_publish(dfd, rec, n, conv, &text, &len);
+	int r = notebook_publish(dfd, conv, &text, &len);
 
 	if (r < 0) {
 		log_warnx("workspace %.12s: the notebook was not rendered: %s",
@@ -122,6 +122,24 @@ static int tools_notebook_publish(struct workspace *ws, int dfd,
 		          workspace_name(ws), err);
 	free(text);
 	return r;
+}
+
+/* The deferred write (workspace_defer): the copy in /data brought up to
+ * date. */
+static void tools_notebook_write(struct workspace *ws, const char *conv,
+                                 void *arg)
+{
+	int dfd = workspace_private_dirfd(ws);
+
+	(void)arg;
+	if (dfd < 0) {
+		log_warnx("workspace %.12s: no private directory for its "
+		          "notebook: %s",
+		          workspace_name(ws), strerror(-dfd));
+		return;
+	}
+	(void)tools_notebook_publish(ws, dfd, conv);
+	close(dfd);
 }
 
 /* Adds the first mention of the notebook to the result. */
@@ -148,47 +166,15 @@ static void tools_notebook_mention(cJSON *result, const char *url)
 	buf_finish(&b);
 }
 
-struct tools_notebook_later {
-	struct workspace *ws; /* borrowed: open and locked until done */
-	int dfd;              /* the private directory */
-	cJSON *rec;           /* the cell's record */
-	int n;                /* its number */
-	char *conv;
-};
-
-void tools_notebook_publish_later(struct tools_notebook_later *l)
+void tools_notebook_publish_later(struct workspace *ws)
 {
-	if (!l)
-		return;
-	(void)tools_notebook_publish(l->ws, l->dfd, l->rec, l->n, l->conv);
-	cJSON_Delete(l->rec);
-	close(l->dfd);
-	free(l->conv);
-	free(l);
-}
-
-/* Keeps what the rewrite needs for later; NULL when out of memory. */
-static struct tools_notebook_later *tools_notebook_keep(struct workspace *ws,
-                                                        int dfd, cJSON *rec,
-                                                        int n, const char *conv)
-{
-	struct tools_notebook_later *l = calloc(1, sizeof(*l));
-
-	if (!l || !(l->conv = strdup(conv))) {
-		free(l);
-		return NULL;
-	}
-	l->ws = ws;
-	l->dfd = dfd;
-	l->rec = rec;
-	l->n = n;
-	return l;
+	workspace_defer(ws);
 }
 
 char *tools_notebook_record(struct workspace *ws, const char *conv,
                             const struct runner_request *req,
                             const struct runner_result *res, cJSON *result,
-                            struct tools_notebook_later **later)
+                            bool *later)
 {
 	const cJSON *files = cJSON_GetObjectItemCaseSensitive(
 	    cJSON_GetObjectItemCaseSensitive(result, "structuredContent"),
@@ -198,7 +184,7 @@ char *tools_notebook_record(struct workspace *ws, const char *conv,
 	char *url = NULL;
 
 	if (later)
-		*later = NULL;
+		*later = false;
 	if (res->status == RUNNER_BUSY || res->status == RUNNER_RATE_LIMITED ||
 	    res->status == RUNNER_ERROR || res->install_failed)
 		return NULL;
@@ -212,6 +198,7 @@ char *tools_notebook_record(struct workspace *ws, const char *conv,
 	rec =
 	    tools_notebook_record_of(ws, req->code, req->code_len, res, files);
 	n = rec ? notebook_append(dfd, rec) : -ENOMEM;
+	cJSON_Delete(rec);
 	if (n == -EFBIG)
 		log_info("workspace %.12s: the notebook is full; this run is "
 		         "not recorded",
@@ -220,19 +207,14 @@ char *tools_notebook_record(struct workspace *ws, const char *conv,
 		log_warnx("workspace %.12s: the run was not recorded in the "
 		          "notebook: %s",
 		          workspace_name(ws), strerror(-n));
-	if (n > 0 && later &&
-	    (*later = tools_notebook_keep(ws, dfd, rec, n, conv))) {
-		/* Rendered and written after the answer; dfd and rec kept. */
+	/* The record is what the notebook is made of: once it is there,
+	 * the copy in /data can follow after the answer. */
+	if (n > 0 && (later || tools_notebook_publish(ws, dfd, conv) == 0))
 		url =
 		    workspace_file_url(workspace_mgr_of(ws), ws, NOTEBOOK_FILE);
-		rec = NULL;
-		dfd = -1;
-	} else if (n > 0 && tools_notebook_publish(ws, dfd, rec, n, conv) == 0)
-		url =
-		    workspace_file_url(workspace_mgr_of(ws), ws, NOTEBOOK_FILE);
-	cJSON_Delete(rec);
-	if (dfd >= 0)
-		close(dfd);
+	if (n > 0 && later)
+		*later = true;
+	close(dfd);
 	if (url && n == 1)
 		tools_notebook_mention(result, url);
 	return url;
@@ -480,4 +462,12 @@ void tools_notebook_register(struct mcp_server *srv, struct runner *r,
 	tools_notebook_ctx.wm = wm;
 	tools_notebook_replay_tool.data = &tools_notebook_ctx;
 	mcp_server_add_tool(srv, &tools_notebook_replay_tool);
+	/*
+	 * Replicas sharing the root rewrite it after every run, under the
+	 * conversation's lease: a write left for later would run outside it.
+	 */
+	workspace_mgr_set_deferred(
+	    wm,
+	    runner_config(r)->replica_name[0] ? 0 : TOOLS_NOTEBOOK_REWRITE_MS,
+	    tools_notebook_write, NULL);
 }

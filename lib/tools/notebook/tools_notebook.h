@@ -22,33 +22,37 @@
 void tools_notebook_register(struct mcp_server *srv, struct runner *r,
                              struct workspace_mgr *wm);
 
-/* A rendering of the notebook left for after the run's answer. */
-struct tools_notebook_later;
+/*
+ * How often the copy in /data is rewritten at most per conversation while
+ * runs follow one another quickly (workspace_defer): the first run after a
+ * quiet second rewrites it at once, the others leave it to the
+ * housekeeping job or to a download, whichever comes first.
+ */
+#define TOOLS_NOTEBOOK_REWRITE_MS 1000
 
 /*
  * After a run that ran (not refused, not failed installing): records it
- * as the next cell, rewrites /data/.mcp/notebook.ipynb and, on the
- * conversation's first cell, tells its link in the result's text and
+ * as the next cell, brings /data/.mcp/notebook.ipynb up to date and, on
+ * the conversation's first cell, tells its link in the result's text and
  * structuredContent.notebook_url. Returns the notebook's URL (caller
  * frees) or NULL when it could not be kept (logged; the result is not
  * changed then). Caller holds the workspace lock.
  *
  * With later non-NULL, the cell is recorded now (the record is what the
- * notebook is made of) and the rewrite of the .ipynb, which need not
- * delay the answer, is left in *later (NULL when there is none):
- * tools_notebook_publish_later() does it, with the lock still held. The
- * URL is then told once the cell is recorded; a rewrite that fails is
- * logged and the next run's rewrite writes every cell.
+ * notebook is made of) and *later says whether the copy in /data is left
+ * for after the answer: tools_notebook_publish_later() then, with the
+ * lock still held.
  */
 char *tools_notebook_record(struct workspace *ws, const char *conv,
                             const struct runner_request *req,
                             const struct runner_result *res, cJSON *result,
-                            struct tools_notebook_later **later);
+                            bool *later);
 
 /*
- * Rewrites the .ipynb left by tools_notebook_record and frees later
- * (NULL: nothing). The workspace must still be open and locked.
+ * Rewrites the copy in /data now, or within TOOLS_NOTEBOOK_REWRITE_MS when
+ * it was rewritten less than that ago (workspace_defer). ws must be open by
+ * the conversation id and locked.
  */
-void tools_notebook_publish_later(struct tools_notebook_later *later);
+void tools_notebook_publish_later(struct workspace *ws);
 
 #endif
