@@ -236,7 +236,8 @@ static const struct setting settings[] = {
     {"TENANT_CPU_SECONDS", SET_UINT, "0", OFF(tenant_cpu_s), 0, 1000000000,
      "3600",
      "CPU seconds one tenant's runs may use per window; past it runs get "
-     "status rate_limited until the window ends (0: unlimited)"},
+     "status rate_limited until the window ends (0: unlimited, and "
+     "nothing is counted: a limit set later counts from then)"},
     {"TENANT_CPU_WINDOW_SECONDS", SET_UINT, "3600", OFF(tenant_cpu_window_s), 1,
      31536000, "3600",
      "Length of the CPU budget's window; windows are fixed, counted from "

@@ -11,7 +11,7 @@
  * and charged in full when it ends, so a tenant can pass its budget by what
  * its runs already admitted use (at most TENANT_MAX_RUNNING runs' worth).
  * CPU that warm boxes use between runs is charged as it is measured
- * (warm.c), with no run counted.
+ * (warm.c), with no run counted. Without a limit nothing is charged.
  *
  * The module owns the table budget_usage of BUDGET_MIGRATION_1: one row per
  * tenant and window; rows of ended windows are deleted when the tenant is
@@ -114,7 +114,11 @@ __attribute__((warn_unused_result)) int budget_check(struct budget *b,
 
 /*
  * Adds ms of CPU time and one run to tenant's usage in the window of now_s
- * and forgets its ended windows. 0 or a store error.
+ * and forgets its ended windows. 0 or a store error. Without a limit
+ * (TENANT_CPU_SECONDS=0) nothing is written: nothing would read it (the
+ * usage tool and /admin/usage count from the audit trail), and a write
+ * per run is most of what the store costs a warm call. A limit set later
+ * counts from the restart that sets it.
  */
 __attribute__((warn_unused_result)) int budget_charge(struct budget *b,
                                                       const char *tenant,
