@@ -183,6 +183,11 @@ struct runner_result {
 	bool oom_killed;
 	struct runner_output out, err;
 	long long duration_ms; /* from container start; 0 if not started */
+	/*
+	 * A warm run's duration_ms in microseconds (0: not measured so): the
+	 * agent's round trip, exec frame written to its done frame read.
+	 */
+	long long duration_us;
 	long long queue_ms;
 	unsigned retry_after_s; /* RUNNER_BUSY, RUNNER_RATE_LIMITED */
 	/* RUNNER_RATE_LIMITED: "cpu_seconds" or "queued_runs" */

@@ -25,6 +25,13 @@
 #include "workspace/workspace.h"
 
 /*
+ * The key of a warm run's result _meta that holds its timing: {"run_us":
+ * the agent's round trip in microseconds} (duration_ms, to the
+ * microsecond).
+ */
+#define TOOLS_RUN_META_TIMING "mcp-sandboxd/timing"
+
+/*
  * Registers run_code, list_runners and check_code (tools_check.h) on srv and
  * makes runner catalog changes send notifications/tools/list_changed. srv, r
  * and wm are borrowed and must outlive the server. Call once per process,

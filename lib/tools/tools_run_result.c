@@ -8,6 +8,7 @@
  */
 #include "tools/tools_run.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -991,6 +992,24 @@ static int tools_run_egress(cJSON *sc, struct buf *text,
 	return r;
 }
 
+/*
+ * _meta["mcp-sandboxd/timing"].run_us: duration_ms to the microsecond, for
+ * tools that measure the server's own time per call beside the agent's
+ * round trip (tests/bench/warm_raw.c); not part of structuredContent, whose
+ * schema stays as it is.
+ */
+static int tools_run_timing(cJSON *result, const struct runner_result *res)
+{
+	cJSON *meta = cJSON_AddObjectToObject(result, "_meta");
+	cJSON *t =
+	    meta ? cJSON_AddObjectToObject(meta, TOOLS_RUN_META_TIMING) : NULL;
+
+	return t && cJSON_AddNumberToObject(t, "run_us",
+	                                    (double)res->duration_us)
+	           ? 0
+	           : -ENOMEM;
+}
+
 cJSON *tools_run_result(const struct runner_result *res,
                         const struct config *cfg)
 {
@@ -1010,6 +1029,8 @@ cJSON *tools_run_result(const struct runner_result *res,
 		goto fail;
 	sc = cJSON_AddObjectToObject(result, "structuredContent");
 	if (!sc)
+		goto fail;
+	if (res->duration_us > 0 && tools_run_timing(result, res) < 0)
 		goto fail;
 	cJSON_AddStringToObject(sc, "status", runner_status_name(res->status));
 	if (res->exit_code >= 0)

@@ -13,6 +13,9 @@
 /* CLOCK_MONOTONIC in milliseconds. */
 long long mono_ms(void);
 
+/* The same in microseconds. */
+long long mono_us(void);
+
 /* CLOCK_MONOTONIC in whole seconds. */
 time_t mono_s(void);
 

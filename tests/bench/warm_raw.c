@@ -5,8 +5,9 @@
  * -c clients (a thread each) opens one TCP connection, sends initialize and
  * notifications/initialized, then tools/call run_code of the given code in its
  * own conversation, -n times after -w warm-up calls, on that one connection.
- * It prints one JSON line: call-to-result percentiles, the run's duration_ms
- * (the daemon's timer around the agent's round trip) and the call minus it,
+ * It prints one JSON line: call-to-result percentiles, the run's duration
+ * (the daemon's timer around the agent's round trip, to the microsecond from
+ * the result's _meta, see duration_of) and the call minus it,
  * and calls per second over all clients. With --pid, also the daemon's CPU
  * time per call (user + system from /proc/PID/stat over the whole run,
  * warm-up included; the clock ticks average out over many calls): the
@@ -208,10 +209,20 @@ static int connect_to(struct client *c)
 	return 0;
 }
 
-/* duration_ms of a run_code result, or -1. */
+/*
+ * The agent's round trip of a run_code result in ms: the microseconds of
+ * _meta["mcp-sandboxd/timing"].run_us when the daemon gives them (a warm
+ * run), else duration_ms (whole milliseconds: a round trip under one would
+ * count as the daemon's own time); -1 when neither is there.
+ */
 static double duration_of(const char *body)
 {
-	const char *p = strstr(body, "\"duration_ms\":");
+	const char *t = strstr(body, "\"mcp-sandboxd/timing\":");
+	const char *p = t ? strstr(t, "\"run_us\":") : NULL;
+
+	if (p)
+		return strtod(p + 9, NULL) / 1000.0;
+	p = strstr(body, "\"duration_ms\":");
 	return p ? strtod(p + 14, NULL) : -1;
 }
 

@@ -78,6 +78,11 @@ print('set')`,
       const r2 = await py(d.client, c1, "print(x + 1, twice(21), round(math.pi, 2), int(df['b'].sum()), pd.__name__)");
       expectStatus(r2, 'completed');
       expectSession(r2, 'continued');
+      // The agent's round trip to the microsecond, beside the whole
+      // milliseconds of duration_ms (for benchmarks of the daemon's own time).
+      const us = r2.result._meta?.['mcp-sandboxd/timing']?.run_us;
+      assert.ok(Number.isInteger(us) && us > 0, JSON.stringify(r2.result._meta));
+      assert.equal(Math.floor(us / 1000), r2.sc.duration_ms, 'run_us is duration_ms to the microsecond');
       assert.equal(r2.sc.stdout, '42 42 3.14 285 pandas\n');
       assert.equal(r2.sc.session.runs, 2);
       assert.equal(r2.sc.session.lost, false);

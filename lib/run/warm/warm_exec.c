@@ -646,7 +646,7 @@ int warm_exec_run(const struct warm_context *env, struct warm_box *b,
 	struct capture cap_out, cap_err;
 	struct warm_call c;
 	struct warm_egress we;
-	long long t_start;
+	long long t_start, t_start_us;
 	int ret = 0;
 
 	memset(&we, 0, sizeof(we));
@@ -716,12 +716,14 @@ int warm_exec_run(const struct warm_context *env, struct warm_box *b,
 	b->ready = false;
 	b->restore_next = false;
 	b->calls++;
-	t_start = mono_ms();
+	t_start_us = mono_us();
+	t_start = t_start_us / 1000;
 	if (req->on_event)
 		req->on_event(req->event_arg, RUNNER_EVENT_STARTED, 0);
 	warm_exec_drive(env, b, req, &c,
 	                t_start + (long long)res->timeout_s * 1000);
-	res->duration_ms = mono_ms() - t_start;
+	res->duration_us = mono_us() - t_start_us;
+	res->duration_ms = res->duration_us / 1000;
 	if (c.io.done)
 		warm_take_d(b, &c, res);
 	warm_classify(b, &c, res);
