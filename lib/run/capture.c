@@ -132,28 +132,76 @@ void capture_finish(struct capture *c)
 	c->head = c->tail = NULL;
 }
 
+void capture_lazy_file(struct capture *c, int (*open)(void *arg, int which),
+                       void *arg, int which)
+{
+	c->fd_open = open;
+	c->fd_arg = arg;
+	c->fd_which = which;
+}
+
+int capture_init_run(struct capture *out, struct capture *err,
+                     size_t inline_bytes, size_t fd_limit, int out_fd,
+                     int err_fd, int (*open)(void *arg, int which), void *arg)
+{
+	int r = capture_init(out, inline_bytes, out_fd, fd_limit);
+	int r2 = capture_init(err, inline_bytes, err_fd, fd_limit);
+
+	if (r < 0 || r2 < 0)
+		return -ENOMEM;
+	if (open && out_fd < 0 && err_fd < 0) {
+		capture_lazy_file(out, open, arg, 1);
+		capture_lazy_file(err, open, arg, 2);
+	}
+	return 0;
+}
+
+/* Writes n bytes of p to the copy, up to its limit. */
+static void capture_save(struct capture *c, const char *p, size_t n)
+{
+	size_t want, off = 0;
+
+	if (c->fd < 0 || c->fd_failed || c->saved >= c->fd_limit)
+		return;
+	want = n < c->fd_limit - c->saved ? n : c->fd_limit - c->saved;
+	while (off < want) {
+		ssize_t w = write(c->fd, p + off, want - off);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			log_warn("saving program output failed");
+			c->fd_failed = true;
+			break;
+		}
+		off += (size_t)w;
+	}
+	c->saved += off;
+}
+
+/*
+ * Makes the lazy copy when n more bytes pass the inline budget: until
+ * then the tail ring has never wrapped, so head then tail[0, tail_len)
+ * are every byte in order.
+ */
+static void capture_open_late(struct capture *c, size_t n)
+{
+	if (!c->fd_open || c->fd >= 0 || c->fd_failed ||
+	    c->total + n <= c->head_cap + c->tail_cap)
+		return;
+	c->fd = c->fd_open(c->fd_arg, c->fd_which);
+	c->fd_open = NULL;
+	if (c->fd < 0)
+		return;
+	capture_save(c, c->head, c->head_len);
+	capture_save(c, c->tail, c->tail_len);
+}
+
 void capture_add(struct capture *c, const char *p, size_t n)
 {
+	capture_open_late(c, n);
 	c->total += n;
-	if (c->fd >= 0 && !c->fd_failed && c->saved < c->fd_limit) {
-		size_t want =
-		    n < c->fd_limit - c->saved ? n : c->fd_limit - c->saved;
-		size_t off = 0;
-
-		while (off < want) {
-			ssize_t w = write(c->fd, p + off, want - off);
-
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w <= 0) {
-				log_warn("saving program output failed");
-				c->fd_failed = true;
-				break;
-			}
-			off += (size_t)w;
-		}
-		c->saved += off;
-	}
+	capture_save(c, p, n);
 	if (c->head_len < c->head_cap) {
 		size_t take = c->head_cap - c->head_len;
 

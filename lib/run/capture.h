@@ -30,6 +30,10 @@ struct capture {
 	int fd;
 	size_t fd_limit;
 	bool fd_failed;
+	/* capture_lazy_file's: fd made only when first needed. */
+	int (*fd_open)(void *arg, int which);
+	void *fd_arg;
+	int fd_which;
 };
 
 /*
@@ -41,6 +45,27 @@ struct capture {
 __attribute__((warn_unused_result)) int
 capture_init(struct capture *c, size_t inline_bytes, int fd, size_t fd_limit);
 void capture_finish(struct capture *c);
+
+/*
+ * Instead of an fd given to capture_init (which must have been -1): the
+ * whole copy goes to the file open(arg, which) returns (-1: none), made
+ * only once the output no longer fits the inline budget (the head and
+ * tail then hold every byte so far, which are written to it first). The
+ * fd is open's caller's to close. Most runs print less than the budget
+ * and need no file at all.
+ */
+void capture_lazy_file(struct capture *c, int (*open)(void *arg, int which),
+                       void *arg, int which);
+
+/*
+ * A run's two captures (stdout, then stderr) as capture_init makes them,
+ * with the copies in out_fd and err_fd, or, when both are -1 and open is
+ * set, in files open makes when needed (capture_lazy_file). -ENOMEM.
+ */
+__attribute__((warn_unused_result)) int
+capture_init_run(struct capture *out, struct capture *err, size_t inline_bytes,
+                 size_t fd_limit, int out_fd, int err_fd,
+                 int (*open)(void *arg, int which), void *arg);
 
 /* Adds program output. Never fails; a failing fd is logged and dropped. */
 void capture_add(struct capture *c, const char *p, size_t n);

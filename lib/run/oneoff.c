@@ -752,10 +752,10 @@ int oneoff_run(const struct oneoff_context *r, const struct runner_request *req,
 	memset(&cap_out, 0, sizeof(cap_out));
 	memset(&cap_err, 0, sizeof(cap_err));
 	res->status = RUNNER_ERROR;
-	if (capture_init(&cap_out, r->cfg->output_inline_bytes, req->stdout_fd,
-	                 r->cfg->output_max_bytes) < 0 ||
-	    capture_init(&cap_err, r->cfg->output_inline_bytes, req->stderr_fd,
-	                 r->cfg->output_max_bytes) < 0) {
+	if (capture_init_run(&cap_out, &cap_err, r->cfg->output_inline_bytes,
+	                     r->cfg->output_max_bytes, req->stdout_fd,
+	                     req->stderr_fd, req->output_file,
+	                     req->output_file_arg) < 0) {
 		snprintf(res->message, sizeof(res->message), "out of memory");
 		goto out;
 	}

@@ -102,10 +102,18 @@ struct runner_request {
 	 * forked: the copy was made (the first run says so). */
 	const char *fork_from;
 	bool forked;
-	bool one_off;                 /* a fresh box even when warm is on */
-	const char *file_base_url;    /* FILE_BASE_URL, or NULL */
-	const char *tenant;           /* fingerprinted into a label, or NULL */
-	int stdout_fd, stderr_fd;     /* full copies up to the hard cap; -1 */
+	bool one_off;              /* a fresh box even when warm is on */
+	const char *file_base_url; /* FILE_BASE_URL, or NULL */
+	const char *tenant;        /* fingerprinted into a label, or NULL */
+	int stdout_fd, stderr_fd;  /* full copies up to the hard cap; -1 */
+	/*
+	 * Optional, with stdout_fd and stderr_fd -1: makes the file for the
+	 * whole copy of stream which (1 stdout, 2 stderr) only once that
+	 * output passes the inline budget (capture_lazy_file); returns its fd,
+	 * the caller's to close, or -1.
+	 */
+	int (*output_file)(void *arg, int which);
+	void *output_file_arg;
 	struct runner_cancel *cancel; /* or NULL */
 	/* Optional; called on the caller's thread; must not block long. */
 	void (*on_event)(void *arg, enum runner_event ev, unsigned n);

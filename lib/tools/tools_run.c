@@ -506,14 +506,31 @@ static void tools_run_add_conversation(cJSON *result, const char *conv,
 	buf_finish(&b);
 }
 
-/* An unnamed temporary file for a stream's whole output, or -1. */
-static int tools_run_tmpfile(const struct config *cfg)
-{
-	int fd = open(cfg->sandbox_root, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+/* The files of a run's whole outputs (stdout, stderr); -1: none yet. */
+struct tools_run_files {
+	const struct config *cfg;
+	int fd[2];
+};
 
-	if (fd < 0)
-		fd = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-	return fd;
+/*
+ * req.output_file: an unnamed temporary file for stream which's whole
+ * output, made when the output passes what the result holds (most runs
+ * need none); the same file emptied when a retry asks again. -1 on
+ * failure.
+ */
+static int tools_run_output_file(void *arg, int which)
+{
+	struct tools_run_files *f = arg;
+	int *fd = &f->fd[which == 2];
+
+	if (*fd >= 0)
+		return ftruncate(*fd, 0) == 0 && lseek(*fd, 0, SEEK_SET) == 0
+		           ? *fd
+		           : -1;
+	*fd = open(f->cfg->sandbox_root, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (*fd < 0)
+		*fd = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	return *fd;
 }
 
 /* A request refused before any work; names the languages when none was. */
@@ -723,7 +740,7 @@ static cJSON *tools_run_code_call(void *data, struct mcp_call *call,
 	struct tools_run_progress prog = {.call = call,
 	                                  .on = mcp_call_has_progress(call)};
 	struct workspace_snapshot *snap = NULL;
-	int out_fd = -1, err_fd = -1;
+	struct tools_run_files outf = {.cfg = cfg, .fd = {-1, -1}};
 	char *base_url = NULL, *notebook_url = NULL;
 	struct tools_run_later *later = NULL;
 	cJSON *result = NULL;
@@ -788,16 +805,15 @@ static cJSON *tools_run_code_call(void *data, struct mcp_call *call,
 		snprintf(watched, sizeof(watched), "%s", workspace_name(ws));
 		lease_watch(ctx->lease, watched, cancel);
 	}
-	out_fd = tools_run_tmpfile(cfg);
-	err_fd = tools_run_tmpfile(cfg);
 
 	req.workspace_host_path = workspace_host_path(ws);
 	req.workspace = ws;
 	req.workspace_name = workspace_name(ws);
 	req.file_base_url = base_url;
 	req.tenant = mcp_call_tenant(call);
-	req.stdout_fd = out_fd;
-	req.stderr_fd = err_fd;
+	req.stdout_fd = req.stderr_fd = -1;
+	req.output_file = tools_run_output_file;
+	req.output_file_arg = &outf;
 	req.cancel = cancel;
 	req.on_event = tools_run_on_event;
 	req.on_output = tools_run_on_output;
@@ -820,8 +836,9 @@ static cJSON *tools_run_code_call(void *data, struct mcp_call *call,
 		result = tools_run_result(&res, cfg);
 		if (result && res.status != RUNNER_BUSY &&
 		    res.status != RUNNER_RATE_LIMITED) {
-			tools_run_add_workspace(result, ws, snap, &res, out_fd,
-			                        err_fd, cfg->output_max_bytes);
+			tools_run_add_workspace(result, ws, snap, &res,
+			                        outf.fd[0], outf.fd[1],
+			                        cfg->output_max_bytes);
 			later = calloc(1, sizeof(*later));
 			/* Without memory for later: rewritten now. */
 			notebook_url = tools_notebook_record(
@@ -848,10 +865,9 @@ static cJSON *tools_run_code_call(void *data, struct mcp_call *call,
 	else
 		free(later);
 out:
-	if (out_fd >= 0)
-		close(out_fd);
-	if (err_fd >= 0)
-		close(err_fd);
+	for (int i = 0; i < 2; i++)
+		if (outf.fd[i] >= 0)
+			close(outf.fd[i]);
 	workspace_snapshot_destroy(snap);
 	runner_result_finish(&res);
 	if (watched[0])

@@ -147,9 +147,76 @@ static void test_capture(void)
 	   "a second finish frees nothing again");
 }
 
+/* What the lazy file's maker saw. */
+struct lazy {
+	int calls, which, fd;
+};
+
+static int lazy_open(void *arg, int which)
+{
+	struct lazy *l = arg;
+
+	l->calls++;
+	l->which = which;
+	return l->fd;
+}
+
+/* The whole copy's file is made only once the output passes the budget. */
+static void test_lazy_file(void)
+{
+	struct capture out, err;
+	struct lazy l = {0, 0, -1};
+	char buf[256];
+	char path[] = "/tmp/test_capture.XXXXXX";
+	ssize_t n;
+
+	l.fd = mkstemp(path);
+	ok(l.fd >= 0, "a scratch file");
+	unlink(path);
+	is_int(capture_init_run(&out, &err, 8, 100, -1, -1, lazy_open, &l), 0,
+	       "two captures with a lazy file");
+	capture_add(&out, "abcd", 4);
+	capture_add(&out, "efgh", 4);
+	capture_add(&err, "12345678", 8);
+	is_int(l.calls, 0, "within the budget: no file");
+	capture_add(&out, "i", 1);
+	ok(l.calls == 1 && l.which == 1, "one byte past it: made for stdout");
+	capture_add(&out, "jklmnopqrstuvwxyz", 17);
+	is_int(l.calls, 1, "made once");
+	n = pread(l.fd, buf, sizeof(buf), 0);
+	ok(n == 26 && memcmp(buf, "abcdefghijklmnopqrstuvwxyz", 26) == 0 &&
+	       out.saved == 26,
+	   "holding every byte in order, those before it included");
+	capture_finish(&out);
+	capture_finish(&err);
+	is_int(l.calls, 1, "stderr within its budget made none");
+
+	/* A caller's fd wins; a maker that fails leaves the text intact. */
+	l.calls = 0;
+	l.fd = -1;
+	is_int(capture_init_run(&out, &err, 4, 100, -1, -1, lazy_open, &l), 0,
+	       "again, the maker failing");
+	capture_add(&err, "0123456789", 10);
+	ok(l.calls == 1 && l.which == 2 && err.saved == 0,
+	   "asked once for stderr, nothing saved");
+	capture_add(&err, "abc", 3);
+	is_int(l.calls, 1, "and not asked again");
+	{
+		bool trunc = false;
+		char *t = capture_text(&err, &trunc);
+
+		is_str(t, "01\n[... 9 bytes omitted ...]\nbc",
+		       "the text as without a file");
+		free(t);
+	}
+	capture_finish(&out);
+	capture_finish(&err);
+}
+
 int main(void)
 {
 	test_utf8();
 	test_capture();
+	test_lazy_file();
 	return tap_done();
 }

@@ -6,6 +6,7 @@
  * files, removal and the sweep of old parents.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -95,15 +96,16 @@ static void test_v1(void)
 	mk("memory/" CGROUP_USAGE_DIR);
 	mk("cpuacct/" CGROUP_USAGE_DIR);
 	mk("pids/" CGROUP_USAGE_DIR);
-	is_int(cgroup_usage_read(root, CGROUP_USAGE_V1, "run1", &u), -ENOENT,
-	       "a parent the engine did not make");
+	is_int(cgroup_usage_read(root, CGROUP_USAGE_V1, "run1", NULL, &u),
+	       -ENOENT, "a parent the engine did not make");
 	mk("memory/" CGROUP_USAGE_DIR "/run1");
 	mk("cpuacct/" CGROUP_USAGE_DIR "/run1");
 	mk("pids/" CGROUP_USAGE_DIR "/run1");
 	put("memory/" CGROUP_USAGE_DIR "/run1/memory.max_usage_in_bytes",
 	    "109449216\n");
 	put("cpuacct/" CGROUP_USAGE_DIR "/run1/cpuacct.usage", "821381461\n");
-	is_int(cgroup_usage_read(root, CGROUP_USAGE_V1, "run1", &u), 0, "read");
+	is_int(cgroup_usage_read(root, CGROUP_USAGE_V1, "run1", NULL, &u), 0,
+	       "read");
 	is_int(u.memory_peak_bytes, 109449216, "peak bytes");
 	is_int(u.cpu_ms, 821, "CPU ns to ms");
 
@@ -111,18 +113,18 @@ static void test_v1(void)
 	    "-5\n");
 	put("cpuacct/" CGROUP_USAGE_DIR "/run1/cpuacct.usage",
 	    "99999999999999999999999\n");
-	is_int(cgroup_usage_read(root, CGROUP_USAGE_V1, "run1", &u), 0,
+	is_int(cgroup_usage_read(root, CGROUP_USAGE_V1, "run1", NULL, &u), 0,
 	       "garbage in both files: the parent is there");
 	ok(u.memory_peak_bytes == -1 && u.cpu_ms == -1,
 	   "a negative number and an overflow are unknown");
 	put("memory/" CGROUP_USAGE_DIR "/run1/memory.max_usage_in_bytes",
 	    "12 34\n");
 	put("cpuacct/" CGROUP_USAGE_DIR "/run1/cpuacct.usage", "2000000\n");
-	is_int(cgroup_usage_read(root, CGROUP_USAGE_V1, "run1", &u), 0,
+	is_int(cgroup_usage_read(root, CGROUP_USAGE_V1, "run1", NULL, &u), 0,
 	       "one figure readable");
 	is_int(u.memory_peak_bytes, -1, "trailing bytes refused");
 	is_int(u.cpu_ms, 2, "the other figure kept");
-	is_int(cgroup_usage_read(root, CGROUP_USAGE_V1, "../memory", &u),
+	is_int(cgroup_usage_read(root, CGROUP_USAGE_V1, "../memory", NULL, &u),
 	       -EINVAL, "no path in a name");
 
 	/* Removal: every hierarchy, files first (a real cgroupfs has none
@@ -167,12 +169,36 @@ static void test_v2(void)
 	snprintf(root, sizeof(root), "%s/v2", base);
 	is_int(cgroup_usage_probe(root, "cgroupfs", why, sizeof(why)),
 	       CGROUP_USAGE_V2, "cgroup v2");
-	is_int(cgroup_usage_read(root, CGROUP_USAGE_V2, "run2", &u), 0,
+	is_int(cgroup_usage_read(root, CGROUP_USAGE_V2, "run2", NULL, &u), 0,
 	       "read v2");
 	is_int(u.memory_peak_bytes, 4096, "memory.peak");
 	is_int(u.cpu_ms, 1500, "usage_usec to ms");
+	/* A warm box's files, kept open between its runs. */
+	{
+		struct cgroup_usage_files f;
+		int fds = 0;
+
+		cgroup_usage_files_init(&f);
+		is_int(cgroup_usage_read(root, CGROUP_USAGE_V2, "run2", &f, &u),
+		       0, "read through kept files");
+		ok(atomic_load(&f.mem) >= 0 && atomic_load(&f.cpu) >= 0,
+		   "both opened by the first read");
+		fds = atomic_load(&f.cpu);
+		put(CGROUP_USAGE_DIR "/run2/cpu.stat", "usage_usec 2500000\n");
+		put(CGROUP_USAGE_DIR "/run2/memory.peak", "8192\n");
+		is_int(cgroup_usage_read(root, CGROUP_USAGE_V2, "run2", &f, &u),
+		       0, "read again");
+		ok(u.cpu_ms == 2500 && u.memory_peak_bytes == 8192,
+		   "the new figures, from offset 0 (%lld ms, %lld bytes)",
+		   u.cpu_ms, u.memory_peak_bytes);
+		is_int(atomic_load(&f.cpu), fds, "through the same descriptor");
+		cgroup_usage_files_close(&f);
+		ok(atomic_load(&f.mem) == -1 && atomic_load(&f.cpu) == -1,
+		   "closed");
+		cgroup_usage_files_close(&f);
+	}
 	put(CGROUP_USAGE_DIR "/run2/cpu.stat", "user_usec 1\nusage_usec x\n");
-	is_int(cgroup_usage_read(root, CGROUP_USAGE_V2, "run2", &u), 0,
+	is_int(cgroup_usage_read(root, CGROUP_USAGE_V2, "run2", NULL, &u), 0,
 	       "read again");
 	is_int(u.cpu_ms, -1, "a bad usage_usec is unknown");
 	rm_file(CGROUP_USAGE_DIR "/run2/memory.peak");

@@ -81,6 +81,7 @@ struct dk_box {
 	             1];                  /* measured: its parent's name */
 	struct docker_handover_slot slot; /* spec.handover's */
 	struct docker_channel_slot chan;  /* spec.channel's */
+	struct cgroup_usage_files cgf;    /* cg_name's, kept open */
 };
 
 struct dk_stream {
@@ -611,7 +612,7 @@ static int dk_box_usage(struct box *base, struct box_usage *out, char *err,
 		return -ENOTSUP;
 	}
 	rc = cgroup_usage_read(b->be->cfg->cgroup_fs, dk_cg_probed(b->be),
-	                       b->cg_name, out);
+	                       b->cg_name, &b->cgf, out);
 	if (rc == -ENOENT)
 		snprintf(err, errlen,
 		         "the engine did not make box %s's cgroup under %s",
@@ -629,6 +630,7 @@ static void dk_box_release(struct box *base)
 	/* Unmounted now: the caller lets go of what it handed over next. */
 	docker_handover_release(&b->slot);
 	docker_channel_slot_release(&b->chan);
+	cgroup_usage_files_close(&b->cgf); /* before its parent is removed */
 	dk_rm_queue(b->be, b->cid, b->cg_name, false);
 	free(b);
 }

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -17,32 +18,76 @@
 #include "util/num.h"
 
 /* Reads at most n-1 bytes of a small file; the count or -errno. */
-static ssize_t cgroup_usage_slurp(const char *path, char *b, size_t n)
+/* Reads fd from offset 0 into b (n bytes with the NUL at most). */
+static ssize_t cgroup_usage_pread(int fd, char *b, size_t n)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	size_t off = 0;
 
-	if (fd < 0)
-		return -errno;
 	while (off + 1 < n) {
-		ssize_t r = read(fd, b + off, n - 1 - off);
+		ssize_t r = pread(fd, b + off, n - 1 - off, (off_t)off);
 
 		if (r < 0 && errno == EINTR)
 			continue;
+		if (r < 0 && off == 0)
+			return -errno;
 		if (r <= 0)
 			break;
 		off += (size_t)r;
 	}
-	close(fd);
 	b[off] = '\0';
 	return (ssize_t)off;
 }
 
+/*
+ * Reads path into b: through *kept (opened on first use; NULL: a
+ * descriptor of its own, closed after).
+ */
+static ssize_t cgroup_usage_slurp(const char *path, _Atomic int *kept, char *b,
+                                  size_t n)
+{
+	int fd = kept ? atomic_load(kept) : -1, mine = -1, want = -1;
+	ssize_t r;
+
+	if (fd < 0) {
+		fd = mine = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0)
+			return -errno;
+		if (kept && atomic_compare_exchange_strong(kept, &want, fd))
+			mine = -1; /* kept now */
+		else if (kept) {
+			close(mine); /* another read kept one first */
+			mine = -1;
+			fd = want;
+		}
+	}
+	r = cgroup_usage_pread(fd, b, n);
+	if (mine >= 0)
+		close(mine);
+	return r;
+}
+
+void cgroup_usage_files_init(struct cgroup_usage_files *f)
+{
+	atomic_init(&f->mem, -1);
+	atomic_init(&f->cpu, -1);
+}
+
+void cgroup_usage_files_close(struct cgroup_usage_files *f)
+{
+	int fd = atomic_exchange(&f->mem, -1);
+
+	if (fd >= 0)
+		close(fd);
+	fd = atomic_exchange(&f->cpu, -1);
+	if (fd >= 0)
+		close(fd);
+}
+
 /* The file holds one number and a newline; -1 when not. */
-static long long cgroup_usage_num(const char *path)
+static long long cgroup_usage_num(const char *path, _Atomic int *kept)
 {
 	char b[32];
-	ssize_t n = cgroup_usage_slurp(path, b, sizeof(b));
+	ssize_t n = cgroup_usage_slurp(path, kept, b, sizeof(b));
 	uint64_t v;
 
 	if (n <= 0)
@@ -53,13 +98,14 @@ static long long cgroup_usage_num(const char *path)
 }
 
 /* "key N" in a flat keyed file (cpu.stat); -1 when absent. */
-static long long cgroup_usage_key(const char *path, const char *key)
+static long long cgroup_usage_key(const char *path, _Atomic int *kept,
+                                  const char *key)
 {
 	char b[1024];
 	size_t kl = strlen(key);
 	const char *p;
 
-	if (cgroup_usage_slurp(path, b, sizeof(b)) <= 0)
+	if (cgroup_usage_slurp(path, kept, b, sizeof(b)) <= 0)
 		return -1;
 	for (p = b; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
 		const char *e;
@@ -131,7 +177,8 @@ int cgroup_usage_parent(const char *name, char *out, size_t outlen)
 }
 
 int cgroup_usage_read(const char *fs, enum cgroup_usage_mode mode,
-                      const char *name, struct box_usage *out)
+                      const char *name, struct cgroup_usage_files *f,
+                      struct box_usage *out)
 {
 	char mem[PATH_MAX], cpu[PATH_MAX];
 	int a, b;
@@ -158,12 +205,12 @@ int cgroup_usage_read(const char *fs, enum cgroup_usage_mode mode,
 	if (a < 0 || b < 0 || (size_t)a >= sizeof(mem) ||
 	    (size_t)b >= sizeof(cpu))
 		return -EINVAL;
-	out->memory_peak_bytes = cgroup_usage_num(mem);
+	out->memory_peak_bytes = cgroup_usage_num(mem, f ? &f->mem : NULL);
 	if (mode == CGROUP_USAGE_V1) {
-		v = cgroup_usage_num(cpu); /* nanoseconds */
+		v = cgroup_usage_num(cpu, f ? &f->cpu : NULL); /* ns */
 		out->cpu_ms = v >= 0 ? v / 1000000 : -1;
 	} else {
-		v = cgroup_usage_key(cpu, "usage_usec");
+		v = cgroup_usage_key(cpu, f ? &f->cpu : NULL, "usage_usec");
 		out->cpu_ms = v >= 0 ? v / 1000 : -1;
 	}
 	if (out->memory_peak_bytes < 0 && out->cpu_ms < 0) {

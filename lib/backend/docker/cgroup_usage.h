@@ -17,6 +17,7 @@
 #ifndef MCPSD_CGUSAGE_H
 #define MCPSD_CGUSAGE_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <time.h>
 
@@ -49,13 +50,27 @@ __attribute__((warn_unused_result)) int
 cgroup_usage_parent(const char *name, char *out, size_t outlen);
 
 /*
- * Reads the usage accounted to the parent of box name. 0 with both figures
+ * The two files a box's usage is read from, kept open between reads of a
+ * box that is read often (a warm box, once per run): opened by the first
+ * read, then read at offset 0, closed by cgroup_usage_files_close (before
+ * the parent is removed). -1: not open. Reads may come from two threads at
+ * once (positional reads; the first open wins).
+ */
+struct cgroup_usage_files {
+	_Atomic int mem, cpu;
+};
+void cgroup_usage_files_init(struct cgroup_usage_files *f);
+void cgroup_usage_files_close(struct cgroup_usage_files *f);
+
+/*
+ * Reads the usage accounted to the parent of box name, through the files
+ * kept in f (NULL: opened and closed each time). 0 with both figures
  * (either may still be -1 when its file is unreadable), -ENOENT when the
  * parent is not there (the engine put the box elsewhere), -EINVAL.
  */
 __attribute__((warn_unused_result)) int
 cgroup_usage_read(const char *fs, enum cgroup_usage_mode mode, const char *name,
-                  struct box_usage *out);
+                  struct cgroup_usage_files *f, struct box_usage *out);
 
 /*
  * Removes the parent of box name in every hierarchy (after its box was

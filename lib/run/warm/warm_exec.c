@@ -668,10 +668,10 @@ int warm_exec_run(const struct warm_context *env, struct warm_box *b,
 		         b->lost);
 	}
 	b->lost[0] = '\0';
-	if (capture_init(&cap_out, cfg->output_inline_bytes, req->stdout_fd,
-	                 cfg->output_max_bytes) < 0 ||
-	    capture_init(&cap_err, cfg->output_inline_bytes, req->stderr_fd,
-	                 cfg->output_max_bytes) < 0) {
+	if (capture_init_run(&cap_out, &cap_err, cfg->output_inline_bytes,
+	                     cfg->output_max_bytes, req->stdout_fd,
+	                     req->stderr_fd, req->output_file,
+	                     req->output_file_arg) < 0) {
 		snprintf(res->message, sizeof(res->message), "out of memory");
 		goto out;
 	}

@@ -24,6 +24,7 @@
 #define NOTEBOOK_RECORDS "notebook.jsonl"   /* in the private directory */
 #define NOTEBOOK_CELLS "notebook.cells"     /* rendered cells, kept there */
 #define NOTEBOOK_META "notebook.meta"       /* the cells file's account */
+#define NOTEBOOK_COUNT "notebook.count"     /* the records' cells, kept */
 #define NOTEBOOK_MAX_BYTES (32u << 20)      /* records of one notebook */
 #define NOTEBOOK_MAX_CELLS 2000
 #define NOTEBOOK_FIGURES_MAX 10              /* figures a cell embeds */
