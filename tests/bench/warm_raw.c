@@ -8,10 +8,12 @@
  * It prints one JSON line: call-to-result percentiles, the run's duration
  * (the daemon's timer around the agent's round trip, to the microsecond from
  * the result's _meta, see duration_of) and the call minus it,
- * and calls per second over all clients. With --pid, also the daemon's CPU
- * time per call (user + system from /proc/PID/stat over the whole run,
- * warm-up included; the clock ticks average out over many calls): the
- * daemon's own work per call, whatever the agent's round trip is.
+ * and calls per second over all clients, from when every client has done
+ * its warm-up (its conversation's box made) to the end (calls_per_s_with_
+ * warmup: the same over everything). With --pid, also the daemon's CPU time
+ * per measured call (user + system from /proc/PID/stat over the measured
+ * calls; the clock ticks average out over many calls): the daemon's own
+ * work per call, whatever the agent's round trip is.
  *
  * Usage: warm_raw -u http://127.0.0.1:PORT/mcp -t TOKEN [-c 16] [-n 200]
  *                 [-w 3] [-l python] [-e 'print(1)'] [-p conversation-prefix]
@@ -57,6 +59,7 @@ struct client {
 	double *ms;  /* per measured call */
 	double *dur; /* duration_ms per measured call (-1: none) */
 	int fails;
+	bool arrived; /* at the start of the measured calls */
 	char err[256];
 };
 
@@ -226,9 +229,61 @@ static double duration_of(const char *body)
 	return p ? strtod(p + 14, NULL) : -1;
 }
 
+/*
+ * The start of the measured calls: every client arrives after its warm-up
+ * (the conversation's box made, the first calls done) or when it gave up;
+ * the main thread starts the clock and the CPU count once all have, then
+ * lets them go.
+ */
+static struct {
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	int ready;
+	bool go;
+} gate = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, false};
+
+static void gate_arrive(struct client *c, bool wait)
+{
+	if (c->arrived)
+		return;
+	c->arrived = true;
+	pthread_mutex_lock(&gate.mu);
+	gate.ready++;
+	pthread_cond_broadcast(&gate.cond);
+	while (wait && !gate.go)
+		pthread_cond_wait(&gate.cond, &gate.mu);
+	pthread_mutex_unlock(&gate.mu);
+}
+
+static void gate_open(int clients)
+{
+	pthread_mutex_lock(&gate.mu);
+	while (gate.ready < clients)
+		pthread_cond_wait(&gate.cond, &gate.mu);
+	pthread_mutex_unlock(&gate.mu);
+}
+
+static void gate_go(void)
+{
+	pthread_mutex_lock(&gate.mu);
+	gate.go = true;
+	pthread_cond_broadcast(&gate.cond);
+	pthread_mutex_unlock(&gate.mu);
+}
+
+static void *client_run(struct client *c);
+
 static void *client_main(void *arg)
 {
 	struct client *c = arg;
+
+	client_run(c);
+	gate_arrive(c, false); /* gave up before the measured calls */
+	return NULL;
+}
+
+static void *client_run(struct client *c)
+{
 	const struct opts *o = c->o;
 	char body[4096];
 	if (connect_to(c))
@@ -249,6 +304,8 @@ static void *client_main(void *arg)
 	             "initialized\"}"))
 		return NULL;
 	for (int i = 0; i < o->warmup + o->calls; i++) {
+		if (i == o->warmup)
+			gate_arrive(c, true);
 		if (o->ping)
 			snprintf(body, sizeof(body),
 			         "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":"
@@ -410,12 +467,20 @@ int main(int argc, char **argv)
 		if (!cs[i].buf)
 			return 1;
 	}
-	/* Warm-up runs inside each thread; the clock for calls/s covers all
-	 * calls, warm-up included, from the first start to the last join. */
-	double cpu0 = o.pid ? cpu_ms_of(o.pid) : -1;
-	double t0 = now_ms();
+	/*
+	 * Warm-up runs inside each thread (with a new conversation, its first
+	 * call makes or claims the box). The clock for calls/s and the
+	 * daemon's CPU per call cover the measured calls only, from when every
+	 * client has warmed up to the last join; with_warmup is the rate over
+	 * everything, from the first start.
+	 */
+	double tw = now_ms();
 	for (int i = 0; i < o.clients; i++)
 		pthread_create(&th[i], NULL, client_main, &cs[i]);
+	gate_open(o.clients);
+	double cpu0 = o.pid ? cpu_ms_of(o.pid) : -1;
+	double t0 = now_ms();
+	gate_go();
 	int fails = 0, broken = 0;
 	for (int i = 0; i < o.clients; i++) {
 		pthread_join(th[i], NULL);
@@ -428,9 +493,9 @@ int main(int argc, char **argv)
 		if (cs[i].fd >= 0)
 			close(cs[i].fd);
 	}
-	double secs = (now_ms() - t0) / 1e3;
+	double t1 = now_ms(), secs = (t1 - t0) / 1e3;
 	double cpu1 = o.pid ? cpu_ms_of(o.pid) : -1;
-	int sent = o.clients * (o.calls + o.warmup);
+	int sent = o.clients * o.calls;
 	double cpu_per_call =
 	    cpu0 >= 0 && cpu1 >= 0 ? (cpu1 - cpu0) / sent : -1;
 	int nown = 0, ndur = 0;
@@ -442,10 +507,12 @@ int main(int argc, char **argv)
 	}
 	printf("{\"clients\":%d,\"calls\":%d,\"fails\":%d,\"broken\":%d,"
 	       "\"seconds\":%.3f,\"calls_per_s\":%.1f,"
+	       "\"calls_per_s_with_warmup\":%.1f,"
 	       "\"p50\":%.3f,\"p95\":%.3f,\"p99\":%.3f,"
 	       "\"duration_p50\":%.3f,\"own_p50\":%.3f,\"own_p95\":%.3f,"
 	       "\"daemon_cpu_ms_per_call\":%.3f}\n",
 	       o.clients, total, fails, broken, secs, (double)sent / secs,
+	       (double)(o.clients * (o.calls + o.warmup)) / ((t1 - tw) / 1e3),
 	       pct(all, total, 0.5), pct(all, total, 0.95),
 	       pct(all, total, 0.99), pct(durs, ndur, 0.5), pct(own, nown, 0.5),
 	       pct(own, nown, 0.95), cpu_per_call);
