@@ -438,6 +438,7 @@ static int dk_box_create(struct backend *base, const struct box_spec *spec,
 		return -ENOMEM;
 	}
 	b->chan.dir_fd = b->chan.listen_fd = -1;
+	cgroup_usage_files_init(&b->cgf);
 	/* Empty until box_hand_over mounts a directory on pool/<name>. */
 	if (spec->handover) {
 		rc = docker_handover_slot(&be->handover, spec->name, &b->slot,
