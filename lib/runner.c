@@ -191,6 +191,13 @@ static int runner_warm(struct runner *r, const struct runner_request *req,
 		why = "limits"; /* warm boxes all have the default limits */
 	else if (warm_run(r->warm, req, img, res) == 0)
 		return 0;
+	/* A one-off for limits of its own: a pool box, its limits changed. */
+	if (why && strcmp(why, "limits") == 0 && !req->rewind_to &&
+	    !req->fork_from && warm_run_once(r->warm, req, img, res) == 0) {
+		snprintf(res->session.reason, sizeof(res->session.reason), "%s",
+		         why);
+		return 0;
+	}
 	snprintf(res->session.state, sizeof(res->session.state), "none");
 	if (why)
 		snprintf(res->session.reason, sizeof(res->session.reason), "%s",

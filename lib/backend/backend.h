@@ -310,6 +310,9 @@ struct backend_impl {
 	/* Optional (NULL: usage is never known). */
 	int (*box_usage)(struct box *b, struct box_usage *out, char *err,
 	                 size_t errlen);
+	/* Optional (NULL: the limits a box was made with are its for good). */
+	int (*box_limits)(struct box *b, unsigned memory_mb, double cpus,
+	                  char *err, size_t errlen);
 };
 
 struct box_stream_impl {
@@ -655,6 +658,26 @@ box_usage(struct box *b, struct box_usage *out, char *err, size_t errlen)
 		return -ENOTSUP;
 	}
 	return b->impl->box_usage(b, out, err, errlen);
+}
+
+/*
+ * Changes a running box's memory limit (MiB, no swap) and CPU share to
+ * what a box made with them would have. -ENOTSUP when the backend cannot;
+ * a negative errno (the engine refused: the box uses more memory than
+ * memory_mb, say) with err.
+ */
+__attribute__((warn_unused_result)) static inline int
+box_limits(struct box *b, unsigned memory_mb, double cpus, char *err,
+           size_t errlen)
+{
+	if (!b->impl->box_limits) {
+		snprintf(err, errlen,
+		         "the %s backend cannot change a box's "
+		         "limits",
+		         b->impl->name);
+		return -ENOTSUP;
+	}
+	return b->impl->box_limits(b, memory_mb, cpus, err, errlen);
 }
 
 /*

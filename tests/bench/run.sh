@@ -27,8 +27,10 @@
 #                       interleaved, quiet and while 2 loops of docker run
 #                       --rm start and remove containers beside them; MCP
 #                       ping vs kernel_info (tests/bench/kernel_bench.mjs)
-#           cold        a one-off run (memory_mb 512: no warm session) vs
-#                       docker run --rm of the same image, code and limits
+#           cold        a one-off run (memory_mb 512: no warm session, a
+#                       pool box with its limits changed; 128: a container
+#                       of its own) vs docker run --rm of the same image,
+#                       code and limits
 #           first       the first call of a new conversation in every
 #                       language vs docker run --rm of its hello world
 #           poolmem     host memory of the daemon's idle pool boxes

@@ -9,7 +9,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { describeRun, runCode } from './lib/sandbox.mjs';
-import { SLOW, conv, expectSession, expectStatus, run, startWarm, stopWarm } from './lib/warm.mjs';
+import { SLOW, boxesOf, conv, expectSession, expectStatus, run, startWarm, stopWarm, until, waitPool } from './lib/warm.mjs';
 
 const T = 240_000 * SLOW;
 const MB = 1024 * 1024;
@@ -200,5 +200,76 @@ describe('warm sessions', () => {
     expectStatus(ts, 'completed');
     assert.equal(ts.sc.session.state, 'new');
     assert.equal(ts.sc.stdout, '3\n');
+  });
+});
+
+/** Python that prints the box's memory limit (MB) and CPUs from its cgroup. */
+const LIMITS = String.raw`import os
+def first(*paths):
+    for p in paths:
+        if os.path.exists(p):
+            return open(p).read().split()
+m = first('/sys/fs/cgroup/memory.max', '/sys/fs/cgroup/memory/memory.limit_in_bytes')
+c = first('/sys/fs/cgroup/cpu.max')
+if c is None:
+    c = [open('/sys/fs/cgroup/cpu/cpu.cfs_quota_us').read().strip(), open('/sys/fs/cgroup/cpu/cpu.cfs_period_us').read().strip()]
+print('limits', int(m[0]) // (1024 * 1024), round(int(c[0]) / int(c[1]), 2), 'x' in globals())
+`;
+
+describe('one-off runs from the pool', () => {
+  let d;
+  before(async () => {
+    d = await startWarm({
+      name: 'runopts-once',
+      pool: true,
+      env: { SANDBOX_MEMORY_MB: '256', SANDBOX_MEMORY_MAX_MB: '512', SANDBOX_STATE: 'true' },
+    });
+    await waitPool(d);
+  });
+  after(() => stopWarm(d));
+
+  test('other limits take a pool box with its limits changed; the session and its saved state stay as they were', { timeout: T }, async () => {
+    const c = conv('once');
+    const first = await run(d.client, c, 'python', "x = 41\nprint('set')");
+    expectStatus(first, 'completed');
+    expectSession(first, 'new');
+    const saved = first.sc.session.saved_runs;
+    await waitPool(d);
+    const idsBefore = new Set((await boxesOf(d)).map((b) => b.Id));
+
+    const big = await run(d.client, c, 'python', LIMITS + hold(300), { memory_mb: 512, cpus: 1 });
+    expectStatus(big, 'completed');
+    expectSession(big, 'none', 'limits');
+    assert.equal(big.sc.session.from_pool, true, 'a pre-started box, not a container of its own');
+    assert.match(big.sc.stdout, /^limits 512 1(\.0)? False\nheld\n$/, 'its memory limit and CPUs are the run\'s; nothing of the session in it');
+    assert.equal(big.sc.memory_mb, 512);
+
+    // The pool box is gone once the run is over (ended by the next
+    // housekeeping tick), and the pool is refilled.
+    const gone = await until(async () => {
+      const now = (await boxesOf(d)).map((b) => b.Id);
+      return [...idsBefore].filter((id) => !now.includes(id)).length === 1;
+    }, 15_000 * SLOW);
+    assert.ok(gone, 'the one-off run\'s box was removed');
+    await waitPool(d);
+
+    const back = await run(d.client, c, 'python', 'print(x + 1)');
+    expectStatus(back, 'completed');
+    expectSession(back, 'continued');
+    assert.equal(back.sc.stdout, '42\n', 'the session kept its state');
+    assert.deepEqual(back.sc.session.saved_runs?.filter((n) => !(saved ?? []).includes(n)).length, 1,
+      `the one-off run saved no state of its own: ${JSON.stringify(back.sc.session.saved_runs)} after ${JSON.stringify(saved)}`);
+
+    const bash = await run(d.client, c, 'bash', 'nproc; echo ok', { cpus: 1 });
+    expectStatus(bash, 'completed');
+    expectSession(bash, 'none', 'limits');
+    assert.equal(bash.sc.session.from_pool, true, 'every pooled language');
+
+    // Below the default memory a pool box's interpreter might hold more
+    // than the run may: a box of its own.
+    const small = await run(d.client, c, 'python', "print('small')", { memory_mb: 128 });
+    expectStatus(small, 'completed');
+    expectSession(small, 'none', 'limits');
+    assert.notEqual(small.sc.session.from_pool, true, 'not from the pool');
   });
 });

@@ -624,6 +624,16 @@ static int dk_box_usage(struct box *base, struct box_usage *out, char *err,
 	return rc;
 }
 
+static int dk_box_limits(struct box *base, unsigned memory_mb, double cpus,
+                         char *err, size_t errlen)
+{
+	struct dk_box *b = (struct dk_box *)base;
+
+	return docker_container_update(b->be->docker, b->cid,
+	                               (long long)memory_mb * 1024 * 1024,
+	                               llround(cpus * 1e9), err, errlen);
+}
+
 static void dk_box_release(struct box *base)
 {
 	struct dk_box *b = (struct dk_box *)base;
@@ -1026,6 +1036,7 @@ const struct backend_impl backend_docker_impl = {
     .box_inspect = dk_box_inspect,
     .box_signal = dk_box_signal,
     .box_release = dk_box_release,
+    .box_limits = dk_box_limits,
     .box_usage = dk_box_usage,
     .egress_proxy_start = dk_egress_proxy_start,
     .egress_proxy_stop = dk_egress_proxy_stop,

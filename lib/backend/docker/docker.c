@@ -937,6 +937,31 @@ out:
 	return r;
 }
 
+int docker_container_update(struct docker *d, const char *id,
+                            long long memory_bytes, long long nano_cpus,
+                            char *err, size_t errlen)
+{
+	struct docker_req rq = {.method = "POST", .versioned = true};
+	char path[256], body[160];
+	int r;
+
+	if (!docker_id_ok(id))
+		return docker_bad_id("container id", err, errlen);
+	if (memory_bytes <= 0 || nano_cpus <= 0) {
+		snprintf(err, errlen, "no limits to update to");
+		return -EINVAL;
+	}
+	snprintf(path, sizeof(path), "/containers/%s/update", id);
+	snprintf(body, sizeof(body),
+	         "{\"Memory\":%lld,\"MemorySwap\":%lld,\"NanoCpus\":%lld}",
+	         memory_bytes, memory_bytes, nano_cpus);
+	rq.path = path;
+	rq.body = body;
+	r = docker_call(d, &rq, err, errlen);
+	buf_finish(&rq.resp);
+	return r;
+}
+
 /* A POST or DELETE on /containers/{id}<suffix>, answer body unused. */
 static int docker_simple(struct docker *d, const char *method, const char *id,
                          const char *suffix, char *err, size_t errlen)

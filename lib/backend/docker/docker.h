@@ -183,6 +183,17 @@ docker_container_create(struct docker *d, const char *name,
                         const struct docker_create_opts *o,
                         char id[DOCKER_ID_LEN + 1], char *err, size_t errlen);
 
+/*
+ * POST /containers/{id}/update: a running container's memory limit (swap
+ * none: MemorySwap = Memory) and CPU share (NanoCpus), as
+ * docker_container_create sets them. -EINVAL when the engine refuses the
+ * figures (a limit below what the container uses, say).
+ */
+__attribute__((warn_unused_result)) int
+docker_container_update(struct docker *d, const char *id,
+                        long long memory_bytes, long long nano_cpus, char *err,
+                        size_t errlen);
+
 /* POST /containers/{id}/start. */
 __attribute__((warn_unused_result)) int docker_container_start(struct docker *d,
                                                                const char *id,

@@ -60,6 +60,9 @@ struct warm {
 	pthread_mutex_t lock;
 	struct warm_box *sessions; /* claimed, keyed */
 	struct warm_box *pool;     /* ready, unclaimed */
+	/* warm_run_once's boxes after their run, for warm_tick to end (still
+	 * counted in n_starting): the answer does not wait for the engine. */
+	struct warm_box *ending;
 	unsigned n_sessions, n_pool, n_busy, n_starting;
 	struct warm_note *notes;
 	unsigned n_notes;
@@ -662,6 +665,18 @@ static void warm_drop(struct warm *w, struct warm_box *b)
 	warm_end(w, b, NULL);
 }
 
+/* Clears what a run that failed before the code reached it put into res. */
+static void warm_result_clear(struct runner_result *res)
+{
+	runner_result_finish(res);
+	res->message[0] = '\0';
+	res->status = RUNNER_ERROR;
+	res->exit_code = -1;
+	res->session.lost = false;
+	res->session.lost_reason[0] = '\0';
+	res->session.from_pool = false;
+}
+
 /*
  * Ends b, whose run failed before the code reached it, and clears what that
  * attempt put into res, for another box to run the code.
@@ -670,13 +685,7 @@ static void warm_retry_reset(struct warm *w, struct warm_box *b,
                              struct runner_result *res)
 {
 	warm_drop(w, b);
-	runner_result_finish(res);
-	res->message[0] = '\0';
-	res->status = RUNNER_ERROR;
-	res->exit_code = -1;
-	res->session.lost = false;
-	res->session.lost_reason[0] = '\0';
-	res->session.from_pool = false;
+	warm_result_clear(res);
 }
 
 /*
@@ -801,6 +810,61 @@ static unsigned long long warm_save_run(const struct runner_result *res)
 		n = (unsigned long long)run->valuedouble;
 	cJSON_Delete(st);
 	return n;
+}
+
+int warm_run_once(struct warm *w, const struct runner_request *req,
+                  const struct catalog_image *img, struct runner_result *res)
+{
+	const struct config *cfg = w->cfg;
+	unsigned mem = req->memory_mb ? req->memory_mb : cfg->memory_mb;
+	double cpus = req->cpus > 0 ? req->cpus : cfg->cpus;
+	char key[WARM_KEY_LEN], msg[512] = "";
+	struct warm_box *b;
+	int rc = 0;
+
+	if (!req->workspace || !req->workspace_name || mem < cfg->memory_mb)
+		return -EAGAIN;
+	pthread_mutex_lock(&w->lock);
+	b = w->stopping ? NULL : warm_pool_take(w, img);
+	if (b)
+		w->n_starting++; /* counted while it is claimed */
+	pthread_mutex_unlock(&w->lock);
+	if (!b)
+		return -EAGAIN;
+	/* A key of its own: the conversation's session stays as it is. */
+	snprintf(key, sizeof(key), "%s.%s", req->workspace_name, "once");
+	if (mem != cfg->memory_mb || cpus != cfg->cpus)
+		rc = box_limits(b->box, mem, cpus, msg, sizeof(msg));
+	if (rc == 0)
+		rc = warm_box_claim(&w->env, b, req, key, msg, sizeof(msg));
+	if (rc < 0) {
+		log_info("a one-off %s run could not use a pool box (%s); it "
+		         "starts a box of its own",
+		         img->language, msg);
+		warm_box_destroy(&w->env, b);
+		warm_unreserve(w);
+		return -EAGAIN;
+	}
+	b->once = true;
+	b->restore_next = false;
+	warm_adopt(b, req->tenant);
+	res->session.from_pool = true;
+	rc = warm_exec_run(&w->env, b, req, img, res);
+	if (rc == 0)
+		warm_account_run(w, b, res);
+	else
+		warm_result_clear(res); /* nothing ran: a box of its own */
+	log_debug("one-off %s run in pool box %s (%u MB, %.2f CPUs)",
+	          img->language, b->id, mem, cpus);
+	/* Idle now (the agent ended what the code started): ended later. */
+	pthread_mutex_lock(&w->lock);
+	b->next = w->ending;
+	w->ending = b;
+	pthread_mutex_unlock(&w->lock);
+	if (rc != 0)
+		return -EAGAIN;
+	snprintf(res->session.state, sizeof(res->session.state), "none");
+	return 0;
 }
 
 int warm_run(struct warm *w, const struct runner_request *req,
@@ -1061,6 +1125,22 @@ static const struct catalog_image *warm_pool_short(struct warm *w,
 	return NULL;
 }
 
+/* Ends the boxes of one-off runs (warm_run_once) that are over. */
+static void warm_end_once(struct warm *w)
+{
+	struct warm_box *b, *next;
+
+	pthread_mutex_lock(&w->lock);
+	b = w->ending;
+	w->ending = NULL;
+	pthread_mutex_unlock(&w->lock);
+	for (; b; b = next) {
+		next = b->next;
+		warm_box_destroy(&w->env, b);
+		warm_unreserve(w);
+	}
+}
+
 void warm_tick(struct warm *w, const struct catalog *cat)
 {
 	struct warm_box *b;
@@ -1068,6 +1148,7 @@ void warm_tick(struct warm *w, const struct catalog *cat)
 	const char *why = NULL;
 	char reason[WARM_REASON_LEN], msg[512];
 
+	warm_end_once(w);
 	warm_charge_idle(w);
 	for (;;) {
 		pthread_mutex_lock(&w->lock);
@@ -1192,6 +1273,7 @@ void warm_destroy(struct warm *w)
 	pthread_mutex_lock(&w->lock);
 	w->stopping = true;
 	pthread_mutex_unlock(&w->lock);
+	warm_end_once(w);
 	for (;;) {
 		pthread_mutex_lock(&w->lock);
 		b = w->sessions ? w->sessions : w->pool;

@@ -86,6 +86,22 @@ warm_run(struct warm *w, const struct runner_request *req,
          const struct catalog_image *img, struct runner_result *res);
 
 /*
+ * Runs req one-off (limits other than the sessions') in a pool box of img's
+ * language instead of a new container: the box's limits become the run's
+ * (box_limits), the workspace is handed over as to a session, the code runs as
+ * a warm run's does, and the box ends with the run; the conversation's own
+ * session, if any, is not touched and no state is saved or loaded. Only for
+ * runs whose memory is at least SANDBOX_MEMORY_MB (a pool box's interpreter may
+ * hold that much already). Returns 0 with res filled (session "none",
+ * from_pool), or -EAGAIN when no pool box is ready, the backend cannot change
+ * limits, or the box failed before the code reached it: the caller starts a
+ * container of its own.
+ */
+__attribute__((warn_unused_result)) int
+warm_run_once(struct warm *w, const struct runner_request *req,
+              const struct catalog_image *img, struct runner_result *res);
+
+/*
  * Charges the CPU time of warm boxes to their tenants in b (borrowed; it
  * must outlive w; NULL: counted, not charged). A run's result carries
  * what to charge for it (runner_result.cpu_charge_ms: the box's CPU time

@@ -74,6 +74,7 @@ struct warm_box {
 	/* Durable sessions: the next exec loads the saved state first. */
 	bool restore_next;
 	bool restoring; /* the exec running now loads the saved state */
+	bool once;      /* one one-off run (warm_run_once): no state saved */
 	unsigned calls;
 	long long oom_kills_seen; /* the cgroup's OOM kills at the last D */
 	uint64_t next_id;

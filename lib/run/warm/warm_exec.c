@@ -131,7 +131,7 @@ static int warm_exec_records(struct warm_box *b,
 	}
 	if (rc == 0)
 		rc = agentframe_tlv_put(rec, cap, off, 'c', "/data", 5);
-	if (rc == 0 && b->kernel && cfg->state_save)
+	if (rc == 0 && b->kernel && cfg->state_save && !b->once)
 		rc = warm_exec_state_records(b, req, cfg, rec, cap, off);
 	return rc;
 }
