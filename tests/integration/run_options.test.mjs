@@ -265,11 +265,18 @@ describe('one-off runs from the pool', () => {
     expectSession(bash, 'none', 'limits');
     assert.equal(bash.sc.session.from_pool, true, 'every pooled language');
 
-    // Below the default memory a pool box's interpreter might hold more
-    // than the run may: a box of its own.
+    // Below the default memory a pool box's Python interpreter might hold
+    // more than the run may: a box of its own. A Bash pool box holds only
+    // the agent: it serves a smaller run too.
     const small = await run(d.client, c, 'python', "print('small')", { memory_mb: 128 });
     expectStatus(small, 'completed');
     expectSession(small, 'none', 'limits');
     assert.notEqual(small.sc.session.from_pool, true, 'not from the pool');
+    await waitPool(d);
+    const smallBash = await run(d.client, c, 'bash', 'cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes', { memory_mb: 64 });
+    expectStatus(smallBash, 'completed');
+    expectSession(smallBash, 'none', 'limits');
+    assert.equal(smallBash.sc.session.from_pool, true);
+    assert.equal(Number(smallBash.sc.stdout.trim()), 64 * MB, 'its memory limit lowered to the run\'s');
   });
 });

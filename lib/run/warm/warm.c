@@ -822,10 +822,17 @@ int warm_run_once(struct warm *w, const struct runner_request *req,
 	struct warm_box *b;
 	int rc = 0;
 
-	if (!req->workspace || !req->workspace_name || mem < cfg->memory_mb)
+	if (!req->workspace || !req->workspace_name)
 		return -EAGAIN;
 	pthread_mutex_lock(&w->lock);
 	b = w->stopping ? NULL : warm_pool_take(w, img);
+	if (b && b->kernel && mem < cfg->memory_mb) {
+		/* Its interpreter may hold more than the run may use. */
+		b->next = w->pool;
+		w->pool = b;
+		w->n_pool++;
+		b = NULL;
+	}
 	if (b)
 		w->n_starting++; /* counted while it is claimed */
 	pthread_mutex_unlock(&w->lock);

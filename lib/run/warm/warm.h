@@ -90,9 +90,10 @@ warm_run(struct warm *w, const struct runner_request *req,
  * language instead of a new container: the box's limits become the run's
  * (box_limits), the workspace is handed over as to a session, the code runs as
  * a warm run's does, and the box ends with the run; the conversation's own
- * session, if any, is not touched and no state is saved or loaded. Only for
- * runs whose memory is at least SANDBOX_MEMORY_MB (a pool box's interpreter may
- * hold that much already). Returns 0 with res filled (session "none",
+ * session, if any, is not touched and no state is saved or loaded. A
+ * language with a kernel (Python) only for runs whose memory is at least
+ * SANDBOX_MEMORY_MB: its interpreter, started with the pool box, may hold
+ * more than a smaller run may use. Returns 0 with res filled (session "none",
  * from_pool), or -EAGAIN when no pool box is ready, the backend cannot change
  * limits, or the box failed before the code reached it: the caller starts a
  * container of its own.
