@@ -640,8 +640,12 @@ static void tools_run_session_json(cJSON *sc, const struct runner_session *s)
 	cJSON_AddBoolToObject(o, "lost", s->lost);
 	if (s->lost)
 		cJSON_AddStringToObject(o, "lost_reason", s->lost_reason);
-	if (!s->warm)
+	if (!s->warm) {
+		/* A one-off run in a pool box (warm_run_once) says so. */
+		if (s->from_pool)
+			cJSON_AddBoolToObject(o, "from_pool", true);
 		return;
+	}
 	cJSON_AddBoolToObject(o, "from_pool", s->from_pool);
 	cJSON_AddNumberToObject(o, "runs", s->calls);
 	if (s->memory_bytes >= 0)
@@ -863,8 +867,9 @@ static int tools_run_session_line(struct buf *b, const struct runner_session *s,
 		return s->reason[0] && strcmp(s->reason, "disabled") != 0
 		           ? buf_printf(b,
 		                        "\nsession: none, a one-off sandbox "
-		                        "(%s)",
-		                        tools_run_why(s->reason))
+		                        "(%s)%s",
+		                        tools_run_why(s->reason),
+		                        s->from_pool ? ", pre-started" : "")
 		           : 0;
 	r = buf_printf(b, "\nsession: %s%s, run %u", s->state,
 	               s->from_pool ? " (pre-started)" : "", s->calls);

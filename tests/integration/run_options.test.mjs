@@ -241,6 +241,9 @@ describe('one-off runs from the pool', () => {
     expectStatus(big, 'completed');
     expectSession(big, 'none', 'limits');
     assert.equal(big.sc.session.from_pool, true, 'a pre-started box, not a container of its own');
+    assert.equal(big.sc.session.stateful, false, JSON.stringify(big.sc.session));
+    assert.equal(big.sc.session.runs, undefined, 'no session figures for a one-off run');
+    assert.match(big.text, /\nsession: none, a one-off sandbox \(memory_mb or cpus other than the session's\), pre-started\n/);
     assert.match(big.sc.stdout, /^limits 512 1(\.0)? False\nheld\n$/, 'its memory limit and CPUs are the run\'s; nothing of the session in it');
     assert.equal(big.sc.memory_mb, 512);
 

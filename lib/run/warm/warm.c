@@ -826,8 +826,11 @@ int warm_run_once(struct warm *w, const struct runner_request *req,
 		return -EAGAIN;
 	pthread_mutex_lock(&w->lock);
 	b = w->stopping ? NULL : warm_pool_take(w, img);
-	if (b && b->kernel && mem < cfg->memory_mb) {
-		/* Its interpreter may hold more than the run may use. */
+	/* Its interpreter may hold more than the run may use; or the
+	 * backend cannot change its limits: it stays in the pool. */
+	if (b && ((b->kernel && mem < cfg->memory_mb) ||
+	          ((mem != cfg->memory_mb || cpus != cfg->cpus) &&
+	           !b->box->impl->box_limits))) {
 		b->next = w->pool;
 		w->pool = b;
 		w->n_pool++;
@@ -870,7 +873,11 @@ int warm_run_once(struct warm *w, const struct runner_request *req,
 	pthread_mutex_unlock(&w->lock);
 	if (rc != 0)
 		return -EAGAIN;
+	/* A one-off run, whatever box it had: no session to tell of. */
 	snprintf(res->session.state, sizeof(res->session.state), "none");
+	res->session.warm = false;
+	res->session.stateful = false;
+	res->session.calls = 0;
 	return 0;
 }
 
