@@ -445,7 +445,10 @@ static int audit_write_tx(struct store *st, struct audit_pending **v, size_t n)
  * of quick runs, even one conversation's calls one after another, shares an
  * fsync per delay instead of paying one each; each entry is then on disk
  * at most that much later than it would be. An entry after a quiet spell
- * is written at once. audit_pending_mu guards the time.
+ * is written at once. Not on a store replicas share (PostgreSQL): there
+ * the other replicas' readers, who do not wait for this one's entries,
+ * would see them that much later, and the server groups commits itself.
+ * audit_pending_mu guards the time.
  */
 #define AUDIT_COMMIT_DELAY_MS 5
 static long long audit_last_batch_ms;
@@ -465,7 +468,8 @@ static void audit_write_batch(struct audit_pending *p)
 	int r;
 
 	audit_writing = true; /* others queue behind this batch from now */
-	if (mono_ms() - audit_last_batch_ms < AUDIT_COMMIT_DELAY_MS) {
+	if (!store_is_shared(st) &&
+	    mono_ms() - audit_last_batch_ms < AUDIT_COMMIT_DELAY_MS) {
 		pthread_mutex_unlock(&audit_pending_mu);
 		usleep(AUDIT_COMMIT_DELAY_MS * 1000);
 		pthread_mutex_lock(&audit_pending_mu);

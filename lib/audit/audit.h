@@ -172,7 +172,8 @@ audit_record(struct audit *a, const struct audit_run *run, long long now_ms);
  * transaction and its fsync (group commit: the first writer takes every
  * entry submitted meanwhile, up to 64; the others wait for it; while
  * batches follow one another, within 5 ms of the last, it first waits 5 ms
- * for more, so back-to-back runs share an fsync too); each returns only
+ * for more on SQLite, so back-to-back runs share an fsync too); each
+ * returns only
  * once its own entry is committed. Between the two, the readers of
  * the trail and the usage wait for it (audit_wait_written).
  */

@@ -43,6 +43,11 @@ struct store {
 	size_t n_cache, cap_cache;
 };
 
+bool store_is_shared(const struct store *st)
+{
+	return strcmp(st->be->name, "postgresql") == 0;
+}
+
 bool store_is_url(const char *where)
 {
 	return where && (strncasecmp(where, "postgresql://", 13) == 0 ||

@@ -118,6 +118,12 @@ const char *store_path(const struct store *st);
 bool store_is_url(const char *where);
 
 /*
+ * Whether other processes read and write st as this one does (PostgreSQL,
+ * shared by replicas), rather than this process alone (SQLite).
+ */
+bool store_is_shared(const struct store *st);
+
+/*
  * Writes url into out (size n) with any password replaced by "*****", for
  * printing a configuration. Never fails; truncates to n - 1 bytes.
  */
