@@ -172,8 +172,11 @@ describe('the conversation as a notebook', () => {
     // six before it, or (rewritten less than a second ago) fewer.
     const early = await cellsIn();
     assert.ok(early >= 1 && early <= 6, `cells seen at once: ${early}`);
-    await new Promise((res) => setTimeout(res, 2000));
-    assert.equal(await cellsIn(), 7, 'two seconds later the copy holds every run before the reading one');
+    // Due at most a second after the last rewrite, written by the next
+    // pass of the housekeeping (every 250 ms): 3 s leave room for a loaded
+    // machine.
+    await new Promise((res) => setTimeout(res, 3000 * SLOW));
+    assert.equal(await cellsIn(), 7, 'three seconds later the copy holds every run before the reading one');
     // And a download never waits for the housekeeping: the runs just
     // before it are in what it gets.
     for (let i = 0; i < 3; i++) await run(d.client, conv, 'bash', 'true', {}, RUN);
