@@ -204,7 +204,8 @@ static void test_deferred(void)
 	   err);
 	if (!m)
 		return;
-	workspace_mgr_set_deferred(m, 300, defer_fn, &l);
+	/* An interval long enough for valgrind's pace between the steps. */
+	workspace_mgr_set_deferred(m, 1000, defer_fn, &l);
 	ws = defer_run(m, "conv-d");
 	ok(ws && l.calls == 1 && l.locked == 1 && strcmp(l.conv, "conv-d") == 0,
 	   "the first run writes at once, locked, for its conversation");
@@ -214,7 +215,7 @@ static void test_deferred(void)
 	workspace_close(ws);
 	(void)workspace_job_deferred(m, mono_ms() + 1000);
 	is_int(l.calls, 1, "the job leaves it until it is due");
-	usleep(350 * 1000);
+	usleep(1100 * 1000);
 	(void)workspace_job_deferred(m, mono_ms() + 1000);
 	ok(l.calls == 2 && l.locked == 2 && strcmp(l.conv, "conv-d") == 0,
 	   "once due, the job writes it (one write for both runs), locked");
@@ -235,7 +236,7 @@ static void test_deferred(void)
 	/* Never beside a run. */
 	ws = defer_run(m, "conv-d");
 	ok(ws && l.calls == 3, "a run leaves it due and keeps the lock");
-	usleep(350 * 1000);
+	usleep(1100 * 1000);
 	(void)workspace_job_deferred(m, mono_ms() + 1000);
 	is_int(l.calls, 3, "past due, the job does not wait for the lock");
 	ok(workspace_open_by_name(m, name, &reader) == 0, "a reader");
