@@ -775,6 +775,11 @@ void workspace_mgr_destroy(struct workspace_mgr *mgr)
 			log_warnx("workspace %.12s stays mounted (in use); "
 			          "the next start takes it over",
 			          e->name);
+		if (e->defer_due)
+			log_info("workspace %.12s: a deferred write was left "
+			         "(the next run makes it)",
+			         e->name);
+		free(e->defer_conv);
 		free(e);
 	}
 	if (mgr->rootfd >= 0)

@@ -322,7 +322,16 @@ describe('warm sessions on every node', { skip: SKIP, timeout: 900_000 }, () => 
     const t0 = Date.now();
     d[victim].proc.kill('SIGKILL');
     await new Promise((res) => d[victim].proc.once('exit', res));
-    r = await py(c, conv, `print(len(data['rows']), open('/data/kept.csv').read().splitlines()[1])\n${HOST}`);
+    // The balancer may close the client's keep-alive connection as the
+    // node behind it dies; a POST sent on it that very moment fails in
+    // the transport ("fetch failed", once in a CI run) before any server
+    // saw it. A client retries that; so does the test, once.
+    const check = `print(len(data['rows']), open('/data/kept.csv').read().splitlines()[1])\n${HOST}`;
+    r = await py(c, conv, check).catch(async (e) => {
+      if (!/fetch failed/.test(String(e?.message))) throw e;
+      await sleep(500);
+      return py(c, conv, check);
+    });
     const ms = Date.now() - t0;
     assert.equal(r.sc.session.state, 'restored', JSON.stringify(r.sc.session));
     assert.equal(r.sc.session.reason, 'server_lost');
