@@ -524,13 +524,19 @@ static int acquire(struct workspace_mgr *m, const char *name, bool create,
 	return r;
 }
 
-static void release(struct workspace_mgr *m, struct ws_entry *e, bool unlock)
+void workspace_entry_unlock(struct workspace_mgr *m, struct ws_entry *e)
 {
-	pthread_mutex_lock(&m->mu);
-	if (unlock && e->locked) {
+	if (e->locked) {
 		e->locked = false;
 		pthread_cond_broadcast(&m->cond);
 	}
+}
+
+static void release(struct workspace_mgr *m, struct ws_entry *e, bool unlock)
+{
+	pthread_mutex_lock(&m->mu);
+	if (unlock)
+		workspace_entry_unlock(m, e);
 	if (--e->refs == 0)
 		e->idle_since = mono_ms();
 	workspace_entry_maybe_free(m, e);

@@ -127,9 +127,8 @@ static void defer_unlock(struct workspace *ws)
 	struct workspace_mgr *m = ws->mgr;
 
 	pthread_mutex_lock(&m->mu);
-	ws->e->locked = false;
+	workspace_entry_unlock(m, ws->e);
 	ws->locked = false;
-	pthread_cond_broadcast(&m->cond);
 	pthread_mutex_unlock(&m->mu);
 }
 

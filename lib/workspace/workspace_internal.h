@@ -183,6 +183,9 @@ bool workspace_image_exists(struct workspace_mgr *m, const char *name);
 void workspace_paths(struct workspace_mgr *m, const char *name, char *dir,
                      size_t dirlen, char *img, size_t imglen);
 
+/* Releases e's run lock, waking its waiters. Called with the lock held. */
+void workspace_entry_unlock(struct workspace_mgr *m, struct ws_entry *e);
+
 /* Drops the deferred write pending on e, if any. Called with the lock held. */
 void workspace_defer_drop(struct ws_entry *e);
 

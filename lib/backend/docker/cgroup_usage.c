@@ -17,7 +17,6 @@
 
 #include "util/num.h"
 
-/* Reads at most n-1 bytes of a small file; the count or -errno. */
 /* Reads fd from offset 0 into b (n bytes with the NUL at most). */
 static ssize_t cgroup_usage_pread(int fd, char *b, size_t n)
 {

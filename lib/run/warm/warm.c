@@ -588,6 +588,14 @@ void warm_set_budget(struct warm *w, struct budget *b)
 
 /* ---- taking a session for a run ---------------------------------------- */
 
+/* Puts ready box b into the pool. Lock held. */
+static void warm_pool_add(struct warm *w, struct warm_box *b)
+{
+	b->next = w->pool;
+	w->pool = b;
+	w->n_pool++;
+}
+
 /* The pool box for img, taken out of the pool, or NULL. Lock held. */
 static struct warm_box *warm_pool_take(struct warm *w,
                                        const struct catalog_image *img)
@@ -831,9 +839,7 @@ int warm_run_once(struct warm *w, const struct runner_request *req,
 	if (b && ((b->kernel && mem < cfg->memory_mb) ||
 	          ((mem != cfg->memory_mb || cpus != cfg->cpus) &&
 	           !b->box->impl->box_limits))) {
-		b->next = w->pool;
-		w->pool = b;
-		w->n_pool++;
+		warm_pool_add(w, b);
 		b = NULL;
 	}
 	if (b)
@@ -1229,9 +1235,7 @@ void warm_tick(struct warm *w, const struct catalog *cat)
 	w->pool_failures = 0;
 	pthread_mutex_lock(&w->lock);
 	w->n_starting--;
-	b->next = w->pool;
-	w->pool = b;
-	w->n_pool++;
+	warm_pool_add(w, b);
 	pthread_mutex_unlock(&w->lock);
 	log_debug("warm pool: %s box %s started", img->language, b->box->id);
 }

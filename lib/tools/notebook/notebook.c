@@ -18,12 +18,11 @@
 #include "util/buf.h"
 #include "workspace/files.h"
 
-static long notebook_count(int dirfd, int fd, size_t size);
-
 /*
  * NOTEBOOK_COUNT, "<bytes of NOTEBOOK_RECORDS> <cells>\n", written after
- * each append: the count of a records file of size bytes, or -1 when it
- * is not (another size: a crash between the writes, a version without it).
+ * each append: the count of a records file of size bytes; else (another
+ * size: a crash between the writes, a version without it) every line of
+ * the records, counted.
  */
 static long notebook_count_kept(int dirfd, size_t size)
 {
@@ -32,9 +31,19 @@ static long notebook_count_kept(int dirfd, size_t size)
 	long cells = -1;
 
 	if (files_read(dirfd, NOTEBOOK_COUNT, 64, &data, &len, NULL) == 0 &&
-	    (sscanf(data, "%zu %ld", &bytes, &cells) != 2 || bytes != size ||
-	     cells < 0))
-		cells = -1;
+	    sscanf(data, "%zu %ld", &bytes, &cells) == 2 && bytes == size &&
+	    cells >= 0) {
+		free(data);
+		return cells;
+	}
+	free(data);
+	data = NULL;
+	cells = 0;
+	if (files_read(dirfd, NOTEBOOK_RECORDS, NOTEBOOK_MAX_BYTES, &data, &len,
+	               NULL) == 0)
+		for (const char *p = data;
+		     (p = memchr(p, '\n', (size_t)(data + len - p))); p++)
+			cells++;
 	free(data);
 	return cells;
 }
@@ -281,7 +290,8 @@ int notebook_append(int dirfd, const cJSON *record)
 	if (!line)
 		return -ENOMEM;
 	fd = openat(dirfd, NOTEBOOK_RECORDS,
-	            O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	            O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+	            0600);
 	if (fd < 0) {
 		r = -errno;
 		goto out;
@@ -295,8 +305,6 @@ int notebook_append(int dirfd, const cJSON *record)
 		goto out;
 	}
 	cells = notebook_count_kept(dirfd, (size_t)st.st_size);
-	if (cells < 0)
-		cells = notebook_count(dirfd, fd, (size_t)st.st_size);
 	if (cells >= NOTEBOOK_MAX_CELLS) {
 		r = -EFBIG;
 		goto out;
@@ -570,43 +578,6 @@ static bool notebook_meta_read(int dirfd, struct notebook_meta *m)
 	m->k.python = py == 1;
 	free(data);
 	return ok;
-}
-
-/*
- * The cells recorded in the file open as fd (size bytes): the account's
- * (notebook_meta_read) and the lines past what it covers, read from there
- * on, when it can be trusted; else every line, read whole.
- */
-static long notebook_count(int dirfd, int fd, size_t size)
-{
-	struct notebook_meta m;
-	char buf[65536];
-	char *data = NULL;
-	size_t len = 0;
-	long cells = 0;
-	ssize_t n;
-
-	if (notebook_meta_read(dirfd, &m) && m.records <= size) {
-		off_t off = (off_t)m.records;
-
-		cells = m.cells;
-		while ((n = pread(fd, buf, sizeof(buf), off)) > 0) {
-			for (const char *p = buf;
-			     (p = memchr(p, '\n', (size_t)(buf + n - p))); p++)
-				cells++;
-			off += n;
-		}
-		if (n == 0)
-			return cells;
-		cells = 0;
-	}
-	if (files_read(dirfd, NOTEBOOK_RECORDS, NOTEBOOK_MAX_BYTES, &data, &len,
-	               NULL) == 0)
-		for (const char *p = data;
-		     (p = memchr(p, '\n', (size_t)(data + len - p))); p++)
-			cells++;
-	free(data);
-	return cells;
 }
 
 /* Writes a whole file of the private directory (O_TRUNC, no links). */
