@@ -334,6 +334,9 @@ describe('the audit trail in a PostgreSQL store shared by two daemons', { skip: 
       [0, 1, 2, 3, 4, 5].map((i) => runCode(clients[i % 2], { language: 'python', conversationId: `pg-${i}`, code: `print(${i})` })),
     );
     for (const r of rs) assert.equal(r.sc?.status, 'completed', describeRun(r));
+    // A replica's readers wait for the entries of runs that replica
+    // answered, not another's: ask both first, so each has written its own.
+    await Promise.all(d.map(async (x) => (await verify(x)).text()));
     for (const x of d) {
       const v = await (await verify(x)).json();
       assert.equal(v.ok, true, JSON.stringify(v));
