@@ -232,8 +232,8 @@ void kernel_claim(struct agent *a)
 	unsigned char rec[PATH_MAX + AGENTFRAME_TLV_HDR];
 	size_t off = 0;
 
-	if (!a->claim_pending || a->k.state != KERNEL_READY ||
-	    a->k.claim_sent || a->x.active)
+	if (!a->kernel_mode || !a->claim_pending ||
+	    a->k.state != KERNEL_READY || a->k.claim_sent || a->x.active)
 		return;
 	if (!getcwd(cwd, sizeof(cwd)) ||
 	    agentframe_tlv_put(rec, sizeof(rec), &off, 'c', cwd, strlen(cwd)) <
@@ -402,7 +402,8 @@ void kernel_reaped(struct agent *a, int wstatus)
 	}
 	if (starting)
 		a->k.failures++;
-	kernel_start(a);
+	if (a->kernel_mode) /* not after a one-off claim */
+		kernel_start(a);
 }
 
 void kernel_tick(struct agent *a, long long now)

@@ -247,6 +247,7 @@ static int claim(struct agent *a, const unsigned char *p, size_t n)
 	unsigned char tag;
 	size_t len, cwd_len = 0;
 	char path[PATH_MAX];
+	bool once = false;
 	int r;
 
 	agentframe_tlv_init(&it, p, n);
@@ -254,6 +255,8 @@ static int claim(struct agent *a, const unsigned char *p, size_t n)
 		if (tag == 'c') {
 			cwd = v;
 			cwd_len = len;
+		} else if (tag == 'o') {
+			once = len == 1 && v[0] == '1';
 		}
 	if (r < 0 || !cwd || cwd_len == 0 || cwd_len >= sizeof(path) ||
 	    memchr(cwd, 0, cwd_len))
@@ -271,6 +274,19 @@ static int claim(struct agent *a, const unsigned char *p, size_t n)
 	if (chdir(path) < 0)
 		snprintf(a->claim_error, sizeof(a->claim_error),
 		         "cannot change to %.200s: %s", path, strerror(errno));
+	if (once && a->kernel_mode) {
+		/*
+		 * One program of its own ahead, as in a container of its own:
+		 * the kernel ends for good (its memory is the program's), and
+		 * the answer waits until it is gone.
+		 */
+		a->kernel_mode = false;
+		if (a->k.state != KERNEL_NONE) {
+			a->claim_pending = true;
+			kernel_kill(a, "one-off");
+			return 0;
+		}
+	}
 	if (!a->kernel_mode || a->k.state == KERNEL_NONE) {
 		agent_claim_answered(a, NULL);
 		return 0;

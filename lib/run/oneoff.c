@@ -315,28 +315,33 @@ static bool oneoff_inputs_on_path(const struct oneoff_spec *sp)
 	       strncmp(sp->inputs_env, "PYTHONPATH=", 11) == 0;
 }
 
-/*
- * The variable that puts the package cache on Python's path (after the
- * inputs' /sandbox when there is one) or R's library path (R_LIBS: R
- * leaves out a directory that does not exist), or NULL when packages do
- * not apply.
- */
+int oneoff_packages_env(const struct config *cfg,
+                        const struct catalog_image *img, bool inputs_on_path,
+                        char **out)
+{
+	*out = NULL;
+	if (!cfg->packages)
+		return 0;
+	if (strcmp(img->packages, "cran") == 0)
+		*out = strdup("R_LIBS=" PACKAGES_R_DIR);
+	else if (strcmp(img->packages, "pip") == 0)
+		*out = buf_asprintf("PYTHONPATH=%s%s",
+		                    inputs_on_path ? "/sandbox:" : "",
+		                    PACKAGES_PYTHON_SITE);
+	else
+		return 0;
+	return *out ? 0 : -ENOMEM;
+}
+
+/* The package cache's variable of a one-off run (not an install or check). */
 static int oneoff_pythonpath(const struct config *cfg,
                              const struct oneoff_spec *sp,
                              struct oneoff_spec_store *st)
 {
-	if (!cfg->packages || sp->install || sp->check)
+	if (sp->install || sp->check)
 		return 0;
-	if (strcmp(sp->image->packages, "cran") == 0) {
-		st->pythonpath_env = strdup("R_LIBS=" PACKAGES_R_DIR);
-		return st->pythonpath_env ? 0 : -ENOMEM;
-	}
-	if (strcmp(sp->image->packages, "pip") != 0)
-		return 0;
-	st->pythonpath_env = buf_asprintf(
-	    "PYTHONPATH=%s%s", oneoff_inputs_on_path(sp) ? "/sandbox:" : "",
-	    PACKAGES_PYTHON_SITE);
-	return st->pythonpath_env ? 0 : -ENOMEM;
+	return oneoff_packages_env(cfg, sp->image, oneoff_inputs_on_path(sp),
+	                           &st->pythonpath_env);
 }
 
 int oneoff_box_spec(const struct config *cfg, const struct oneoff_spec *sp,

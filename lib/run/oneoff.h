@@ -126,6 +126,17 @@ void oneoff_inputs_for(const char *language, struct oneoff_inputs *out);
 
 #define ONEOFF_INPUTS_FILE "inputs.json"
 
+/*
+ * The variable that puts the conversation's package cache on the path of
+ * a program of img (docs/runners.md): PYTHONPATH (after /sandbox when
+ * inputs_on_path: the inputs' helper is there) or R's R_LIBS (R leaves out
+ * a directory that does not exist); *out NULL when packages do not apply.
+ * Caller frees *out. 0 or -ENOMEM.
+ */
+__attribute__((warn_unused_result)) int
+oneoff_packages_env(const struct config *cfg, const struct catalog_image *img,
+                    bool inputs_on_path, char **out);
+
 /* Storage for what oneoff_box_spec's box_spec points to. */
 struct oneoff_spec_store {
 	const char *cmd[CATALOG_COMMAND_MAX + 80];

@@ -22,7 +22,7 @@ import { join } from 'node:path';
 import { connectHttp } from './lib/daemon.mjs';
 import { bridgeGateway, wheel } from './lib/pyindex.mjs';
 import { describeRun } from './lib/sandbox.mjs';
-import { SLOW, expectStatus, py, startWarm, stopWarm } from './lib/warm.mjs';
+import { SLOW, expectStatus, py, startWarm, stopWarm, waitPool } from './lib/warm.mjs';
 
 const T = 180_000 * SLOW;
 const BOB = 'b'.repeat(40);
@@ -92,6 +92,9 @@ describe('egress through the proxy, by policy', () => {
     tlsPort = await listen(tls, gw);
     d = await startWarm({
       name: 'egress',
+      // Pool boxes too: a one-off run with network takes one and joins
+      // its own egress network like a session's box.
+      pool: true,
       env: {
         SANDBOX_ALLOW_NETWORK: 'true',
         MCP_API_TOKENS: `bob:${BOB}`,
@@ -231,6 +234,25 @@ for u in ['http://${gw}:${webPort}/direct', 'http://169.254.169.254/direct']:
     assert.match(lineOf(rw.sc.stdout, a), /ERR/, describeRun(rw));
     assert.deepEqual(dests(ra), [`a.wild.test:${webPort} allowed`, `web.test:${webPort} not in the allow-list`]);
     assert.deepEqual(dests(rw), [`a.wild.test:${webPort} not in the allow-list`, `web.test:${webPort} allowed`]);
+  });
+
+  test('a one-off run with network takes a pool box, which joins the run\'s own network for it', { timeout: T }, async () => {
+    await waitPool(d);
+    const url = `http://web.test:${webPort}/once`;
+    const r = await py(d.client, 'eg-once', fetchCode([url, `http://a.wild.test:${webPort}/once`]), {
+      network: [`web.test:${webPort}`],
+      memory_mb: 300,
+    });
+    expectStatus(r, 'completed');
+    assert.equal(r.sc.session.state, 'none', 'a one-off run (its own memory limit)');
+    assert.equal(r.sc.session.from_pool, true, `a pool box: ${JSON.stringify(r.sc.session)}`);
+    assert.equal(r.sc.memory_mb, 300);
+    assert.match(lineOf(r.sc.stdout, url), / 200 hello from web \/once/, describeRun(r));
+    assert.deepEqual(dests(r), [`a.wild.test:${webPort} not in the allow-list`, `web.test:${webPort} allowed`]);
+    // The conversation's next run has no network.
+    const after = await py(d.client, 'eg-once', fetchCode([url]));
+    expectStatus(after, 'completed');
+    assert.match(lineOf(after.sc.stdout, url), /ERR/, describeRun(after));
   });
 
   test('a tenant with a list of its own gets that list only', { timeout: T }, async () => {

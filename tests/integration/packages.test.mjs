@@ -18,7 +18,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { describeRun } from './lib/sandbox.mjs';
-import { SLOW, expectStatus, py, run, startWarm, stopWarm } from './lib/warm.mjs';
+import { SLOW, expectStatus, py, run, startWarm, stopWarm, waitPool } from './lib/warm.mjs';
 import { bridgeGateway, serveIndex, wheel } from './lib/pyindex.mjs';
 import { npmPackage, serveRegistry } from './lib/npmreg.mjs';
 
@@ -145,6 +145,34 @@ describe('packages on demand', () => {
     const other = await py(d.client, 'pip-other', 'import mcpsd_demo', {});
     expectStatus(other, 'failed');
     assert.match(other.sc.stderr, /ModuleNotFoundError: No module named 'mcpsd_demo'/);
+  });
+
+  test('a one-off run from the pool (its kernel ended, a program of its own) finds the cache and its inputs', { timeout: T }, async () => {
+    const p = await startWarm({
+      name: 'packages-pool',
+      pool: true,
+      env: {
+        SANDBOX_PACKAGES_PIP_INDEX: idx.url,
+        ...(existsSync(CA) ? { SANDBOX_PACKAGES_CA_FILE: CA } : {}),
+      },
+    });
+    try {
+      const first = await py(p.client, 'pip-pool', 'print(1)', { packages: ['mcpsd-demo'] });
+      expectStatus(first, 'completed');
+      await waitPool(p);
+      const code = 'import mcpsd_demo, sys\nprint(mcpsd_demo.VALUE, mcpsd_demo.__file__, inputs["n"], __name__)';
+      const once = await py(p.client, 'pip-pool', code, { memory_mb: 200, inputs: { n: 7 } });
+      expectStatus(once, 'completed');
+      assert.equal(once.sc.session.from_pool, true, JSON.stringify(once.sc.session));
+      assert.equal(once.sc.stdout, '42 /data/.mcp/packages/python/site/mcpsd_demo/__init__.py 7 __main__\n');
+      await waitPool(p);
+      const plain = await py(p.client, 'pip-pool', 'import mcpsd_demo\nprint(mcpsd_demo.VALUE)', { memory_mb: 200 });
+      expectStatus(plain, 'completed');
+      assert.equal(plain.sc.session.from_pool, true);
+      assert.equal(plain.sc.stdout, '42\n', 'without inputs too');
+    } finally {
+      await stopWarm(p);
+    }
   });
 
   test('what the image has is neither downloaded nor installed; conflicts pip leaves reach the model', { timeout: T }, async () => {

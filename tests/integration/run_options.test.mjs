@@ -216,6 +216,22 @@ if c is None:
 print('limits', int(m[0]) // (1024 * 1024), round(int(c[0]) / int(c[1]), 2), 'x' in globals())
 `;
 
+/** Python that says how it runs, counts kernels in its box and takes 100 MB. */
+const SMALL = String.raw`import sys
+n = 0
+for p in os.listdir('/proc'):
+    try:
+        a = open(f'/proc/{p}/cmdline', 'rb').read().split(b'\0')
+    except OSError:
+        continue
+    n += a[0].startswith(b'python') and b'/opt/mcp-sandboxd/kernel.py' in a
+print(__name__, sys.argv[0], 'kernels', n)
+block = bytearray(100 * 1024 * 1024)
+for i in range(0, len(block), 4096):
+    block[i] = 1
+print('allocated', len(block) >> 20, 'MB')
+`;
+
 describe('one-off runs from the pool', () => {
   let d;
   before(async () => {
@@ -268,13 +284,14 @@ describe('one-off runs from the pool', () => {
     expectSession(bash, 'none', 'limits');
     assert.equal(bash.sc.session.from_pool, true, 'every pooled language');
 
-    // Below the default memory a pool box's Python interpreter might hold
-    // more than the run may: a box of its own. A Bash pool box holds only
-    // the agent: it serves a smaller run too.
-    const small = await run(d.client, c, 'python', "print('small')", { memory_mb: 128 });
+    // Below the default memory too: the claim ends the pool box's kernel
+    // (and its preloaded libraries) first, so the program has the whole
+    // limit, and runs as a program of its own, as in a container.
+    const small = await run(d.client, c, 'python', LIMITS + SMALL, { memory_mb: 128 });
     expectStatus(small, 'completed');
     expectSession(small, 'none', 'limits');
-    assert.notEqual(small.sc.session.from_pool, true, 'not from the pool');
+    assert.equal(small.sc.session.from_pool, true, 'a pre-started box below the sessions\' memory too');
+    assert.equal(small.sc.stdout, 'limits 128 0.5 False\n__main__ /sandbox/main.py kernels 0\nallocated 100 MB\n', small.text);
     await waitPool(d);
     const smallBash = await run(d.client, c, 'bash', 'cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes', { memory_mb: 64 });
     expectStatus(smallBash, 'completed');

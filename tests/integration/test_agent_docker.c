@@ -1333,6 +1333,80 @@ static void test_python(void)
  * The agent as PID 1 (Init: false): code can neither kill it nor reach the
  * container's stdout through PID 1's descriptors, and orphans are reaped.
  */
+/*
+ * A one-off claim (C with o): the kernel ends for good before the A, the
+ * program runs as a process, and no kernel starts again.
+ */
+static void test_claim_once(void)
+{
+	const char *const args[] = {"--preload", "numpy",
+	                            "--kernel",  "python3",
+	                            "-u",        "/opt/mcp-sandboxd/kernel.py"};
+	const char *const ps[] = {
+	    "python3", "-c",
+	    "import os\nn = 0\nfor p in os.listdir('/proc'):\n"
+	    "    try:\n"
+	    "        a = open(f'/proc/{p}/cmdline', "
+	    "'rb').read().split(b'\\0')\n"
+	    "    except OSError:\n        continue\n"
+	    "    n += a[0] == b'python3' and "
+	    "b'/opt/mcp-sandboxd/kernel.py' in a\n"
+	    "print('kernels', n)",
+	    NULL};
+	struct ctr c;
+	struct result r;
+	struct buf b;
+	struct frame f;
+	cJSON *a = NULL;
+	int ready_after = 0;
+
+	printf("# python: a one-off claim ends the kernel\n");
+	if (ctr_start(&c, IMG_PY, args, 6) < 0 || !ctr_ready(&c, 120000)) {
+		ok(0, "python container ready");
+		ctr_finish(&c);
+		return;
+	}
+	buf_init(&b, 0);
+	tlv(&b, 'c', "/data");
+	tlv(&b, 'o', "1");
+	(void)ctr_send(&c, 'C', b.data, b.len);
+	buf_finish(&b);
+	while (!a && ctr_next(&c, now_ms() + 10000, &f) == 0) {
+		if (f.type == 'A')
+			a = cJSON_ParseWithLength((char *)f.p, f.n);
+		free(f.p);
+	}
+	ok(a && strcmp(jstr(a, "cwd"), "/data") == 0 &&
+	       cJSON_IsNull(cJSON_GetObjectItem(a, "error")),
+	   "one-off C answered by A without an error");
+	cJSON_Delete(a);
+	if (pexec(&c, ps, NULL, NULL, &r, 30000) == 0)
+		is_str(rtext(&r.out), "kernels 0\n",
+		       "one-off: no kernel runs once A came");
+	else
+		ok(0, "one-off process ran");
+	result_finish(&r);
+	if (kexec(&c, "print(1)", NULL, NULL, &r, 10000) == 0)
+		is_str(jstr(r.d, "error"), "this container has no kernel",
+		       "one-off: a kernel exec is refused");
+	else
+		ok(0, "one-off kernel exec answered");
+	result_finish(&r);
+	/* Nothing restarts it: no R within a second, none still running. */
+	while (ctr_next(&c, now_ms() + 1000, &f) == 0) {
+		ready_after += f.type == 'R';
+		free(f.p);
+	}
+	is_int(ready_after, 0, "one-off: no new kernel's R");
+	if (pexec(&c, ps, NULL, NULL, &r, 30000) == 0)
+		is_str(rtext(&r.out), "kernels 0\n",
+		       "one-off: still no kernel a second later");
+	else
+		ok(0, "one-off second process ran");
+	result_finish(&r);
+	ctr_finish(&c);
+}
+
 static void test_pid1(void)
 {
 	const char *const args[] = {"--kernel", "python3", "-u",
@@ -1481,6 +1555,7 @@ int main(int argc, char **argv)
 	else
 		printf("# SKIP typescript: no image\n");
 	test_python();
+	test_claim_once();
 	test_pid1();
 	test_bad_daemon_frame();
 

@@ -834,11 +834,9 @@ int warm_run_once(struct warm *w, const struct runner_request *req,
 		return -EAGAIN;
 	pthread_mutex_lock(&w->lock);
 	b = w->stopping ? NULL : warm_pool_take(w, img);
-	/* Its interpreter may hold more than the run may use; or the
-	 * backend cannot change its limits: it stays in the pool. */
-	if (b && ((b->kernel && mem < cfg->memory_mb) ||
-	          ((mem != cfg->memory_mb || cpus != cfg->cpus) &&
-	           !b->box->impl->box_limits))) {
+	/* The backend cannot change its limits: it stays in the pool. */
+	if (b && (mem != cfg->memory_mb || cpus != cfg->cpus) &&
+	    !b->box->impl->box_limits) {
 		warm_pool_add(w, b);
 		b = NULL;
 	}
@@ -849,10 +847,15 @@ int warm_run_once(struct warm *w, const struct runner_request *req,
 		return -EAGAIN;
 	/* A key of its own: the conversation's session stays as it is. */
 	snprintf(key, sizeof(key), "%s.%s", req->workspace_name, "once");
-	if (mem != cfg->memory_mb || cpus != cfg->cpus)
+	/*
+	 * The claim ends a kernel (the program runs as a process, as in a
+	 * container of its own, and the kernel's memory is freed before a
+	 * lower limit applies).
+	 */
+	b->once = true;
+	rc = warm_box_claim(&w->env, b, req, key, msg, sizeof(msg));
+	if (rc == 0 && (mem != cfg->memory_mb || cpus != cfg->cpus))
 		rc = box_limits(b->box, mem, cpus, msg, sizeof(msg));
-	if (rc == 0)
-		rc = warm_box_claim(&w->env, b, req, key, msg, sizeof(msg));
 	if (rc < 0) {
 		log_info("a one-off %s run could not use a pool box (%s); it "
 		         "starts a box of its own",
@@ -861,7 +864,6 @@ int warm_run_once(struct warm *w, const struct runner_request *req,
 		warm_unreserve(w);
 		return -EAGAIN;
 	}
-	b->once = true;
 	b->restore_next = false;
 	warm_adopt(b, req->tenant);
 	res->session.from_pool = true;

@@ -514,15 +514,20 @@ int warm_box_claim(const struct warm_context *env, struct warm_box *b,
 	if (rc < 0)
 		return rc;
 	snprintf(b->key, sizeof(b->key), "%s", key);
-	if (agentframe_tlv_put(rec, sizeof(rec), &off, 'c', "/data", 5) < 0)
+	if (agentframe_tlv_put(rec, sizeof(rec), &off, 'c', "/data", 5) < 0 ||
+	    (b->once && b->kernel &&
+	     agentframe_tlv_put(rec, sizeof(rec), &off, 'o', "1", 1) < 0))
 		return errmsg_fail(-ENOSPC, err, errlen, "claim too large");
 	rc = warm_io_send(b, 'C', rec, off);
 	if (rc == 0)
 		rc = warm_io_pump(&io, mono_ms() + WARM_CLAIM_MS, -1,
 		                  warm_io_until_claimed, NULL);
 	warm_io_finish(&io);
-	if (rc == 1)
+	if (rc == 1) {
+		if (b->once) /* the agent ended its kernel: a process runs */
+			b->kernel = false;
 		return 0;
+	}
 	return errmsg_fail(rc < 0 ? rc : -ETIMEDOUT, err, errlen,
 	                   "the sandbox agent did not take the claim%s%s",
 	                   io.proto[0] ? ": " : "", io.proto);

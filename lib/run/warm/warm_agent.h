@@ -74,7 +74,9 @@ struct warm_box {
 	/* Durable sessions: the next exec loads the saved state first. */
 	bool restore_next;
 	bool restoring; /* the exec running now loads the saved state */
-	bool once;      /* one one-off run (warm_run_once): no state saved */
+	/* One one-off run (warm_run_once): set before the claim, which ends
+	 * the kernel (its program runs as a process); no state saved. */
+	bool once;
 	unsigned calls;
 	long long oom_kills_seen; /* the cgroup's OOM kills at the last D */
 	uint64_t next_id;
@@ -133,7 +135,8 @@ warm_box_start(const struct warm_context *env, const struct catalog_image *img,
 /*
  * Gives a pool box to the conversation of req: the backend hands the box
  * its workspace at /data (box_hand_over) and the agent is told to change
- * to it.
+ * to it. For a one-off run (b->once) the agent also ends its kernel for
+ * good and answers once it is gone; b->kernel turns false.
  */
 __attribute__((warn_unused_result)) int
 warm_box_claim(const struct warm_context *env, struct warm_box *b,

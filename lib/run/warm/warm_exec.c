@@ -120,14 +120,29 @@ static int warm_exec_records(struct warm_box *b,
 	for (size_t i = 0; rc == 0 && i < req->n_env; i++)
 		rc = agentframe_tlv_put(rec, cap, off, 'v', req->env[i],
 		                        strlen(req->env[i]));
-	if (rc == 0 && req->inputs_json && !b->kernel) {
-		/* A fresh process loads them through its helper. */
-		struct oneoff_inputs in;
+	if (rc == 0 && !b->kernel) {
+		/*
+		 * A fresh process loads the inputs through its helper and finds
+		 * the package cache through a variable (both PYTHONPATH for
+		 * Python: one variable with both), as a one-off box does.
+		 */
+		struct oneoff_inputs in = {0};
+		char *pkg = NULL;
 
-		oneoff_inputs_for(img->language, &in);
-		if (in.env)
+		if (req->inputs_json)
+			oneoff_inputs_for(img->language, &in);
+		rc = oneoff_packages_env(
+		    cfg, img, in.env && strncmp(in.env, "PYTHONPATH=", 11) == 0,
+		    &pkg);
+		if (rc == 0 && in.env &&
+		    !(pkg && strncmp(pkg, "PYTHONPATH=", 11) == 0 &&
+		      strncmp(in.env, "PYTHONPATH=", 11) == 0))
 			rc = agentframe_tlv_put(rec, cap, off, 'v', in.env,
 			                        strlen(in.env));
+		if (rc == 0 && pkg)
+			rc = agentframe_tlv_put(rec, cap, off, 'v', pkg,
+			                        strlen(pkg));
+		free(pkg);
 	}
 	if (rc == 0)
 		rc = agentframe_tlv_put(rec, cap, off, 'c', "/data", 5);
