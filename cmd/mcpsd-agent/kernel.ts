@@ -641,6 +641,11 @@ async function main() {
   const records: Uint8Array[] = [];
   loadLibc(records);
   state.home = process.cwd();
+  // Bun makes these streams on first use, which takes 8-10 ms at half a
+  // CPU: before R (a pool box's start), not in the first call (drain()
+  // uses them after every call anyway).
+  void process.stdout;
+  void process.stderr;
   send("R", concat(records));
   for (;;) {
     let kind: string, payload: Uint8Array;

@@ -315,7 +315,7 @@ static int attach(int imgfd, char *dev, size_t devlen, char *err, size_t errlen)
 	return r < 0 ? r : lfd;
 }
 
-int loopfs_mount(const char *image, const char *target, char *err,
+int loopfs_mount(const char *image, const char *target, bool fresh, char *err,
                  size_t errlen)
 {
 	char dev[64], via[64];
@@ -328,7 +328,9 @@ int loopfs_mount(const char *image, const char *target, char *err,
 		         strerror(-r));
 		goto out;
 	}
-	find_attached(image, dev, sizeof(dev));
+	dev[0] = '\0';
+	if (!fresh)
+		find_attached(image, dev, sizeof(dev));
 	if (dev[0]) {
 		lfd = open(dev, O_RDWR | O_CLOEXEC);
 		if (lfd < 0) {

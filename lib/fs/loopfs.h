@@ -35,10 +35,15 @@ loopfs_format(const char *image, uint64_t size, unsigned inodes, uid_t uid,
  * nosuid, nodev and noexec, on a free loop device that detaches itself at
  * unmount, or on the loop device the image is already attached to (a mount
  * that outlived an earlier instance), so one image is never attached twice.
- * Returns 0, or a negative errno with the reason in err.
+ * fresh: the caller just made the image (loopfs_format), so no loop device
+ * can hold it and the search of every loop device (its cost grows with the
+ * mounts on the host) is left out. Returns 0, or a negative errno with the
+ * reason in err.
  */
-__attribute__((warn_unused_result)) int
-loopfs_mount(const char *image, const char *target, char *err, size_t errlen);
+__attribute__((warn_unused_result)) int loopfs_mount(const char *image,
+                                                     const char *target,
+                                                     bool fresh, char *err,
+                                                     size_t errlen);
 
 /*
  * Unmounts target (not following a symlink). Returns 0, -EBUSY while

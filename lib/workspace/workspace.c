@@ -218,9 +218,12 @@ void workspace_paths(struct workspace_mgr *m, const char *name, char *dir,
 	snprintf(img, imglen, "%s/%.64s.img", m->img_path, name);
 }
 
-/* Mounts an existing image at its mount point, adopting a live mount. */
-static int mount_image(struct workspace_mgr *m, struct ws_entry *e, char *err,
-                       size_t errlen)
+/*
+ * Mounts an image at its mount point, adopting a live mount; fresh: just
+ * formatted (loopfs_mount).
+ */
+static int mount_image(struct workspace_mgr *m, struct ws_entry *e, bool fresh,
+                       char *err, size_t errlen)
 {
 	char dir[400], img[400], why[512];
 	int r;
@@ -234,7 +237,7 @@ static int mount_image(struct workspace_mgr *m, struct ws_entry *e, char *err,
 		e->mounted = true;
 		return 0;
 	}
-	r = loopfs_mount(img, dir, why, sizeof(why));
+	r = loopfs_mount(img, dir, fresh, why, sizeof(why));
 	if (r < 0) {
 		log_errorx("workspace %.12s: %s", e->name, why);
 		errmsg_set(
@@ -329,7 +332,7 @@ static int create_workspace(struct workspace_mgr *m, struct ws_entry *e,
 			           "conversation now; try again later");
 			return r;
 		}
-		r = mount_image(m, e, err, errlen);
+		r = mount_image(m, e, true, err, errlen);
 		if (r == 0)
 			r = tidy_new_root(m, e->name);
 	} else {
@@ -471,7 +474,7 @@ static int prepare(struct workspace_mgr *m, struct ws_entry *e, bool create,
 			    "mount now; ask the operator (quota mode)");
 			return -EIO;
 		}
-		return e->mounted ? 0 : mount_image(m, e, err, errlen);
+		return e->mounted ? 0 : mount_image(m, e, false, err, errlen);
 	}
 	/* A marker without its directory: deletion was cut short. */
 	owner(m, &uid, &gid);

@@ -439,7 +439,7 @@ static int probe_loop(struct workspace_mgr *m, char *why, size_t whylen)
 	                  whylen);
 	if (r < 0)
 		goto out;
-	r = loopfs_mount(img, mnt, why, whylen);
+	r = loopfs_mount(img, mnt, true, why, whylen);
 	if (r < 0)
 		goto out;
 	if (loopfs_is_mountpoint(m->rootfd, ".probe") != 1) {
