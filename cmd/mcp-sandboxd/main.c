@@ -317,6 +317,8 @@ static int daemon_jobs(struct daemon *d)
 	             d->wm) < 0 ||
 	    cron_add(c, CRON_SLOW, "warm", 1000, runner_job_warm, d->runner) <
 	        0 ||
+	    cron_add(c, CRON_WRITES, "spare-image", WORKSPACE_SPARE_INTERVAL_MS,
+	             workspace_job_spare, d->wm) < 0 ||
 	    cron_add(c, CRON_WRITES, "notebook",
 	             WORKSPACE_DEFER_JOB_MS(TOOLS_NOTEBOOK_REWRITE_MS),
 	             workspace_job_deferred, d->wm) < 0 ||

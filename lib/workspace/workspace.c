@@ -23,6 +23,7 @@
  */
 #include "workspace/workspace.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -282,6 +283,96 @@ void workspace_remove_data(struct workspace_mgr *m, const char *name, bool loop)
 	(void)!fstree_remove(m->wsfd, name);
 }
 
+/* ---- the spare image ---------------------------------------------------- */
+
+/*
+ * Whether the host has room for one more image: images are sparse, so the
+ * host can promise more than it has; a new one is admitted only while a
+ * whole quota still fits (an image whose writes fail on the host aborts its
+ * journal and turns read-only, which is worse than a clear refusal now).
+ */
+static bool image_fits(const struct workspace_mgr *m)
+{
+	struct statvfs sv;
+
+	return statvfs(m->cfg->sandbox_root, &sv) != 0 ||
+	       (unsigned long long)sv.f_bavail * sv.f_frsize >=
+	           workspace_image_bytes(m->cfg) + 8ULL * 1024 * 1024;
+}
+
+/* Formats an image of a new workspace at path (loopfs_format). */
+static int format_image(const struct workspace_mgr *m, const char *path,
+                        char *why, size_t whylen)
+{
+	uid_t uid;
+	gid_t gid;
+
+	owner(m, &uid, &gid);
+	return loopfs_format(path, workspace_image_bytes(m->cfg),
+	                     m->cfg->workspace_max_files,
+	                     uid == (uid_t)-1 ? geteuid() : uid,
+	                     gid == (gid_t)-1 ? getegid() : gid, why, whylen);
+}
+
+/* Takes the spare image as the image of workspace name: 0, or -errno. */
+static int take_spare(struct workspace_mgr *m, const char *name)
+{
+	char img[WORKSPACE_NAME_LEN + 8];
+
+	snprintf(img, sizeof(img), "%.64s.img", name);
+	if (renameat2(m->imgfd, WORKSPACE_SPARE_IMAGE, m->imgfd, img,
+	              RENAME_NOREPLACE) < 0)
+		return -errno;
+	return 0;
+}
+
+enum cron_next workspace_job_spare(void *mgr, long long deadline_ms)
+{
+	struct workspace_mgr *m = mgr;
+	char tmp[64], path[400], why[512];
+	static unsigned long long seq;
+	int r;
+
+	(void)deadline_ms;
+	if (!m->loop || !image_fits(m) ||
+	    faccessat(m->imgfd, WORKSPACE_SPARE_IMAGE, F_OK,
+	              AT_SYMLINK_NOFOLLOW) == 0)
+		return CRON_DONE;
+	/* Made aside and renamed: a spare is always a whole image. */
+	snprintf(tmp, sizeof(tmp), WORKSPACE_SPARE_PREFIX "-%d-%llu.img",
+	         (int)getpid(), ++seq);
+	snprintf(path, sizeof(path), "%s/%s", m->img_path, tmp);
+	r = format_image(m, path, why, sizeof(why));
+	if (r < 0) {
+		log_warnx("cannot make a spare workspace image: %s", why);
+		return CRON_DONE;
+	}
+	if (renameat2(m->imgfd, tmp, m->imgfd, WORKSPACE_SPARE_IMAGE,
+	              RENAME_NOREPLACE) < 0)
+		unlinkat(m->imgfd, tmp, 0); /* another one made it first */
+	return CRON_DONE;
+}
+
+void workspace_spare_drop(struct workspace_mgr *m)
+{
+	DIR *d;
+	struct dirent *de;
+	int fd = openat(m->imgfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return;
+	}
+	while ((de = readdir(d)))
+		if (strncmp(de->d_name, WORKSPACE_SPARE_PREFIX,
+		            strlen(WORKSPACE_SPARE_PREFIX)) == 0)
+			unlinkat(m->imgfd, de->d_name, 0);
+	closedir(d);
+}
+
 /*
  * Creates a workspace of tenant fp ("" for none); the count is already
  * reserved by the caller.
@@ -299,17 +390,7 @@ static int create_workspace(struct workspace_mgr *m, struct ws_entry *e,
 	workspace_paths(m, e->name, dir, sizeof(dir), img, sizeof(img));
 	e->loop = m->loop;
 	if (m->loop) {
-		struct statvfs sv;
-
-		/*
-		 * Images are sparse, so the host can promise more than it has.
-		 * Admit a new one only while a whole quota still fits: an
-		 * image whose writes fail on the host aborts its journal and
-		 * turns read-only, which is worse than a clear refusal now.
-		 */
-		if (statvfs(cfg->sandbox_root, &sv) == 0 &&
-		    (unsigned long long)sv.f_bavail * sv.f_frsize <
-		        workspace_image_bytes(cfg) + 8ULL * 1024 * 1024) {
+		if (!image_fits(m)) {
 			log_warnx("refusing a new workspace: %s has less free "
 			          "space than one quota (%zu bytes) plus 8 MB",
 			          cfg->sandbox_root,
@@ -321,10 +402,11 @@ static int create_workspace(struct workspace_mgr *m, struct ws_entry *e,
 			    "try again later (the operator has been told)");
 			return -ENOSPC;
 		}
-		r = loopfs_format(
-		    img, workspace_image_bytes(cfg), cfg->workspace_max_files,
-		    uid == (uid_t)-1 ? geteuid() : uid,
-		    gid == (gid_t)-1 ? getegid() : gid, why, sizeof(why));
+		/* The spare made ahead (workspace_job_spare), else a new one.
+		 */
+		r = take_spare(m, e->name);
+		if (r < 0)
+			r = format_image(m, img, why, sizeof(why));
 		if (r < 0) {
 			log_errorx("workspace %.12s: %s", e->name, why);
 			errmsg_set(err, errlen,

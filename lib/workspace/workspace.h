@@ -256,6 +256,14 @@ unsigned workspace_mgr_sweep(struct workspace_mgr *mgr, bool unmount_all);
  * returns CRON_MORE and the next run goes on where this one stopped.
  */
 enum cron_next workspace_job_sweep(void *mgr, long long deadline_ms);
+
+/*
+ * Loop mode: formats the spare image a new workspace takes instead of
+ * waiting for mkfs.ext4, when there is none and the host has room for it
+ * (a housekeeping job, cron.h). Nothing in the other modes.
+ */
+enum cron_next workspace_job_spare(void *mgr, long long deadline_ms);
+#define WORKSPACE_SPARE_INTERVAL_MS 1000u
 /* How often the job runs: every minute, or every half of the retention
  * when that is shorter (at least once a second). */
 #define WORKSPACE_SWEEP_INTERVAL_MS(cfg)                                       \

@@ -122,6 +122,18 @@ bool workspace_is_name(const char *s);
 uint64_t workspace_image_bytes(const struct config *cfg);
 
 /*
+ * The spare image (loop mode): formatted ahead by workspace_job_spare in
+ * images/, renamed to a new workspace's image when one is created, so the
+ * first call of a conversation does not wait for mkfs.ext4 (6 ms). Names
+ * starting with WORKSPACE_SPARE_PREFIX are the spare and images being made
+ * for it; workspace_spare_drop removes them all (at start-up, as the
+ * settings may have changed the size, and at shutdown).
+ */
+#define WORKSPACE_SPARE_IMAGE ".spare.img"
+#define WORKSPACE_SPARE_PREFIX ".spare"
+void workspace_spare_drop(struct workspace_mgr *m);
+
+/*
  * The entry of name, created (not ready, no references) if there is none;
  * NULL when out of memory. Called with the lock held.
  */

@@ -583,6 +583,8 @@ static int recover(struct workspace_mgr *m)
 	int fd;
 
 	m->count = 0;
+	/* Made for the settings of an earlier start, which may differ. */
+	workspace_spare_drop(m);
 	fd = openat(m->metafd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0 || !(d = fdopendir(fd))) {
 		if (fd >= 0)
@@ -765,6 +767,8 @@ void workspace_mgr_destroy(struct workspace_mgr *mgr)
 	sweep_reset(mgr);
 	if (mgr->loop && mgr->wsfd >= 0)
 		(void)unmount_idle(mgr, true, true, LLONG_MAX);
+	if (mgr->loop && mgr->imgfd >= 0)
+		workspace_spare_drop(mgr);
 	for (e = mgr->entries; e; e = next) {
 		next = e->next;
 		if (e->refs)

@@ -1580,6 +1580,82 @@ static void make_expired(struct workspace_mgr *m, const char *prefix, int n)
 	is_int(made, n, "expired workspaces made");
 }
 
+/*
+ * Loop mode's spare image: made by the job, taken by the next new
+ * workspace (the same file, renamed), made again; none left at shutdown,
+ * and any left by an earlier start removed at start-up.
+ */
+static void test_spare_image(void)
+{
+	struct config c;
+	struct workspace_mgr *m = NULL;
+	struct workspace *ws = NULL;
+	char err[800], name[65], spare[600], img[600], p[600];
+	struct stat st;
+	ino_t ino;
+	int fd;
+
+	cfg_init(&c, mode_loop, 0x78);
+	c.workspace_quota_bytes = 16 * 1024 * 1024;
+	c.workspace_max_files = 200;
+	if (workspace_mgr_create(&c, &m, err, sizeof(err)) < 0) {
+		ok(geteuid() != 0, "# SKIP loop mode unavailable: %s", err);
+		return;
+	}
+	snprintf(spare, sizeof(spare), "%s/images/.spare.img", root);
+	ok(access(spare, F_OK) != 0, "spare: none before the job");
+	is_int(workspace_job_spare(m, LLONG_MAX), CRON_DONE, "spare: job");
+	ok(stat(spare, &st) == 0 && st.st_size == 16 * 1024 * 1024,
+	   "spare: an image of the quota's size made");
+	ino = st.st_ino;
+	(void)workspace_job_spare(m, LLONG_MAX);
+	ok(stat(spare, &st) == 0 && st.st_ino == ino,
+	   "spare: the job leaves a spare that is there alone");
+	ok(workspace_open(m, "t", "spare", true, &ws, err, sizeof(err)) == 0,
+	   "spare: a new workspace (%s)", err);
+	workspace_name_for(m, "t", "spare", name);
+	snprintf(img, sizeof(img), "%s/images/%s.img", root, name);
+	ok(stat(img, &st) == 0 && st.st_ino == ino,
+	   "spare: the new workspace's image is the spare, renamed");
+	ok(access(spare, F_OK) != 0, "spare: taken");
+	snprintf(p, sizeof(p), "%s/workspaces/%s", root, name);
+	ok(is_mounted(p), "spare: mounted");
+	ok(stat(p, &st) == 0 && st.st_uid == 64321 &&
+	       (st.st_mode & 0777) == 0700,
+	   "spare: its root the sandbox user's, 0700");
+	snprintf(p, sizeof(p), "%s/workspaces/%s/lost+found", root, name);
+	ok(access(p, F_OK) != 0, "spare: no lost+found");
+	ok(workspace_write_file(ws, "a.txt", "hi", 2, false, err,
+	                        sizeof(err)) == 0,
+	   "spare: writable (%s)", err);
+	workspace_close(ws);
+	ws = NULL;
+	(void)workspace_job_spare(m, LLONG_MAX);
+	ok(stat(spare, &st) == 0 && st.st_ino != ino,
+	   "spare: the job makes the next one");
+	workspace_mgr_destroy(m);
+	m = NULL;
+	ok(access(spare, F_OK) != 0, "spare: removed at shutdown");
+
+	/* Left by an earlier start (other settings): removed at start-up. */
+	snprintf(p, sizeof(p), "%s/images/.spare-1-1.img", root);
+	fd = open(spare, O_WRONLY | O_CREAT, 0600);
+	if (fd >= 0)
+		close(fd);
+	fd = open(p, O_WRONLY | O_CREAT, 0600);
+	if (fd >= 0)
+		close(fd);
+	c.workspace_quota_bytes = 24 * 1024 * 1024;
+	ok(workspace_mgr_create(&c, &m, err, sizeof(err)) == 0,
+	   "spare: restart (%s)", err);
+	ok(access(spare, F_OK) != 0 && access(p, F_OK) != 0,
+	   "spare: an earlier start's spare and half-made one removed");
+	(void)workspace_job_spare(m, LLONG_MAX);
+	ok(stat(spare, &st) == 0 && st.st_size == 24 * 1024 * 1024,
+	   "spare: the new one has the new size");
+	workspace_mgr_destroy(m);
+}
+
 static void test_sweep_budget(void)
 {
 	struct config c;
@@ -1665,6 +1741,7 @@ int main(void)
 	test_run_support();
 	test_saved_outputs();
 	test_loop_mode();
+	test_spare_image();
 	if (getenv("MCPSD_TEST_DOCKER_IMAGE"))
 		docker_test(getenv("MCPSD_TEST_DOCKER_IMAGE"));
 	{
