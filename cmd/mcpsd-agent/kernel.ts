@@ -537,7 +537,11 @@ function encodeResult(result: any): Uint8Array {
   }));
 }
 
-/* Waits until what the code wrote to stdout and stderr left the process. */
+/*
+ * Waits until what the code wrote to stdout and stderr left the process.
+ * (Bun makes these streams on first use: 8 ms and 7 MiB more in the box,
+ * so they are not made before R; an idle pool box stays small.)
+ */
 async function drain() {
   for (const s of [process.stdout, process.stderr] as any[]) {
     if (s?.writableNeedDrain)
@@ -641,11 +645,6 @@ async function main() {
   const records: Uint8Array[] = [];
   loadLibc(records);
   state.home = process.cwd();
-  // Bun makes these streams on first use, which takes 8-10 ms at half a
-  // CPU: before R (a pool box's start), not in the first call (drain()
-  // uses them after every call anyway).
-  void process.stdout;
-  void process.stderr;
   send("R", concat(records));
   for (;;) {
     let kind: string, payload: Uint8Array;
