@@ -330,21 +330,25 @@ enum cron_next workspace_job_spare(void *mgr, long long deadline_ms)
 {
 	struct workspace_mgr *m = mgr;
 	char tmp[64], path[400], why[512];
-	static unsigned long long seq;
 	int r;
 
 	(void)deadline_ms;
-	if (!m->loop || !image_fits(m) ||
+	if (!m->loop || mono_ms() < m->spare_retry_ms || !image_fits(m) ||
 	    faccessat(m->imgfd, WORKSPACE_SPARE_IMAGE, F_OK,
 	              AT_SYMLINK_NOFOLLOW) == 0)
 		return CRON_DONE;
 	/* Made aside and renamed: a spare is always a whole image. */
 	snprintf(tmp, sizeof(tmp), WORKSPACE_SPARE_PREFIX "-%d-%llu.img",
-	         (int)getpid(), ++seq);
+	         (int)getpid(), ++m->spare_seq);
 	snprintf(path, sizeof(path), "%s/%s", m->img_path, tmp);
 	r = format_image(m, path, why, sizeof(why));
 	if (r < 0) {
-		log_warnx("cannot make a spare workspace image: %s", why);
+		/* Said once a minute at most; new workspaces format their own.
+		 */
+		m->spare_retry_ms = mono_ms() + WORKSPACE_SPARE_RETRY_MS;
+		log_warnx("cannot make a spare workspace image (tried again in "
+		          "%u s): %s",
+		          WORKSPACE_SPARE_RETRY_MS / 1000, why);
 		return CRON_DONE;
 	}
 	if (renameat2(m->imgfd, tmp, m->imgfd, WORKSPACE_SPARE_IMAGE,

@@ -75,6 +75,10 @@ struct workspace_mgr {
 	unsigned n_config_tenants;    /* distinct configured tenant names */
 	struct ratelimit *create_rl;  /* creations per tenant, or NULL */
 	bool loop;                    /* the quota mode in effect */
+	/* workspace_job_spare (its lane's thread only): no new try before
+	 * this mono_ms after a failure, and the seq of its temporary names */
+	long long spare_retry_ms;
+	unsigned long long spare_seq;
 	int rootfd, wsfd, metafd, imgfd, lockfd;
 	int privfd;         /* private/: per workspace, what code never sees */
 	int replica_lockfd; /* .lock.<MCP_REPLICA_NAME>, or -1 */
@@ -131,6 +135,7 @@ uint64_t workspace_image_bytes(const struct config *cfg);
  */
 #define WORKSPACE_SPARE_IMAGE ".spare.img"
 #define WORKSPACE_SPARE_PREFIX ".spare"
+#define WORKSPACE_SPARE_RETRY_MS 60000u
 void workspace_spare_drop(struct workspace_mgr *m);
 
 /*

@@ -27,6 +27,8 @@
 #include "tap.h"
 #include "tools/tools_content.h"
 #include "workspace/workspace.h"
+#include "util/mono.h"
+#include "workspace/workspace_internal.h"
 
 static char root[256], host[] = "/srv/host-view";
 static char mode_none[] = "none", mode_loop[] = "loop";
@@ -137,14 +139,6 @@ struct lock_arg {
 	int r;
 	long long waited_ms;
 };
-
-static long long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void *lock_thread(void *p)
 {
@@ -1630,6 +1624,20 @@ static void test_spare_image(void)
 	   "spare: writable (%s)", err);
 	workspace_close(ws);
 	ws = NULL;
+
+	/* A spare that cannot be made: tried again a minute later, not at
+	 * every run of the job (a warning a second for days otherwise). */
+	snprintf(p, sizeof(p), "%s/images/.spare-%d-%llu.img", root,
+	         (int)getpid(), m->spare_seq + 1);
+	ok(mkdir(p, 0700) == 0, "spare: an obstacle where it is made");
+	(void)workspace_job_spare(m, LLONG_MAX);
+	ok(access(spare, F_OK) != 0 &&
+	       m->spare_retry_ms > mono_ms() + WORKSPACE_SPARE_RETRY_MS - 5000,
+	   "spare: not made; the next try a minute later");
+	(void)workspace_job_spare(m, LLONG_MAX);
+	ok(access(spare, F_OK) != 0, "spare: no new try within the minute");
+	rmdir(p);
+	m->spare_retry_ms = 0; /* the minute passed */
 	(void)workspace_job_spare(m, LLONG_MAX);
 	ok(stat(spare, &st) == 0 && st.st_ino != ino,
 	   "spare: the job makes the next one");
