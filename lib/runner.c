@@ -182,18 +182,22 @@ static int runner_warm(struct runner *r, const struct runner_request *req,
 		why = "disabled";
 	else if (req->network && !req->egress)
 		why = "network";
-	else if (req->one_off)
-		why = "one_off";
 	else if (req->check)
 		why = "check";
+	else if (req->one_off)
+		why = "one_off";
 	else if ((req->memory_mb && req->memory_mb != r->cfg->memory_mb) ||
 	         (req->cpus > 0 && req->cpus != r->cfg->cpus))
 		why = "limits"; /* warm boxes all have the default limits */
 	else if (warm_run(r->warm, req, img, res) == 0)
 		return 0;
-	/* A one-off for limits of its own: a pool box, its limits changed. */
-	if (why && strcmp(why, "limits") == 0 && !req->rewind_to &&
-	    !req->fork_from && warm_run_once(r->warm, req, img, res) == 0) {
+	/*
+	 * A one-off for limits of its own: a pool box, its limits changed; a
+	 * syntax check: a pool box, without the conversation's /data.
+	 */
+	if (why && (strcmp(why, "limits") == 0 || strcmp(why, "check") == 0) &&
+	    !req->rewind_to && !req->fork_from &&
+	    warm_run_once(r->warm, req, img, res) == 0) {
 		snprintf(res->session.reason, sizeof(res->session.reason), "%s",
 		         why);
 		return 0;

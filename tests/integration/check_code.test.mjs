@@ -11,7 +11,9 @@
 // built without a sandbox.check label, is skipped, saying so.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { callTool, dockerApi, removeContainersOf, startSandboxDaemon, waitNoContainers } from './lib/sandbox.mjs';
+import { boxesOf, startWarm, stopWarm, until, waitPool } from './lib/warm.mjs';
 
 const SLOW = process.env.MCPSD_SANITIZED ? 3 : 1;
 const TEST_MS = 180_000 * SLOW;
@@ -203,5 +205,40 @@ describe('check_code never runs code', { skip: skipOf('typescript') }, () => {
     assert.ok(!/MACRO-RAN/.test(JSON.stringify(r.sc)) && !/MACRO-RAN/.test(r.text), show(r));
     assert.equal(r.sc.ok, false, 'macros are refused, not run');
     assert.match(r.sc.errors[0].message, /[Mm]acro/, show(r));
+  });
+});
+
+describe('check_code from the pool', { skip: skipOf('python') || skipOf('bash') }, () => {
+  let p;
+  before(async () => {
+    p = await startWarm({ name: 'check-pool', pool: true, env: { MCP_LOG_LEVEL: 'debug' } });
+  });
+  after(() => stopWarm(p));
+
+  test('a ready pool box checks the code (its kernel ended, no workspace) and is replaced; the results are the same', { timeout: TEST_MS }, async () => {
+    for (const name of ['python', 'bash']) {
+      const t = LANGS[name];
+      await waitPool(p);
+      const ids = new Set((await boxesOf(p)).map((b) => b.Id));
+      const bad = await callTool(p.client, 'check_code', { conversationId: CONV, language: name, code: t.bad }, { timeoutMs: TEST_MS });
+      assert.equal(bad.sc.ok, false, show(bad));
+      assert.equal(bad.sc.errors[0].line, t.line, show(bad));
+      await waitPool(p);
+      for (const b of await boxesOf(p)) ids.add(b.Id);
+      const good = await callTool(p.client, 'check_code', { conversationId: CONV, language: name, code: t.good }, { timeoutMs: TEST_MS });
+      assert.equal(good.sc.ok, true, show(good));
+      // Both took pool boxes (the daemon says so at debug level), which
+      // are gone once the check is over; no workspace was made for them.
+      const said = () => (readFileSync(p.logPath, 'utf8').match(new RegExp(`one-off ${name} check in pool box`, 'g')) ?? []).length;
+      await until(async () => said() >= 2, 5000 * SLOW);
+      assert.equal(said(), 2, `two ${name} checks from the pool (${p.logPath})`);
+      const gone = await until(async () => {
+        const now = new Set((await boxesOf(p)).map((b) => b.Id));
+        return [...ids].filter((id) => !now.has(id)).length >= 2;
+      }, 15_000 * SLOW);
+      assert.ok(gone, 'the checks\' pool boxes were removed');
+    }
+    const files = await callTool(p.client, 'list_files', { conversationId: CONV });
+    assert.ok(!/ran-/.test(JSON.stringify(files.sc ?? files.text)), 'nothing ran');
   });
 });

@@ -830,7 +830,8 @@ int warm_run_once(struct warm *w, const struct runner_request *req,
 	struct warm_box *b;
 	int rc = 0;
 
-	if (!req->workspace || !req->workspace_name)
+	/* A check has no /data; any other run has its conversation's. */
+	if (!req->check && (!req->workspace || !req->workspace_name))
 		return -EAGAIN;
 	pthread_mutex_lock(&w->lock);
 	b = w->stopping ? NULL : warm_pool_take(w, img);
@@ -846,7 +847,8 @@ int warm_run_once(struct warm *w, const struct runner_request *req,
 	if (!b)
 		return -EAGAIN;
 	/* A key of its own: the conversation's session stays as it is. */
-	snprintf(key, sizeof(key), "%s.%s", req->workspace_name, "once");
+	snprintf(key, sizeof(key), "%s.%s",
+	         req->check ? "check" : req->workspace_name, "once");
 	/*
 	 * The claim ends a kernel (the program runs as a process, as in a
 	 * container of its own, and the kernel's memory is freed before a
@@ -872,8 +874,9 @@ int warm_run_once(struct warm *w, const struct runner_request *req,
 		warm_account_run(w, b, res);
 	else
 		warm_result_clear(res); /* nothing ran: a box of its own */
-	log_debug("one-off %s run in pool box %s (%u MB, %.2f CPUs)",
-	          img->language, b->id, mem, cpus);
+	log_debug("one-off %s %s in pool box %s (%u MB, %.2f CPUs)",
+	          img->language, req->check ? "check" : "run", b->id, mem,
+	          cpus);
 	/* Idle now (the agent ended what the code started): ended later. */
 	pthread_mutex_lock(&w->lock);
 	b->next = w->ending;

@@ -506,15 +506,21 @@ int warm_box_claim(const struct warm_context *env, struct warm_box *b,
 	if (!warm_box_alive(env, b))
 		return errmsg_fail(-EPIPE, err, errlen,
 		                   "the pool box stopped (%s)", b->dead_reason);
-	rc = workspace_open_by_name(workspace_mgr_of(req->workspace),
-	                            req->workspace_name, &b->hold);
-	if (rc < 0)
-		return errmsg_fail(rc, err, errlen, "the workspace is gone");
-	rc = box_hand_over(b->box, workspace_dirfd(b->hold), err, errlen);
-	if (rc < 0)
-		return rc;
+	/* A check gets no workspace: its /data stays the empty pool one. */
+	if (!(b->once && req->check)) {
+		rc = workspace_open_by_name(workspace_mgr_of(req->workspace),
+		                            req->workspace_name, &b->hold);
+		if (rc < 0)
+			return errmsg_fail(rc, err, errlen,
+			                   "the workspace is gone");
+		rc = box_hand_over(b->box, workspace_dirfd(b->hold), err,
+		                   errlen);
+		if (rc < 0)
+			return rc;
+	}
 	snprintf(b->key, sizeof(b->key), "%s", key);
-	if (agentframe_tlv_put(rec, sizeof(rec), &off, 'c', "/data", 5) < 0 ||
+	if (agentframe_tlv_put(rec, sizeof(rec), &off, 'c', warm_exec_dir(req),
+	                       strlen(warm_exec_dir(req))) < 0 ||
 	    (b->once && b->kernel &&
 	     agentframe_tlv_put(rec, sizeof(rec), &off, 'o', "1", 1) < 0))
 		return errmsg_fail(-ENOSPC, err, errlen, "claim too large");

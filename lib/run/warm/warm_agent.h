@@ -132,11 +132,20 @@ warm_box_start(const struct warm_context *env, const struct catalog_image *img,
                const struct runner_request *req, const char *key,
                struct warm_box **out, char *err, size_t errlen);
 
+/* Where a run works in a box: /data, or /tmp for a syntax check, which
+ * gets no workspace (the checker must not see or touch it). */
+static inline const char *warm_exec_dir(const struct runner_request *req)
+{
+	return req->check ? "/tmp" : "/data";
+}
+
 /*
  * Gives a pool box to the conversation of req: the backend hands the box
  * its workspace at /data (box_hand_over) and the agent is told to change
  * to it. For a one-off run (b->once) the agent also ends its kernel for
- * good and answers once it is gone; b->kernel turns false.
+ * good and answers once it is gone; b->kernel turns false. A syntax check
+ * (b->once and req->check) gets no workspace: the box keeps its empty pool
+ * /data and the agent changes to /tmp.
  */
 __attribute__((warn_unused_result)) int
 warm_box_claim(const struct warm_context *env, struct warm_box *b,

@@ -104,9 +104,14 @@ static int warm_exec_records(struct warm_box *b,
 		rc = agentframe_tlv_put(rec, cap, off, 'k', "1", 1);
 	if (rc == 0 && b->kernel)
 		rc = agentframe_tlv_put(rec, cap, off, 'f', path, strlen(path));
-	for (size_t i = 0; rc == 0 && !b->kernel && i < img->n_command; i++)
-		rc = agentframe_tlv_put(rec, cap, off, 'a', img->command[i],
-		                        strlen(img->command[i]));
+	/* A syntax check runs the image's checker instead of its command. */
+	const char *const *argv =
+	    (const char *const *)(req->check ? img->check : img->command);
+	size_t argc = req->check ? img->n_check : img->n_command;
+
+	for (size_t i = 0; rc == 0 && !b->kernel && i < argc; i++)
+		rc = agentframe_tlv_put(rec, cap, off, 'a', argv[i],
+		                        strlen(argv[i]));
 	if (rc == 0 && req->stdin_data)
 		rc = agentframe_tlv_put(rec, cap, off, 'i', "/sandbox/stdin",
 		                        14);
@@ -120,7 +125,7 @@ static int warm_exec_records(struct warm_box *b,
 	for (size_t i = 0; rc == 0 && i < req->n_env; i++)
 		rc = agentframe_tlv_put(rec, cap, off, 'v', req->env[i],
 		                        strlen(req->env[i]));
-	if (rc == 0 && !b->kernel) {
+	if (rc == 0 && !b->kernel && !req->check) {
 		/*
 		 * A fresh process loads the inputs through its helper and finds
 		 * the package cache through a variable (both PYTHONPATH for
@@ -145,7 +150,8 @@ static int warm_exec_records(struct warm_box *b,
 		free(pkg);
 	}
 	if (rc == 0)
-		rc = agentframe_tlv_put(rec, cap, off, 'c', "/data", 5);
+		rc = agentframe_tlv_put(rec, cap, off, 'c', warm_exec_dir(req),
+		                        strlen(warm_exec_dir(req)));
 	if (rc == 0 && b->kernel && cfg->state_save && !b->once)
 		rc = warm_exec_state_records(b, req, cfg, rec, cap, off);
 	return rc;
