@@ -16,6 +16,10 @@
 // image is not built is skipped, saying so.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { bigProgram } from './lib/bigprog.mjs';
 import { callTool, describeRun, dockerApi, removeContainersOf, runCode, startSandboxDaemon, waitNoContainers } from './lib/sandbox.mjs';
 
@@ -464,5 +468,55 @@ print(round(pd.read_excel("/data/fit.xlsx")["x"].sum()))
     assert.equal(r.sc.stdout, '3.0 3.0 3*t**2 3\n1225\n', describeRun(r));
     const names = (r.sc.files ?? []).map((f) => f.name ?? f.path ?? f).join(' ');
     for (const f of ['fit.png', 'fit.html', 'fit.xlsx']) assert.match(names, new RegExp(f.replace('.', '\\.')), describeRun(r));
+  });
+});
+
+// The Ruby image starts Ruby without RubyGems and with a prelude written at
+// build time (runners/ruby/fast-start.rb): each program below must print
+// through run_code exactly what `ruby main.rb`, RubyGems on, prints in the
+// same image (its gems, versions, Gem itself, and the messages of uncaught
+// exceptions with their highlight and "Did you mean?").
+const RUBY_SAME = [
+  'require "csv"; p CSV::VERSION; print CSV.generate_line([1, "a,b"])',
+  'require "matrix"; require "prime"; p Matrix[[1, 2]].t, Prime.first(3)',
+  'require "sqlite3"; p SQLite3::Database.new(":memory:").execute("select 40 + 2")',
+  'require "json"; require "bigdecimal"; require "yaml"; p JSON::VERSION, BigDecimal("0.1") + 1, YAML.load("a: 1")',
+  'p defined?(Gem), Gem::Version.new("1.10") > Gem::Version.new("1.9")',
+  'gem "json"; require "json"; p JSON.generate([1])',
+  'count = 1\nputs cuont',
+  'nil.upcase',
+  '[1, 2].frist',
+  'at_exit { $stderr.puts "at exit" }\nraise ArgumentError, "boom"',
+  'def f(\n',
+  'p __FILE__ == $0, $0\nexit 3',
+];
+
+describe('Ruby starts without RubyGems and behaves as with it', { skip: skipOf('ruby') }, () => {
+  test('each program prints what `ruby main.rb` prints in the same image', { timeout: TEST_MS }, async () => {
+    const image = engine.by.ruby.RepoTags.find((t) => t !== '<none>:<none>');
+    for (const code of RUBY_SAME) {
+      const dir = mkdtempSync(join(tmpdir(), 'mcpsd-ruby-'));
+      try {
+        writeFileSync(join(dir, 'main.rb'), code + '\n');
+        chmodSync(dir, 0o755);
+        let plain;
+        try {
+          plain = { out: execFileSync('docker', ['run', '--rm', '--network', 'none', '-v', `${dir}:/sandbox:ro`, '--entrypoint', 'ruby', image, '/sandbox/main.rb'], { stdio: ['ignore', 'pipe', 'pipe'] }).toString(), err: '', code: 0 };
+        } catch (e) {
+          plain = { out: e.stdout.toString(), err: e.stderr.toString(), code: e.status };
+        }
+        const r = await run({ language: 'ruby', code: code + '\n' });
+        assert.equal(r.sc.stdout, plain.out, `stdout of ${JSON.stringify(code)}`);
+        assert.equal(r.sc.stderr, plain.err, `stderr of ${JSON.stringify(code)}`);
+        assert.equal(r.sc.exit_code, plain.code, `exit code of ${JSON.stringify(code)}`);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }
+  });
+
+  test('sandbox.command starts Ruby without RubyGems', { timeout: TEST_MS }, async () => {
+    const r = await run({ language: 'ruby', code: 'p $LOADED_FEATURES.grep(/rubygems\\.rb/).size\n' });
+    assert.equal(r.sc.stdout, '0\n', describeRun(r));
   });
 });
