@@ -855,6 +855,30 @@ static bool has_file(const struct ctr *c, const char *name)
 	return stat(path, &st) == 0 && st.st_size > 1000;
 }
 
+/* Claims the container for /data (once: for one program) and checks the A. */
+static void claim(struct ctr *c, bool once, const char *what)
+{
+	struct buf b;
+	struct frame f;
+	cJSON *a = NULL;
+
+	buf_init(&b, 0);
+	tlv(&b, 'c', "/data");
+	if (once)
+		tlv(&b, 'o', "1");
+	(void)ctr_send(c, 'C', b.data, b.len);
+	buf_finish(&b);
+	while (!a && ctr_next(c, now_ms() + 10000, &f) == 0) {
+		if (f.type == 'A')
+			a = cJSON_ParseWithLength((char *)f.p, f.n);
+		free(f.p);
+	}
+	ok(a && strcmp(jstr(a, "cwd"), "/data") == 0 &&
+	       cJSON_IsNull(cJSON_GetObjectItem(a, "error")),
+	   "%s", what);
+	cJSON_Delete(a);
+}
+
 static void test_python(void)
 {
 	const char *const args[] = {
@@ -896,25 +920,7 @@ static void test_python(void)
 	result_finish(&r);
 
 	/* The claim of a pool container. */
-	{
-		struct buf b;
-		struct frame f;
-		cJSON *a = NULL;
-
-		buf_init(&b, 0);
-		tlv(&b, 'c', "/data");
-		(void)ctr_send(&c, 'C', b.data, b.len);
-		buf_finish(&b);
-		while (!a && ctr_next(&c, now_ms() + 10000, &f) == 0) {
-			if (f.type == 'A')
-				a = cJSON_ParseWithLength((char *)f.p, f.n);
-			free(f.p);
-		}
-		ok(a && strcmp(jstr(a, "cwd"), "/data") == 0 &&
-		       cJSON_IsNull(cJSON_GetObjectItem(a, "error")),
-		   "C answered by A with the directory");
-		cJSON_Delete(a);
-	}
+	claim(&c, false, "C answered by A with the directory");
 
 	/* State across calls. */
 	if (kexec(&c,
@@ -1355,9 +1361,7 @@ static void test_claim_once(void)
 	    NULL};
 	struct ctr c;
 	struct result r;
-	struct buf b;
 	struct frame f;
-	cJSON *a = NULL;
 	int ready_after = 0;
 
 	printf("# python: a one-off claim ends the kernel\n");
@@ -1366,20 +1370,7 @@ static void test_claim_once(void)
 		ctr_finish(&c);
 		return;
 	}
-	buf_init(&b, 0);
-	tlv(&b, 'c', "/data");
-	tlv(&b, 'o', "1");
-	(void)ctr_send(&c, 'C', b.data, b.len);
-	buf_finish(&b);
-	while (!a && ctr_next(&c, now_ms() + 10000, &f) == 0) {
-		if (f.type == 'A')
-			a = cJSON_ParseWithLength((char *)f.p, f.n);
-		free(f.p);
-	}
-	ok(a && strcmp(jstr(a, "cwd"), "/data") == 0 &&
-	       cJSON_IsNull(cJSON_GetObjectItem(a, "error")),
-	   "one-off C answered by A without an error");
-	cJSON_Delete(a);
+	claim(&c, true, "one-off C answered by A without an error");
 	if (pexec(&c, ps, NULL, NULL, &r, 30000) == 0)
 		is_str(rtext(&r.out), "kernels 0\n",
 		       "one-off: no kernel runs once A came");
