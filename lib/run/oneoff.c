@@ -308,40 +308,29 @@ void oneoff_spec_store_finish(struct oneoff_spec_store *st)
 	st->pythonpath_env = NULL;
 }
 
-/* Whether the inputs' variable is a PYTHONPATH (merged with ours). */
-static bool oneoff_inputs_on_path(const struct oneoff_spec *sp)
+int oneoff_path_env(const struct config *cfg, const struct catalog_image *img,
+                    const char *inputs_env, char **pkg, const char **inputs)
 {
-	return sp->inputs_env &&
-	       strncmp(sp->inputs_env, "PYTHONPATH=", 11) == 0;
-}
+	bool on_path =
+	    inputs_env && strncmp(inputs_env, "PYTHONPATH=", 11) == 0;
 
-int oneoff_packages_env(const struct config *cfg,
-                        const struct catalog_image *img, bool inputs_on_path,
-                        char **out)
-{
-	*out = NULL;
+	*pkg = NULL;
+	*inputs = inputs_env;
 	if (!cfg->packages)
 		return 0;
 	if (strcmp(img->packages, "cran") == 0)
-		*out = strdup("R_LIBS=" PACKAGES_R_DIR);
+		*pkg = strdup("R_LIBS=" PACKAGES_R_DIR);
 	else if (strcmp(img->packages, "pip") == 0)
-		*out = buf_asprintf("PYTHONPATH=%s%s",
-		                    inputs_on_path ? "/sandbox:" : "",
-		                    PACKAGES_PYTHON_SITE);
+		*pkg =
+		    buf_asprintf("PYTHONPATH=%s%s", on_path ? "/sandbox:" : "",
+		                 PACKAGES_PYTHON_SITE);
 	else
 		return 0;
-	return *out ? 0 : -ENOMEM;
-}
-
-/* The package cache's variable of a one-off run (not an install or check). */
-static int oneoff_pythonpath(const struct config *cfg,
-                             const struct oneoff_spec *sp,
-                             struct oneoff_spec_store *st)
-{
-	if (sp->install || sp->check)
-		return 0;
-	return oneoff_packages_env(cfg, sp->image, oneoff_inputs_on_path(sp),
-	                           &st->pythonpath_env);
+	if (!*pkg)
+		return -ENOMEM;
+	if (on_path)
+		*inputs = NULL; /* *pkg carries /sandbox: one PYTHONPATH */
+	return 0;
 }
 
 int oneoff_box_spec(const struct config *cfg, const struct oneoff_spec *sp,
@@ -355,6 +344,7 @@ int oneoff_box_spec(const struct config *cfg, const struct oneoff_spec *sp,
 	size_t argc = sp->argv    ? sp->n_argv
 	              : sp->check ? img->n_check
 	                          : img->n_command;
+	const char *inputs_env = sp->inputs_env;
 	size_t nc = 0, ne = 0;
 
 	memset(st, 0, sizeof(*st));
@@ -375,7 +365,11 @@ int oneoff_box_spec(const struct config *cfg, const struct oneoff_spec *sp,
 		st->cmd[nc++] = argv[i];
 
 	st->env = calloc(sp->n_env + sp->n_egress_env + 5, sizeof(*st->env));
-	if (!st->env || oneoff_pythonpath(cfg, sp, st) < 0) {
+	/* The package cache is not for an install or a check. */
+	if (!st->env ||
+	    (!sp->install && !sp->check &&
+	     oneoff_path_env(cfg, img, sp->inputs_env, &st->pythonpath_env,
+	                     &inputs_env) < 0)) {
 		oneoff_spec_store_finish(st);
 		return -ENOMEM;
 	}
@@ -395,9 +389,8 @@ int oneoff_box_spec(const struct config *cfg, const struct oneoff_spec *sp,
 	/* After the caller's: the engine keeps the last of a name. */
 	for (size_t i = 0; i < sp->n_egress_env; i++)
 		st->env[ne++] = sp->egress_env[i];
-	if (sp->inputs_env &&
-	    !(st->pythonpath_env && oneoff_inputs_on_path(sp)))
-		st->env[ne++] = sp->inputs_env;
+	if (inputs_env)
+		st->env[ne++] = inputs_env;
 	if (st->pythonpath_env)
 		st->env[ne++] = st->pythonpath_env;
 

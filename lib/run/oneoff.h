@@ -127,15 +127,16 @@ void oneoff_inputs_for(const char *language, struct oneoff_inputs *out);
 #define ONEOFF_INPUTS_FILE "inputs.json"
 
 /*
- * The variable that puts the conversation's package cache on the path of
- * a program of img (docs/runners.md): PYTHONPATH (after /sandbox when
- * inputs_on_path: the inputs' helper is there) or R's R_LIBS (R leaves out
- * a directory that does not exist); *out NULL when packages do not apply.
- * Caller frees *out. 0 or -ENOMEM.
+ * The variables that put the conversation's package cache (docs/runners.md)
+ * and the inputs' helper (inputs_env: oneoff_inputs_for's env, or NULL) on
+ * the path of a program of img: *pkg, PYTHONPATH or R's R_LIBS (R leaves
+ * out a directory that does not exist), NULL when packages do not apply;
+ * *inputs, inputs_env unless *pkg carries it (one PYTHONPATH, /sandbox
+ * first). Caller frees *pkg. 0 or -ENOMEM.
  */
 __attribute__((warn_unused_result)) int
-oneoff_packages_env(const struct config *cfg, const struct catalog_image *img,
-                    bool inputs_on_path, char **out);
+oneoff_path_env(const struct config *cfg, const struct catalog_image *img,
+                const char *inputs_env, char **pkg, const char **inputs);
 
 /* Storage for what oneoff_box_spec's box_spec points to. */
 struct oneoff_spec_store {

@@ -23,7 +23,6 @@
  */
 #include "workspace/workspace.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -314,13 +313,10 @@ static int format_image(const struct workspace_mgr *m, const char *path,
 	                     gid == (gid_t)-1 ? getegid() : gid, why, whylen);
 }
 
-/* Takes the spare image as the image of workspace name: 0, or -errno. */
-static int take_spare(struct workspace_mgr *m, const char *name)
+/* Takes the spare image as the image at path img: 0, or -errno. */
+static int take_spare(struct workspace_mgr *m, const char *img)
 {
-	char img[WORKSPACE_NAME_LEN + 8];
-
-	snprintf(img, sizeof(img), "%.64s.img", name);
-	if (renameat2(m->imgfd, WORKSPACE_SPARE_IMAGE, m->imgfd, img,
+	if (renameat2(m->imgfd, WORKSPACE_SPARE_IMAGE, AT_FDCWD, img,
 	              RENAME_NOREPLACE) < 0)
 		return -errno;
 	return 0;
@@ -343,8 +339,7 @@ enum cron_next workspace_job_spare(void *mgr, long long deadline_ms)
 	snprintf(path, sizeof(path), "%s/%s", m->img_path, tmp);
 	r = format_image(m, path, why, sizeof(why));
 	if (r < 0) {
-		/* Said once a minute at most; new workspaces format their own.
-		 */
+		/* Said once a minute; new workspaces format their own. */
 		m->spare_retry_ms = mono_ms() + WORKSPACE_SPARE_RETRY_MS;
 		log_warnx("cannot make a spare workspace image (tried again in "
 		          "%u s): %s",
@@ -355,26 +350,6 @@ enum cron_next workspace_job_spare(void *mgr, long long deadline_ms)
 	              RENAME_NOREPLACE) < 0)
 		unlinkat(m->imgfd, tmp, 0); /* another one made it first */
 	return CRON_DONE;
-}
-
-void workspace_spare_drop(struct workspace_mgr *m)
-{
-	DIR *d;
-	struct dirent *de;
-	int fd = openat(m->imgfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-
-	if (fd < 0)
-		return;
-	d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return;
-	}
-	while ((de = readdir(d)))
-		if (strncmp(de->d_name, WORKSPACE_SPARE_PREFIX,
-		            strlen(WORKSPACE_SPARE_PREFIX)) == 0)
-			unlinkat(m->imgfd, de->d_name, 0);
-	closedir(d);
 }
 
 /*
@@ -406,9 +381,8 @@ static int create_workspace(struct workspace_mgr *m, struct ws_entry *e,
 			    "try again later (the operator has been told)");
 			return -ENOSPC;
 		}
-		/* The spare made ahead (workspace_job_spare), else a new one.
-		 */
-		r = take_spare(m, e->name);
+		/* The spare made ahead (workspace_job_spare), or a new one. */
+		r = take_spare(m, img);
 		if (r < 0)
 			r = format_image(m, img, why, sizeof(why));
 		if (r < 0) {

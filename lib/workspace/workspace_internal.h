@@ -130,13 +130,12 @@ uint64_t workspace_image_bytes(const struct config *cfg);
  * images/, renamed to a new workspace's image when one is created, so the
  * first call of a conversation does not wait for mkfs.ext4 (6 ms). Names
  * starting with WORKSPACE_SPARE_PREFIX are the spare and images being made
- * for it; workspace_spare_drop removes them all (at start-up, as the
- * settings may have changed the size, and at shutdown).
+ * for it: start-up removes them all (the settings may have changed the
+ * size), shutdown the spare.
  */
 #define WORKSPACE_SPARE_IMAGE ".spare.img"
 #define WORKSPACE_SPARE_PREFIX ".spare"
 #define WORKSPACE_SPARE_RETRY_MS 60000u
-void workspace_spare_drop(struct workspace_mgr *m);
 
 /*
  * The entry of name, created (not ready, no references) if there is none;

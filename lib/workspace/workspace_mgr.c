@@ -583,8 +583,6 @@ static int recover(struct workspace_mgr *m)
 	int fd;
 
 	m->count = 0;
-	/* Made for the settings of an earlier start, which may differ. */
-	workspace_spare_drop(m);
 	fd = openat(m->metafd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0 || !(d = fdopendir(fd))) {
 		if (fd >= 0)
@@ -663,6 +661,12 @@ static int recover(struct workspace_mgr *m)
 		char name[WORKSPACE_NAME_LEN + 1];
 		size_t n = strlen(de->d_name);
 
+		/* Spares made for the settings of an earlier start. */
+		if (strncmp(de->d_name, WORKSPACE_SPARE_PREFIX,
+		            strlen(WORKSPACE_SPARE_PREFIX)) == 0) {
+			unlinkat(m->imgfd, de->d_name, 0);
+			continue;
+		}
 		if (n != WORKSPACE_NAME_LEN + 4 ||
 		    strcmp(de->d_name + WORKSPACE_NAME_LEN, ".img") != 0)
 			continue;
@@ -768,7 +772,7 @@ void workspace_mgr_destroy(struct workspace_mgr *mgr)
 	if (mgr->loop && mgr->wsfd >= 0)
 		(void)unmount_idle(mgr, true, true, LLONG_MAX);
 	if (mgr->loop && mgr->imgfd >= 0)
-		workspace_spare_drop(mgr);
+		unlinkat(mgr->imgfd, WORKSPACE_SPARE_IMAGE, 0);
 	for (e = mgr->entries; e; e = next) {
 		next = e->next;
 		if (e->refs)

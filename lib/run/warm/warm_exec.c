@@ -126,24 +126,18 @@ static int warm_exec_records(struct warm_box *b,
 		rc = agentframe_tlv_put(rec, cap, off, 'v', req->env[i],
 		                        strlen(req->env[i]));
 	if (rc == 0 && !b->kernel && !req->check) {
-		/*
-		 * A fresh process loads the inputs through its helper and finds
-		 * the package cache through a variable (both PYTHONPATH for
-		 * Python: one variable with both), as a one-off box does.
-		 */
+		/* A fresh process finds the inputs and the package cache as
+		 * in a one-off box. */
 		struct oneoff_inputs in = {0};
+		const char *inputs;
 		char *pkg = NULL;
 
 		if (req->inputs_json)
 			oneoff_inputs_for(img->language, &in);
-		rc = oneoff_packages_env(
-		    cfg, img, in.env && strncmp(in.env, "PYTHONPATH=", 11) == 0,
-		    &pkg);
-		if (rc == 0 && in.env &&
-		    !(pkg && strncmp(pkg, "PYTHONPATH=", 11) == 0 &&
-		      strncmp(in.env, "PYTHONPATH=", 11) == 0))
-			rc = agentframe_tlv_put(rec, cap, off, 'v', in.env,
-			                        strlen(in.env));
+		rc = oneoff_path_env(cfg, img, in.env, &pkg, &inputs);
+		if (rc == 0 && inputs)
+			rc = agentframe_tlv_put(rec, cap, off, 'v', inputs,
+			                        strlen(inputs));
 		if (rc == 0 && pkg)
 			rc = agentframe_tlv_put(rec, cap, off, 'v', pkg,
 			                        strlen(pkg));
