@@ -443,6 +443,10 @@ class _StateTooBig(Exception):
     pass
 
 
+class _SaveGivenUp(Exception):
+    """A frame came while a save was being written: the call runs first."""
+
+
 class _Durable:
     dir = None  # the state directory (E's s), None: saving is off
     cap = 0  # most bytes a save may take (E's z)
@@ -455,18 +459,31 @@ class _Durable:
 
 
 class _CappedWriter:
-    """A file the pickle streams into, that refuses to pass the cap."""
+    """A file the pickle streams into, that refuses to pass the cap and
+    gives up (with yield_to set) when a frame from the agent is waiting:
+    pickling a large namespace at half a CPU takes seconds, and the next
+    call must not wait for it. The pickler writes at least every 64 KiB
+    frame, so a call waits for one frame's pickling at most."""
 
-    def __init__(self, f, cap):
-        self.f, self.cap, self.n = f, cap, 0
+    def __init__(self, f, cap, yield_to=None):
+        self.f, self.cap, self.n, self.yield_to = f, cap, 0, yield_to
 
     def write(self, b):
         self.n += len(b)
         if self.cap and self.n > self.cap:
             raise _StateTooBig(self.n)
+        if self.yield_to is not None and _readable(self.yield_to):
+            raise _SaveGivenUp()
         if self.f is not None:
             self.f.write(b)
         return len(b)
+
+
+def _readable(fd):
+    try:
+        return bool(select.select([fd], [], [], 0)[0])
+    except (OSError, ValueError):
+        return False
 
 
 def _state_runs(d):
@@ -569,17 +586,19 @@ def _save(dill, d, run):
     try:
         with open(tmp, "wb") as f:
             f.write(STATE_MAGIC)
-            w = _CappedWriter(f, _Durable.cap)
+            w = _CappedWriter(f, _Durable.cap, FROM_AGENT)
             try:
                 dill.dump(data, w, protocol=4, byref=False, recurse=False)
-            except _StateTooBig:
+            except (_StateTooBig, _SaveGivenUp):
                 raise
             except Exception:
                 # Which names cannot be saved: each alone, then the rest.
                 for name in list(data):
                     try:
-                        dill.dump(data[name], _CappedWriter(None, 0),
+                        dill.dump(data[name], _CappedWriter(None, 0, FROM_AGENT),
                                   protocol=4, byref=False, recurse=False)
+                    except _SaveGivenUp:
+                        raise
                     except Exception as e:
                         if len(unsaved) < STATE_REPORT_NAMES:
                             _note(unsaved, name, _why_unsaved(data[name], e))
@@ -588,7 +607,7 @@ def _save(dill, d, run):
                         del data[name]
                 f.seek(len(STATE_MAGIC))
                 f.truncate()
-                w = _CappedWriter(f, _Durable.cap)
+                w = _CappedWriter(f, _Durable.cap, FROM_AGENT)
                 dill.dump(data, w, protocol=4, byref=False, recurse=False)
             meta = json.dumps({
                 "v": 1, "run": run, "saved_at": time.time(),
@@ -658,6 +677,11 @@ def _autosave():
                 report.update(_save(dill, d, run))
             report["ok"] = True
             _Durable.seq = run
+        except _SaveGivenUp:
+            # A call came: it runs now, and the state after it is saved
+            # instead (as when it comes within STATE_IDLE_S).
+            _Durable.pending = True
+            return
         except _StateTooBig as e:
             report["error"] = ("the state is larger than its cap of %d MB "
                                "(SANDBOX_STATE_MAX_MB, at most half the "
@@ -1120,7 +1144,9 @@ def _autosave_when_idle():
     """Saves the state of the last call once no frame has come for
     STATE_IDLE_S: a call that follows at once (a client's loop) runs first,
     and the state after it is saved instead, so back-to-back calls do not
-    wait for saves; a model's next step comes far later than that."""
+    wait for saves. A frame that comes while the save is being written
+    makes the save give up the same way (_CappedWriter): a model's next
+    step may come before a large namespace is pickled."""
     if not _Durable.pending:
         return
     try:

@@ -303,6 +303,48 @@ describe('rewind, session "new", exit(), limits and isolation', () => {
     }
   });
 
+  test('a call that comes while a save is being written runs at once; the state after it is saved instead', { timeout: T }, async (t) => {
+    const d = await startDurable({ name: 'durable-yield' });
+    try {
+      const c = conv('d-yield');
+      // Two million ints: dill's pickler takes seconds over them at half a
+      // CPU, a window to call into while the save is under way.
+      const r1 = await py(d.client, c, 'big = list(range(1000, 2001000))\nx = 1');
+      expectStatus(r1, 'completed');
+      const run = r1.sc.session.run_number;
+      const stateDir = `${d.root}/workspaces/*/.mcp/state/python/`;
+      const ls = () => spawnSync('sh', ['-c', `ls -a ${stateDir} 2>/dev/null`], { encoding: 'utf8' }).stdout;
+      const writing = new RegExp(`^\\.run-${run}\\.tmp-`, 'm');
+      const done = new RegExp(`^run-${run}\\.state$`, 'm');
+      const seen = await until(async () => writing.test(ls()), 30_000 * SLOW, 20);
+      assert.ok(seen, `the save of run ${run} was being written: ${ls()}`);
+      assert.doesNotMatch(ls(), done, 'the save had not ended yet');
+      const t0 = Date.now();
+      const r2 = await py(d.client, c, 'x = 2\nprint(x, len(big))');
+      const ms = Date.now() - t0;
+      t.diagnostic(`the call while the save was written: ${ms} ms`);
+      expectStatus(r2, 'completed');
+      assert.equal(r2.sc.stdout, '2 2000000\n');
+      // The save gave up for the call: no report of it, and the state after
+      // this call takes its number (as for a call within 0.1 s).
+      assert.equal(r2.sc.session.autosave, undefined, `no save ended before the call (${ms} ms): ${JSON.stringify(r2.sc.session)}`);
+      assert.equal(r2.sc.session.run_number, run, JSON.stringify(r2.sc.session));
+      assert.doesNotMatch(r2.text, /^state:/m);
+      // Left alone, the state after the second call is saved under that number.
+      assert.ok(await until(async () => done.test(ls()), 60_000 * SLOW), `run ${run} saved at last: ${ls()}`);
+      assert.doesNotMatch(ls(), /\.tmp-/, 'no half-written save left');
+      const r3 = await py(d.client, c, 'print(x)');
+      assert.equal(r3.sc.session.autosave?.ok, true, JSON.stringify(r3.sc.session));
+      assert.equal(r3.sc.session.autosave.run, run);
+      await sleep(400);
+      const back = await py(d.client, c, 'print(x, len(big))', { rewind_to: run });
+      expectSession(back, 'rewound');
+      assert.equal(back.sc.stdout, '2 2000000\n', 'the saved state is the one after the second call');
+    } finally {
+      await stopWarm(d);
+    }
+  });
+
   test('session "new" and exit() drop the saved state; the size cap says what was not saved', { timeout: T }, async () => {
     const d = await startDurable({ name: 'durable-drop', env: { SANDBOX_WARM_IDLE_SECONDS: '3', SANDBOX_STATE_MAX_MB: '1' } });
     try {
