@@ -1200,6 +1200,14 @@ def _orphaned():
 def main():
     signal.signal(signal.SIGINT, _on_sigint)
     _State.main_ident = _thread.get_ident()
+    # Line by line, as on a terminal: print(a, b) is one write (and one
+    # frame to the daemon) instead of one per piece; a partial line goes
+    # out at the next newline, a flush(), or the end of the call (_flush).
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(line_buffering=True, write_through=False)
+        except (AttributeError, ValueError, OSError):
+            pass
     sys.stdout = _Out(sys.stdout)
     sys.stderr = _Out(sys.stderr)
     os.set_inheritable(FROM_AGENT, False)

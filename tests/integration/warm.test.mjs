@@ -437,6 +437,29 @@ time.sleep(1)
     for (let i = 1; i < msgs.length; i++) assert.ok(msgs[i].progress > msgs[i - 1].progress, 'progress increases');
   });
 
+  test('output is line-buffered, as on a terminal: lines stream without flush=True; a partial line comes at the end, before an error, an interrupt and exit()', { timeout: T }, async () => {
+    const c = conv('linebuf');
+    const msgs = [];
+    const r = await py(d.client, c, "import time\nfor i in range(6):\n    print('tick-%d' % i)\n    time.sleep(0.5)", {}, { request: { onprogress: (p) => msgs.push(p) } });
+    expectStatus(r, 'completed');
+    const early = msgs.filter((m) => /tick-[0-3]/.test(String(m.message ?? '')));
+    assert.ok(early.length >= 2, `lines streamed while the code ran: ${JSON.stringify(msgs)}`);
+    // print(a, b) is one write; a write to the descriptor itself comes
+    // before a line the interpreter has not ended yet, as on a terminal.
+    const order = await py(d.client, c, "import os\nprint('a', end='')\nos.write(1, b'[fd]')\nprint('b', 2)\nprint('partial', end='')");
+    assert.equal(order.sc.stdout, '[fd]ab 2\npartial');
+    const err = await py(d.client, c, "print('before', end='')\n1/0");
+    expectStatus(err, 'failed');
+    assert.equal(err.sc.stdout, 'before');
+    assert.match(err.sc.stderr, /ZeroDivisionError/);
+    const slow = await py(d.client, c, "import time\nprint('waiting', end='')\ntime.sleep(60)", { timeout_seconds: 2 });
+    expectStatus(slow, 'timed_out');
+    assert.equal(slow.sc.stdout, 'waiting', describeRun(slow));
+    const bye = await py(d.client, c, "print('bye', end='')\nexit(4)");
+    assert.equal(bye.sc.exit_code, 4);
+    assert.equal(bye.sc.stdout, 'bye');
+  });
+
   test('garbage on the control channel ends only that conversation\'s state; the daemon and others are untouched', { timeout: T }, async () => {
     const other = await withState('bystander', 123);
     const hostile = [
