@@ -28,7 +28,7 @@ before(async () => {
 });
 after(async () => {
   await d?.stopClean();
-  if (home) rmSync(home, { recursive: true, force: true });
+  if (home) rmSync(home, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
 });
 
 /** Runs the Inspector CLI; resolves { code, stdout, stderr }. */

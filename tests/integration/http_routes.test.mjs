@@ -47,7 +47,7 @@ before(async () => {
 });
 after(async () => {
   await d?.stopClean();
-  if (home) rmSync(home, { recursive: true, force: true });
+  if (home) rmSync(home, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
 });
 
 const mcpHead = (method, extra = []) =>

@@ -378,7 +378,9 @@ describe('MCP Inspector CLI with BROWSER answering the consent page', () => {
       assert.match(consentLog, /-> 303 http:\/\/127\.0\.0\.1:\d+\/oauth\/callback\?code=/);
       assert.ok(JSON.parse(r.stdout).tools.some((t) => t.name === 'run_code'));
     } finally {
-      rmSync(home, { recursive: true, force: true });
+      // A child of the client may still be writing under HOME as it exits
+      // (ENOTEMPTY while the tree is removed): retried.
+      rmSync(home, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
     }
   });
 });
@@ -413,7 +415,7 @@ describe('mcp-remote with BROWSER answering the consent page', () => {
       throw new Error(`${e.message}\nmcp-remote log:\n${log.slice(-3000)}`);
     } finally {
       await c.close();
-      rmSync(home, { recursive: true, force: true });
+      rmSync(home, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
     }
   });
 });
