@@ -936,9 +936,9 @@ function sectionTable(o) {
   );
   const raw = lines.filter((l) => l.section === 'rawwarm');
   emit(
-    'Warm print(1) through a raw keep-alive HTTP client (tests/bench/warm_raw.c), this build next to the baseline build, interleaved: call-to-result (ms), duration_ms (the agent round trip as the daemon times it, whole ms), call minus it, the daemon\'s CPU per call (ms, /proc/PID/stat), calls/s',
-    ['build', 'engine', 'clients', 'calls', 'p50', 'p95', 'duration p50', 'call - duration p50', 'daemon CPU ms/call', 'calls/s', 'fails', 'Must', 'Goal', 'load 1m'],
-    raw.map((l) => [l.build, l.engine, l.clients, l.calls, r2(l.p50), r2(l.p95), l.duration_p50, r2(l.own_p50), r2(l.daemon_cpu_ms_per_call), Math.round(l.calls_per_s), l.fails, l.must ?? '', l.goal ?? '', l.load ?? '']),
+    'Warm calls through a raw keep-alive HTTP client (tests/bench/warm_raw.c), this build next to the baseline build, interleaved: call-to-result (ms), duration (the agent round trip as the daemon times it), call minus it, the daemon\'s CPU per call (ms, /proc/PID/stat), calls/s',
+    ['build', 'engine', 'code', 'clients', 'calls', 'p50', 'p95', 'duration p50', 'call - duration p50', 'daemon CPU ms/call', 'calls/s', 'fails', 'Must', 'Goal', 'load 1m'],
+    raw.map((l) => [l.build, l.engine, `\`${l.code ?? 'print(1)'}\``, l.clients, l.calls, r2(l.p50), r2(l.p95), l.duration_p50, r2(l.own_p50), r2(l.daemon_cpu_ms_per_call), Math.round(l.calls_per_s), l.fails, l.must ?? '', l.goal ?? '', l.load ?? '']),
   );
   const kmem = lines.filter((l) => l.section === 'kernel_memory');
   emit(
