@@ -460,28 +460,30 @@ class _Durable:
 
 class _CappedWriter:
     """A file the pickle streams into, that refuses to pass the cap and
-    gives up (with yield_to set) when a frame from the agent is waiting:
-    pickling a large namespace at half a CPU takes seconds, and the next
-    call must not wait for it. The pickler writes at least every 64 KiB
-    frame, so a call waits for one frame's pickling at most."""
+    gives up when a frame from the agent is waiting: pickling a large
+    namespace at half a CPU takes seconds, and the next call must not wait
+    for it. The pickler writes at least every 64 KiB frame, so a call waits
+    for one frame's pickling at most."""
 
-    def __init__(self, f, cap, yield_to=None):
-        self.f, self.cap, self.n, self.yield_to = f, cap, 0, yield_to
+    def __init__(self, f, cap):
+        self.f, self.cap, self.n = f, cap, 0
 
     def write(self, b):
         self.n += len(b)
         if self.cap and self.n > self.cap:
             raise _StateTooBig(self.n)
-        if self.yield_to is not None and _readable(self.yield_to):
+        if _agent_waiting(0):
             raise _SaveGivenUp()
         if self.f is not None:
             self.f.write(b)
         return len(b)
 
 
-def _readable(fd):
+def _agent_waiting(timeout):
+    """Whether a frame from the agent comes within timeout seconds (the
+    frame reader is unbuffered, so select sees every byte not yet read)."""
     try:
-        return bool(select.select([fd], [], [], 0)[0])
+        return bool(select.select([FROM_AGENT], [], [], timeout)[0])
     except (OSError, ValueError):
         return False
 
@@ -586,7 +588,7 @@ def _save(dill, d, run):
     try:
         with open(tmp, "wb") as f:
             f.write(STATE_MAGIC)
-            w = _CappedWriter(f, _Durable.cap, FROM_AGENT)
+            w = _CappedWriter(f, _Durable.cap)
             try:
                 dill.dump(data, w, protocol=4, byref=False, recurse=False)
             except (_StateTooBig, _SaveGivenUp):
@@ -595,7 +597,7 @@ def _save(dill, d, run):
                 # Which names cannot be saved: each alone, then the rest.
                 for name in list(data):
                     try:
-                        dill.dump(data[name], _CappedWriter(None, 0, FROM_AGENT),
+                        dill.dump(data[name], _CappedWriter(None, 0),
                                   protocol=4, byref=False, recurse=False)
                     except _SaveGivenUp:
                         raise
@@ -607,7 +609,7 @@ def _save(dill, d, run):
                         del data[name]
                 f.seek(len(STATE_MAGIC))
                 f.truncate()
-                w = _CappedWriter(f, _Durable.cap, FROM_AGENT)
+                w = _CappedWriter(f, _Durable.cap)
                 dill.dump(data, w, protocol=4, byref=False, recurse=False)
             meta = json.dumps({
                 "v": 1, "run": run, "saved_at": time.time(),
@@ -1147,13 +1149,7 @@ def _autosave_when_idle():
     wait for saves. A frame that comes while the save is being written
     makes the save give up the same way (_CappedWriter): a model's next
     step may come before a large namespace is pickled."""
-    if not _Durable.pending:
-        return
-    try:
-        ready, _, _ = select.select([FROM_AGENT], [], [], STATE_IDLE_S)
-    except (OSError, ValueError):
-        ready = []
-    if ready:
+    if not _Durable.pending or _agent_waiting(STATE_IDLE_S):
         return
     _Durable.pending = False
     _autosave()
