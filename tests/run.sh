@@ -438,8 +438,10 @@ layer_swarm() {
 	# Swarm manager: a task deleted between the orchestrator's lookup and
 	# its update when a service is removed (moby/swarmkit#3216, a nil
 	# pointer in SetServiceTasksRemove) kills the manager, and every test
-	# after it fails on a dead engine. That crash, and only it, gets the
-	# layer run once more on a fresh lab; both logs are kept.
+	# after it fails on a dead engine. The daemon no longer removes a
+	# service in that window (swarm.test.mjs checks it); should the crash
+	# come anyway, it, and only it, gets the layer run once more on a
+	# fresh lab; both logs are kept.
 	crashed=$(grep -l 'panic: runtime error' "$LOG_DIR"/swarm-lab-n*-dockerd.log 2>/dev/null |
 		xargs -r grep -l 'orchestrator.SetServiceTasksRemove' | head -1)
 	if [ "$FAILED" -gt "${before[1]}" ] && [ -n "$crashed" ]; then

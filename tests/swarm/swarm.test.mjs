@@ -14,6 +14,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import http from 'node:http';
+import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { connectHttp, freePort, sleep, startDaemon } from '../integration/lib/daemon.mjs';
@@ -68,6 +69,60 @@ async function waitClean(ms, nodes) {
     if (Date.now() - t0 > ms) return l;
     await sleep(500);
   }
+}
+
+/**
+ * A unix socket in front of the manager's API for a daemon. Before it
+ * passes on a DELETE of a service, it asks the manager for that service's
+ * tasks and keeps them in `deletes` ({ id, tasks: [{ desired, state }] }).
+ * Requests are parsed only as far as their heads and Content-Length bodies;
+ * anything else (chunked bodies, upgrades) goes through as it is.
+ */
+async function deleteWatcher(file) {
+  const deletes = [];
+  const tasksOf = async (id) =>
+    (await api('n1', `/tasks?filters=${encodeURIComponent(JSON.stringify({ service: [id] }))}`)).map((t) => ({ desired: t.DesiredState, state: t.Status.State }));
+  const server = net.createServer((c) => {
+    const up = net.connect(sock('n1'));
+    let queue = Buffer.alloc(0);
+    let body = 0;
+    let raw = false;
+    let busy = false;
+    up.pipe(c);
+    up.on('error', () => c.destroy());
+    c.on('error', () => up.destroy());
+    c.on('end', () => up.end());
+    const pump = async () => {
+      if (busy) return;
+      busy = true;
+      while (queue.length) {
+        if (raw || body) {
+          const n = raw ? queue.length : Math.min(body, queue.length);
+          up.write(queue.subarray(0, n));
+          queue = queue.subarray(n);
+          if (!raw) body -= n;
+          continue;
+        }
+        const end = queue.indexOf('\r\n\r\n');
+        if (end < 0) break;
+        const head = queue.subarray(0, end + 4).toString('latin1');
+        const del = /^DELETE (?:\/v[\d.]+)?\/services\/([A-Za-z0-9]+) /.exec(head);
+        if (del) deletes.push({ id: del[1], tasks: await tasksOf(del[1]).catch((e) => [{ error: e.message }]) });
+        up.write(queue.subarray(0, end + 4));
+        queue = queue.subarray(end + 4);
+        body = Number(/\r\ncontent-length:\s*(\d+)/i.exec(head)?.[1] ?? 0);
+        raw = /\r\n(transfer-encoding:\s*chunked|upgrade:)/i.test(head);
+      }
+      busy = false;
+    };
+    c.on('data', (d) => {
+      queue = Buffer.concat([queue, d]);
+      pump();
+    });
+  });
+  rmSync(file, { force: true });
+  await new Promise((resolve, reject) => server.listen(file, resolve).on('error', reject));
+  return { deletes, file, close: () => new Promise((resolve) => server.close(resolve)) };
 }
 
 const SECRET = randomBytes(32).toString('hex');
@@ -128,12 +183,14 @@ function probeMap(text) {
 }
 
 describe('swarm backend', { timeout: 120_000, skip: NO_LAB }, () => {
-  let d;
+  let d, watch;
   before(async () => {
-    d = await swarmDaemon('a', { WORKSPACE_QUOTA_MODE: 'loop', WORKSPACE_QUOTA_MB: '8', SANDBOX_OUTPUT_INLINE_BYTES: '256k' });
+    watch = await deleteWatcher(path.join(LAB, 'shared', 'a-api.sock'));
+    d = await swarmDaemon('a', { WORKSPACE_QUOTA_MODE: 'loop', WORKSPACE_QUOTA_MB: '8', SANDBOX_OUTPUT_INLINE_BYTES: '256k', DOCKER_HOST: `unix://${watch.file}` });
   });
   after(async () => {
     await stopDaemon(d);
+    await watch?.close();
   });
 
   test('the lab is a swarm of a manager and two sandbox workers', async () => {
@@ -244,6 +301,25 @@ describe('swarm backend', { timeout: 120_000, skip: NO_LAB }, () => {
     assert.match(r.sc.stdout, /rc=1/);
     const size = Number(r.sc.stdout.trim().split('\n').pop());
     assert.ok(size < 8 * 1024 * 1024, `the file stopped below the 8 MB quota: ${size}`);
+  });
+
+  // A service removed while Swarm's task reaper deletes one of its tasks can
+  // crash the manager (moby/swarmkit#3216; it did in this lab). The reaper
+  // deletes the stopped tasks whose desired state is "remove", which a scale
+  // to 0 gives them: the daemon must remove a service only while none of its
+  // tasks has it. The runs above ended both ways: by themselves (their task
+  // is left as it is) and stopped by the daemon (time limit, cancel: scaled
+  // to 0, and removed once the reaper took the task).
+  test("no service is removed while Swarm's task reaper may be deleting one of its tasks", async (t) => {
+    assert.deepEqual(await waitClean(30_000), { services: [], tasks: [], containers: [] });
+    const ds = watch.deletes;
+    const bad = ds.filter((x) => x.tasks.some((t) => t.desired === 'remove' || t.error));
+    const ended = ds.filter((x) => x.tasks.length && !bad.includes(x));
+    const reaped = ds.filter((x) => x.tasks.length === 0);
+    t.diagnostic(`removals: ${ds.length}; with the task as it ended: ${ended.length}; after the reaper: ${reaped.length}; too early: ${bad.length}`);
+    assert.deepEqual(bad, [], 'services removed while a task of theirs had the desired state "remove"');
+    assert.ok(ended.length >= 8, `runs that ended by themselves: ${ended.length} of ${ds.length} removals`);
+    assert.ok(reaped.length >= 2, `runs stopped by the daemon (time limit, cancel): ${reaped.length} of ${ds.length} removals`);
   });
 });
 

@@ -57,12 +57,23 @@ static void sw_rm_queue(struct sw_backend *be, struct sw_box *b)
  * One step of a removal; true when it is done. The service (and with it
  * the conversation's name) goes once its task is terminal, never before
  * the task stopped unless the node is past the run's hard deadline.
+ *
+ * Nor while Swarm's task reaper may be deleting one of its tasks: a scale
+ * to 0 gives the task the desired state "remove", and the reaper deletes
+ * it about 250 ms after it stopped. A service removed in that window can
+ * crash the manager: its orchestrator looks the service's tasks up, then
+ * updates each, and one the reaper deleted in between is a nil pointer
+ * (moby/swarmkit#3216; dockerd 20.10's manager died of it in the swarm
+ * lab). So a task that ended by itself is never scaled (the service goes
+ * with the task as it is), and after a scale to 0 the service goes once
+ * the reaper took the task, or after SW_RM_REAP_MS whatever.
  */
 static bool sw_rm_step(struct sw_backend *be, struct sw_rm *m)
 {
 	struct sw_task t;
 	char err[512], st[16] = "";
 	long long now = mono_ms();
+	bool ended;
 	int rc;
 
 	if (m->deleted) {
@@ -89,15 +100,28 @@ static bool sw_rm_step(struct sw_backend *be, struct sw_rm *m)
 		m->next_ms = now + SW_RM_RETRY_MS;
 		return false;
 	}
-	if (!m->scaled) {
+	rc = swarm_task_get(be, m->id, &t, err, sizeof(err));
+	if (rc < 0 && !be->stop) {
+		/* Not knowing the task, neither scale nor remove. */
+		log_info("removing service %s: its tasks could not be read, "
+		         "retrying: %s",
+		         m->name, err);
+		m->next_ms = now + 5 * SW_RM_RETRY_MS;
+		return false;
+	}
+	ended = rc == 0 && t.have && swarm_rank(t.state) == 2;
+	if (rc == 0 && !ended && !m->scaled) {
+		/* Running, or no task yet: none may start from now on. */
 		rc = swarm_service_scale(be, m->id, 0, NULL, err, sizeof(err));
 		if (rc == -ENOENT)
 			return true;
-		if (rc == 0)
+		if (rc == 0) {
 			m->scaled = true;
+			m->next_ms = now + SW_RM_REAP_POLL_MS;
+			return false;
+		}
 	}
-	rc = swarm_task_get(be, m->id, &t, err, sizeof(err));
-	if (rc == 0 && t.have && swarm_rank(t.state) != 2 && t.node[0] &&
+	if (rc == 0 && t.have && !ended && t.node[0] &&
 	    time(NULL) <= m->hard_deadline && !be->stop) {
 		/* Still running (or its node is away): keep the lock. */
 		if (swarm_node(be, t.node, st, sizeof(st), NULL, 0, err,
@@ -108,6 +132,23 @@ static bool sw_rm_step(struct sw_backend *be, struct sw_rm *m)
 			          m->name, st);
 		m->next_ms = now + SW_RM_RETRY_MS / 2;
 		return false;
+	}
+	if (rc == 0 && t.reaping && time(NULL) <= m->hard_deadline) {
+		if (!m->reap_by)
+			m->reap_by = now + (be->stop ? SW_RM_REAP_STOP_MS
+			                             : SW_RM_REAP_MS);
+		if (now < m->reap_by) {
+			/* At shutdown the remover takes no turns: wait here. */
+			if (be->stop)
+				poll(NULL, 0, SW_RM_REAP_POLL_MS);
+			m->next_ms = now + SW_RM_REAP_POLL_MS;
+			return false;
+		}
+		log_info("service %s: Swarm did not delete its stopped task "
+		         "within %d s; removing the service anyway",
+		         m->name,
+		         (be->stop ? SW_RM_REAP_STOP_MS : SW_RM_REAP_MS) /
+		             1000);
 	}
 	rc = swarm_service_delete(be, m->id, err, sizeof(err));
 	if (rc < 0 && rc != -ENOENT) {

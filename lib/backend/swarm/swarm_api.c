@@ -125,6 +125,7 @@ int swarm_task_get(struct sw_backend *be, const char *svc, struct sw_task *t,
 {
 	cJSON *list = NULL, *j, *best = NULL;
 	double best_v = -1;
+	bool reaping = false;
 	int rc;
 
 	memset(t, 0, sizeof(*t));
@@ -135,7 +136,11 @@ int swarm_task_get(struct sw_backend *be, const char *svc, struct sw_task *t,
 		const cJSON *v = cJSON_GetObjectItemCaseSensitive(
 		    cJSON_GetObjectItemCaseSensitive(j, "Version"), "Index");
 		double vi = cJSON_IsNumber(v) ? v->valuedouble : 0;
+		const char *want = cJSON_GetStringValue(
+		    cJSON_GetObjectItemCaseSensitive(j, "DesiredState"));
 
+		if (want && strcmp(want, "remove") == 0)
+			reaping = true;
 		if (!best || vi > best_v) {
 			best = j;
 			best_v = vi;
@@ -143,6 +148,7 @@ int swarm_task_get(struct sw_backend *be, const char *svc, struct sw_task *t,
 	}
 	if (best)
 		swarm_task_fill(t, best);
+	t->reaping = reaping;
 	cJSON_Delete(list);
 	return 0;
 }

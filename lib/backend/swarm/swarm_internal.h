@@ -28,6 +28,9 @@
 #define SW_CHECK_WAIT_MS 60000 /* a node check's tasks to end */
 #define SW_RM_VERIFY_MS 120000 /* tasks to disappear after removal */
 #define SW_RM_RETRY_MS 1000
+#define SW_RM_REAP_POLL_MS 100  /* the task reaper, after a scale to 0 */
+#define SW_RM_REAP_MS 15000     /* most waited for it; then remove anyway */
+#define SW_RM_REAP_STOP_MS 3000 /* the same at shutdown */
 
 struct sw_task {
 	bool have;
@@ -38,6 +41,13 @@ struct sw_task {
 	char err[256];
 	bool has_exit;
 	int exit_code;
+	/*
+	 * A task of the service (this one or another) has the desired state
+	 * "remove": Swarm's task reaper deletes it once it has stopped, and
+	 * the manager must not be asked to remove the service meanwhile
+	 * (backend_swarm.c, removal).
+	 */
+	bool reaping;
 };
 
 struct sw_rm {
@@ -49,6 +59,7 @@ struct sw_rm {
 	bool deleted;
 	long long next_ms;
 	long long give_up_ms;
+	long long reap_by; /* mono ms: the task reaper's time is up; 0 unset */
 };
 
 struct sw_backend {
@@ -126,7 +137,10 @@ void swarm_task_fill(struct sw_task *t, const cJSON *j);
 /* The tasks of a service (an array, caller owns); a service gone has none. */
 int swarm_tasks(struct sw_backend *be, const char *svc, cJSON **out, char *err,
                 size_t errlen);
-/* The service's one task (the newest), or t->have false. */
+/*
+ * The service's one task (the newest), or t->have false; t->reaping says
+ * whether any of its tasks has the desired state "remove".
+ */
 int swarm_task_get(struct sw_backend *be, const char *svc, struct sw_task *t,
                    char *err, size_t errlen);
 /* A node's state ("ready", "down", ...) and host name. */
