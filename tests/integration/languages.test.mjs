@@ -329,6 +329,10 @@ describe('the new runners are listed with version and libraries', { skip: anyBui
       assert.ok(text.includes(`Libraries: ${r.libraries.join(', ')}`), `list_runners lists ${lang}'s libraries`);
       assert.ok(text.includes(`/sandbox/${r.filename}`), `list_runners names /sandbox/${r.filename}`);
     }
+    // What every conversation pays for in tokens, every language listed:
+    // within issue 22's budget, so that a longer description is a choice.
+    const chars = tools.reduce((n, t) => n + t.name.length + (t.description ?? '').length + JSON.stringify(t.inputSchema).length, 0);
+    assert.ok(chars <= 6000, `tools/list has ${chars} characters of names, descriptions and input schemas, over issue 22's 6,000 (tests/bench/run.sh --only tools gives each tool's share)`);
   });
 });
 
