@@ -17,6 +17,9 @@
 #include "util/log.h"
 #include "util/mono.h"
 
+/* Frames up to this size (header included) go to the agent in one write. */
+#define WARM_IO_SEND_ONE 4096
+
 int warm_io_write_file(int dfd, const char *name, const void *p, size_t n,
                        mode_t mode)
 {
@@ -76,16 +79,26 @@ static int warm_io_write_all(struct warm_box *b, const void *p, size_t n)
 	return 0;
 }
 
-/* Sends one frame of type with payload p. */
+/*
+ * Sends one frame of type with payload p: in one write when it fits in
+ * WARM_IO_SEND_ONE (an exec's records do), so that the agent never wakes
+ * for a header whose payload is still to come.
+ */
 int warm_io_send(struct warm_box *b, unsigned char type, const void *p,
                  size_t n)
 {
-	unsigned char hdr[AGENTFRAME_HDR];
-	int rc = agentframe_header(hdr, type, n, AGENTFRAME_MAX_IN);
+	unsigned char frame[WARM_IO_SEND_ONE];
+	int rc = agentframe_header(frame, type, n, AGENTFRAME_MAX_IN);
 
+	if (rc < 0)
+		return rc;
+	if (n <= sizeof(frame) - AGENTFRAME_HDR) {
+		if (n)
+			memcpy(frame + AGENTFRAME_HDR, p, n);
+		return warm_io_write_all(b, frame, AGENTFRAME_HDR + n);
+	}
+	rc = warm_io_write_all(b, frame, AGENTFRAME_HDR);
 	if (rc == 0)
-		rc = warm_io_write_all(b, hdr, sizeof(hdr));
-	if (rc == 0 && n)
 		rc = warm_io_write_all(b, p, n);
 	return rc;
 }
