@@ -313,7 +313,7 @@ describe('swarm backend', { timeout: 120_000, skip: NO_LAB }, () => {
   test("no service is removed while Swarm's task reaper may be deleting one of its tasks", async (t) => {
     assert.deepEqual(await waitClean(30_000), { services: [], tasks: [], containers: [] });
     const ds = watch.deletes;
-    const bad = ds.filter((x) => x.tasks.some((t) => t.desired === 'remove' || t.error));
+    const bad = ds.filter((x) => x.tasks.some((k) => k.desired === 'remove' || k.error));
     const ended = ds.filter((x) => x.tasks.length && !bad.includes(x));
     const reaped = ds.filter((x) => x.tasks.length === 0);
     t.diagnostic(`removals: ${ds.length}; with the task as it ended: ${ended.length}; after the reaper: ${reaped.length}; too early: ${bad.length}`);
