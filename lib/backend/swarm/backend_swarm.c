@@ -167,6 +167,23 @@ static bool sw_rm_step(struct sw_backend *be, struct sw_rm *m)
 	return be->stop;
 }
 
+/*
+ * Removes a service outside the remover (another boot's, or at shutdown):
+ * like sw_rm_step, not while a task of it awaits Swarm's task reaper, for
+ * which it waits up to SW_RM_REAP_STOP_MS, then removes it anyway.
+ */
+static int sw_delete_after_reaper(struct sw_backend *be, const char *id,
+                                  char *err, size_t errlen)
+{
+	long long until = mono_ms() + SW_RM_REAP_STOP_MS;
+	struct sw_task t;
+
+	while (swarm_task_get(be, id, &t, err, errlen) == 0 && t.reaping &&
+	       mono_ms() < until)
+		poll(NULL, 0, SW_RM_REAP_POLL_MS);
+	return swarm_service_delete(be, id, err, errlen);
+}
+
 /* Takes the first due removal off the list, or says when one is due. */
 static struct sw_rm *sw_rm_due(struct sw_backend *be, long long *wake)
 {
@@ -747,7 +764,7 @@ static int sw_reap(struct backend *base, char *err, size_t errlen)
 		               spec, be->cfg->instance_name, be->boot, now,
 		               be->cfg->reap_grace_s))
 			continue;
-		rc = swarm_service_delete(be, id, msg, sizeof(msg));
+		rc = sw_delete_after_reaper(be, id, msg, sizeof(msg));
 		if (rc == 0 || rc == -ENOENT) {
 			log_info("reaped leftover service %.25s", id);
 			removed++;
@@ -772,7 +789,7 @@ static void sw_sweep_own(struct backend *base)
 		const char *id = cJSON_GetStringValue(
 		    cJSON_GetObjectItemCaseSensitive(s, "ID"));
 
-		if (id && swarm_service_delete(be, id, err, sizeof(err)) < 0)
+		if (id && sw_delete_after_reaper(be, id, err, sizeof(err)) < 0)
 			log_warnx("removing service %.25s at shutdown: %s", id,
 			          err);
 	}
