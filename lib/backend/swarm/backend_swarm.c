@@ -54,6 +54,24 @@ static void sw_rm_queue(struct sw_backend *be, struct sw_box *b)
 }
 
 /*
+ * Removes a service where no later turn comes (another boot's leftovers,
+ * or at shutdown): as in sw_rm_step, not while a task of it awaits Swarm's
+ * task reaper, for which it waits up to SW_RM_REAP_STOP_MS, then removes
+ * it anyway.
+ */
+static int sw_delete_after_reaper(struct sw_backend *be, const char *id,
+                                  char *err, size_t errlen)
+{
+	long long until = mono_ms() + SW_RM_REAP_STOP_MS;
+	struct sw_task t;
+
+	while (swarm_task_get(be, id, &t, err, errlen) == 0 && t.reaping &&
+	       mono_ms() < until)
+		poll(NULL, 0, SW_RM_REAP_POLL_MS);
+	return swarm_service_delete(be, id, err, errlen);
+}
+
+/*
  * One step of a removal; true when it is done. The service (and with it
  * the conversation's name) goes once its task is terminal, never before
  * the task stopped unless the node is past the run's hard deadline.
@@ -112,10 +130,12 @@ static bool sw_rm_step(struct sw_backend *be, struct sw_rm *m)
 	ended = rc == 0 && t.have && swarm_rank(t.state) == 2;
 	if (rc == 0 && !ended && !m->scaled) {
 		/* Running, or no task yet: none may start from now on. */
-		rc = swarm_service_scale(be, m->id, 0, NULL, err, sizeof(err));
-		if (rc == -ENOENT)
+		int sc =
+		    swarm_service_scale(be, m->id, 0, NULL, err, sizeof(err));
+
+		if (sc == -ENOENT)
 			return true;
-		if (rc == 0) {
+		if (sc == 0) {
 			m->scaled = true;
 			m->next_ms = now + SW_RM_REAP_POLL_MS;
 			return false;
@@ -133,24 +153,21 @@ static bool sw_rm_step(struct sw_backend *be, struct sw_rm *m)
 		m->next_ms = now + SW_RM_RETRY_MS / 2;
 		return false;
 	}
-	if (rc == 0 && t.reaping && time(NULL) <= m->hard_deadline) {
+	if (rc == 0 && t.reaping && time(NULL) <= m->hard_deadline &&
+	    !be->stop) {
 		if (!m->reap_by)
-			m->reap_by = now + (be->stop ? SW_RM_REAP_STOP_MS
-			                             : SW_RM_REAP_MS);
+			m->reap_by = now + SW_RM_REAP_MS;
 		if (now < m->reap_by) {
-			/* At shutdown the remover takes no turns: wait here. */
-			if (be->stop)
-				poll(NULL, 0, SW_RM_REAP_POLL_MS);
 			m->next_ms = now + SW_RM_REAP_POLL_MS;
 			return false;
 		}
 		log_info("service %s: Swarm did not delete its stopped task "
 		         "within %d s; removing the service anyway",
-		         m->name,
-		         (be->stop ? SW_RM_REAP_STOP_MS : SW_RM_REAP_MS) /
-		             1000);
+		         m->name, SW_RM_REAP_MS / 1000);
 	}
-	rc = swarm_service_delete(be, m->id, err, sizeof(err));
+	/* At shutdown the remover takes no turns: the wait is here. */
+	rc = be->stop ? sw_delete_after_reaper(be, m->id, err, sizeof(err))
+	              : swarm_service_delete(be, m->id, err, sizeof(err));
 	if (rc < 0 && rc != -ENOENT) {
 		if (be->stop) {
 			log_warnx("removing service %s: %s", m->name, err);
@@ -165,23 +182,6 @@ static bool sw_rm_step(struct sw_backend *be, struct sw_rm *m)
 	m->give_up_ms = now + SW_RM_VERIFY_MS;
 	m->next_ms = now + SW_RM_RETRY_MS / 2;
 	return be->stop;
-}
-
-/*
- * Removes a service outside the remover (another boot's, or at shutdown):
- * like sw_rm_step, not while a task of it awaits Swarm's task reaper, for
- * which it waits up to SW_RM_REAP_STOP_MS, then removes it anyway.
- */
-static int sw_delete_after_reaper(struct sw_backend *be, const char *id,
-                                  char *err, size_t errlen)
-{
-	long long until = mono_ms() + SW_RM_REAP_STOP_MS;
-	struct sw_task t;
-
-	while (swarm_task_get(be, id, &t, err, errlen) == 0 && t.reaping &&
-	       mono_ms() < until)
-		poll(NULL, 0, SW_RM_REAP_POLL_MS);
-	return swarm_service_delete(be, id, err, errlen);
 }
 
 /* Takes the first due removal off the list, or says when one is due. */

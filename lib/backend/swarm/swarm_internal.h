@@ -30,7 +30,7 @@
 #define SW_RM_RETRY_MS 1000
 #define SW_RM_REAP_POLL_MS 100  /* the task reaper, after a scale to 0 */
 #define SW_RM_REAP_MS 15000     /* most waited for it; then remove anyway */
-#define SW_RM_REAP_STOP_MS 3000 /* the same at shutdown */
+#define SW_RM_REAP_STOP_MS 3000 /* the same where no later turn comes */
 
 struct sw_task {
 	bool have;
