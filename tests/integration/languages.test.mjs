@@ -36,7 +36,11 @@ const INPUT = 'alpha\nbeta\ngamma\n';
 // does not compile (or parse): its stderr must match `compileError`.
 // `crash` fails at run time with `crashExit` and stderr matching
 // `crashError`. `flags` runs `flagsProgram` with the environment `flagsEnv`
-// and must print `flagsOut`.
+// and must print `flagsOut`. `linker`: a program that prints `gold` when its
+// own binary carries gold's version note ("gold 1.NN", which GNU ld does
+// not write; the needle is built at run time so that the program's own
+// string constants cannot match), and the environment that goes back to GNU
+// ld (docs/runners.md: the compiled languages link with gold).
 const LANGS = {
   c: {
     alias: null,
@@ -69,6 +73,25 @@ int main(void)
     flagsEnv: { CFLAGS: '-DGREETING="flagged"' },
     flagsProgram: '#include <stdio.h>\nint main(void) { puts(GREETING); return 0; }\n',
     flagsOut: 'flagged\n',
+    linker: {
+      program: `#include <stdio.h>
+#include <string.h>
+int main(void)
+{
+	static char exe[1 << 22];
+	volatile char g = 'g';
+	char needle[] = "?old 1.";
+	FILE *f = fopen("/proc/self/exe", "rb");
+	size_t n = f ? fread(exe, 1, sizeof(exe), f) : 0;
+	needle[0] = g;
+	for (size_t i = 0; i + 7 <= n; i++)
+		if (memcmp(exe + i, needle, 7) == 0) { puts("gold"); return 0; }
+	puts(n ? "not gold" : "unread");
+	return 0;
+}
+`,
+      bfdEnv: { CFLAGS: '-fuse-ld=bfd' },
+    },
   },
   cpp: {
     alias: 'c++',
@@ -99,6 +122,24 @@ int main()
     flagsEnv: { CXXFLAGS: '-std=gnu++20' },
     flagsProgram: '#include <cstdio>\nint main() { std::printf("%ld\\n", __cplusplus); }\n',
     flagsOut: '202002\n',
+    linker: {
+      program: `#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <string>
+int main()
+{
+	std::ifstream f("/proc/self/exe", std::ios::binary);
+	std::string exe((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+	volatile char g = 'g';
+	std::string needle = "?old 1.";
+	needle[0] = g;
+	std::cout << (exe.find(needle) != std::string::npos ? "gold" : exe.empty() ? "unread" : "not gold") << std::endl;
+}
+`,
+      bfdEnv: { CXXFLAGS: '-fuse-ld=bfd' },
+    },
   },
   ruby: {
     alias: 'rb',
@@ -194,6 +235,16 @@ fn main() {
     flagsEnv: { RUSTFLAGS: '-O' },
     flagsProgram: 'fn main() {\n    println!("{}", if cfg!(debug_assertions) { "debug" } else { "release" });\n}\n',
     flagsOut: 'release\n',
+    linker: {
+      program: `fn main() {
+    let exe = std::fs::read("/proc/self/exe").expect("/proc/self/exe");
+    let mut needle = b"?old 1.".to_vec();
+    needle[0] = std::hint::black_box(b'g');
+    println!("{}", if exe.windows(needle.len()).any(|w| w == &needle[..]) { "gold" } else { "not gold" });
+}
+`,
+      bfdEnv: { RUSTFLAGS: '-C link-arg=-fuse-ld=bfd' },
+    },
   },
   python: {
     alias: 'py',
@@ -398,6 +449,17 @@ for (const [lang, t] of Object.entries(LANGS)) {
         const r = await run({ conversationId: conv, language: lang, code: t.flagsProgram, environment: t.flagsEnv });
         assert.equal(r.sc.status, 'completed', describeRun(r));
         assert.equal(r.sc.stdout, t.flagsOut, describeRun(r));
+      });
+    }
+
+    if (t.linker) {
+      test(`links with gold, and with GNU ld when ${Object.keys(t.linker.bfdEnv)[0]} asks`, { timeout: TEST_MS }, async () => {
+        const gold = await run({ conversationId: conv, language: lang, code: t.linker.program });
+        assert.equal(gold.sc.status, 'completed', describeRun(gold));
+        assert.equal(gold.sc.stdout, 'gold\n', describeRun(gold));
+        const bfd = await run({ conversationId: conv, language: lang, code: t.linker.program, environment: t.linker.bfdEnv });
+        assert.equal(bfd.sc.status, 'completed', describeRun(bfd));
+        assert.equal(bfd.sc.stdout, 'not gold\n', describeRun(bfd));
       });
     }
   });
