@@ -140,6 +140,8 @@ int main()
 `,
       bfdEnv: { CXXFLAGS: '-fuse-ld=bfd' },
     },
+    // runners/cpp builds these precompiled headers with the command's options.
+    pch: ['iostream', 'bits/stdc++.h', 'vector', 'string', 'algorithm', 'map'],
   },
   ruby: {
     alias: 'rb',
@@ -449,6 +451,34 @@ for (const [lang, t] of Object.entries(LANGS)) {
         const r = await run({ conversationId: conv, language: lang, code: t.flagsProgram, environment: t.flagsEnv });
         assert.equal(r.sc.status, 'completed', describeRun(r));
         assert.equal(r.sc.stdout, t.flagsOut, describeRun(r));
+      });
+    }
+
+    if (t.pch) {
+      // -H lists the headers as G++ reads them: "! <path>.gch" for a
+      // precompiled header it took, "x <path>.gch" for one it refused.
+      test('a first #include of a common header comes precompiled, and other options compile without it', { timeout: TEST_MS }, async () => {
+        for (const h of t.pch) {
+          const code = `#include <${h}>\n#include <cstdio>\nint main() { std::puts("pch ${h}"); }\n`;
+          const r = await run({ conversationId: conv, language: lang, code, environment: { CXXFLAGS: '-H' } });
+          assert.equal(r.sc.status, 'completed', describeRun(r));
+          assert.equal(r.sc.stdout, `pch ${h}\n`, describeRun(r));
+          assert.match(r.sc.stderr, new RegExp(`^! /usr/include/\\S+/${h.replace(/[.+]/g, '\\$&')}\\.gch$`, 'm'), `${h}: ${describeRun(r)}`);
+        }
+        // Another -std= changes what the header defines: G++ refuses the
+        // .gch, reads the header itself, and the program still builds.
+        const code = '#include <iostream>\nint main() { std::cout << __cplusplus << std::endl; }\n';
+        const r = await run({ conversationId: conv, language: lang, code, environment: { CXXFLAGS: '-H -std=gnu++20' } });
+        assert.equal(r.sc.status, 'completed', describeRun(r));
+        assert.equal(r.sc.stdout, '202002\n', describeRun(r));
+        assert.match(r.sc.stderr, /^x \/usr\/include\/\S+\/iostream\.gch$/m, describeRun(r));
+        // A macro that changes the library (its debug mode) is honoured: the
+        // .gch built without it is refused and the checked vector aborts.
+        const dbg = '#define _GLIBCXX_DEBUG\n#include <vector>\nint main() { std::vector<int> v; return v[5]; }\n';
+        const d2 = await run({ conversationId: conv, language: lang, code: dbg });
+        assert.equal(d2.sc.status, 'failed', describeRun(d2));
+        assert.equal(d2.sc.exit_code, 134, describeRun(d2));
+        assert.match(d2.sc.stderr, /out-of-bounds|__n < this->size\(\)|subscript/, describeRun(d2));
       });
     }
 
