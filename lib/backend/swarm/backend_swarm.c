@@ -165,9 +165,13 @@ static bool sw_rm_step(struct sw_backend *be, struct sw_rm *m)
 		         "within %d s; removing the service anyway",
 		         m->name, SW_RM_REAP_MS / 1000);
 	}
-	/* At shutdown the remover takes no turns: the wait is here. */
-	rc = be->stop ? sw_delete_after_reaper(be, m->id, err, sizeof(err))
-	              : swarm_service_delete(be, m->id, err, sizeof(err));
+	/*
+	 * At shutdown the remover takes no turns: the wait is here, unless the
+	 * lookup above already saw no task awaiting the reaper.
+	 */
+	rc = be->stop && (rc < 0 || t.reaping)
+	         ? sw_delete_after_reaper(be, m->id, err, sizeof(err))
+	         : swarm_service_delete(be, m->id, err, sizeof(err));
 	if (rc < 0 && rc != -ENOENT) {
 		if (be->stop) {
 			log_warnx("removing service %s: %s", m->name, err);
